@@ -1,0 +1,227 @@
+// Located, typed YAML access and command-line overrides.
+#include "core/config_node.h"
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+namespace poseidon {
+
+ConfigNode::ConfigNode(YAML::Node node, std::string file, std::string path)
+    : node_(std::move(node)), file_(std::move(file)), path_(std::move(path)) {}
+
+ConfigNode ConfigNode::load_file(const std::string& file) {
+  std::ifstream in(file);
+  if (!in) throw ConfigError({file, 0, 0, ""}, "cannot open file");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return parse(ss.str(), file);
+}
+
+ConfigNode ConfigNode::parse(const std::string& text, const std::string& name) {
+  try {
+    YAML::Node root = YAML::Load(text);
+    if (!root.IsDefined() || root.IsNull()) root = YAML::Node(YAML::NodeType::Map);
+    return ConfigNode(root, name, "");
+  } catch (const YAML::Exception& e) {
+    throw ConfigError({name, e.mark.line + 1, e.mark.column + 1, ""},
+                      "YAML syntax error: " + e.msg);
+  }
+}
+
+std::string ConfigNode::key_path(const std::string& key) const {
+  return path_.empty() ? key : path_ + "." + key;
+}
+
+SourceLocation ConfigNode::location() const {
+  YAML::Mark m = node_.Mark();
+  if (m.line < 0) return {file_, 0, 0, path_};
+  return {file_, m.line + 1, m.column + 1, path_};
+}
+
+void ConfigNode::fail(const std::string& what) const { throw ConfigError(location(), what); }
+
+std::string ConfigNode::found() const {
+  if (!node_.IsDefined() || node_.IsNull()) return "nothing";
+  if (node_.IsScalar()) return "'" + node_.Scalar() + "'";
+  if (node_.IsSequence()) return "a list";
+  return "a map";
+}
+
+bool ConfigNode::has(const std::string& key) const {
+  return node_.IsMap() && node_[key].IsDefined();
+}
+
+std::optional<ConfigNode> ConfigNode::find(const std::string& key) const {
+  if (!has(key)) return std::nullopt;
+  return ConfigNode(node_[key], file_, key_path(key));
+}
+
+ConfigNode ConfigNode::child(const std::string& key) const {
+  if (!node_.IsMap()) fail("expected a map with key '" + key + "', found " + found());
+  if (!has(key)) {
+    SourceLocation where = location();
+    where.key = key_path(key);
+    throw ConfigError(where, "missing required key '" + key + "'");
+  }
+  return ConfigNode(node_[key], file_, key_path(key));
+}
+
+size_t ConfigNode::size() const {
+  if (!node_.IsSequence()) fail("expected a list, found " + found());
+  return node_.size();
+}
+
+ConfigNode ConfigNode::at(size_t i) const {
+  if (!node_.IsSequence()) fail("expected a list, found " + found());
+  return ConfigNode(node_[i], file_, path_ + "[" + std::to_string(i) + "]");
+}
+
+std::vector<std::string> ConfigNode::keys() const {
+  std::vector<std::string> out;
+  if (!node_.IsMap()) return out;
+  for (auto it = node_.begin(); it != node_.end(); ++it) out.push_back(it->first.as<std::string>());
+  return out;
+}
+
+int64_t ConfigNode::as_int() const {
+  if (node_.IsScalar()) {
+    const std::string& s = node_.Scalar();
+    char* end = nullptr;
+    errno = 0;
+    long long v = std::strtoll(s.c_str(), &end, 10);
+    if (!s.empty() && end && *end == '\0' && errno == 0) return v;
+    // Accept integral floats written as 1e3.
+    double d = std::strtod(s.c_str(), &end);
+    if (!s.empty() && end && *end == '\0' && d == static_cast<double>(static_cast<int64_t>(d)))
+      return static_cast<int64_t>(d);
+  }
+  fail("expected an integer, found " + found());
+}
+
+double ConfigNode::as_double() const {
+  if (node_.IsScalar()) {
+    const std::string& s = node_.Scalar();
+    char* end = nullptr;
+    double v = std::strtod(s.c_str(), &end);
+    if (!s.empty() && end && *end == '\0') return v;
+  }
+  fail("expected a number, found " + found());
+}
+
+bool ConfigNode::as_bool() const {
+  if (node_.IsScalar()) {
+    const std::string& s = node_.Scalar();
+    if (s == "true" || s == "True" || s == "yes" || s == "on") return true;
+    if (s == "false" || s == "False" || s == "no" || s == "off") return false;
+  }
+  fail("expected true or false, found " + found());
+}
+
+std::string ConfigNode::as_string() const {
+  if (node_.IsScalar()) return node_.Scalar();
+  fail("expected a string, found " + found());
+}
+
+std::vector<int64_t> ConfigNode::as_int_list() const {
+  if (node_.IsScalar()) return {as_int()};
+  std::vector<int64_t> out;
+  for (size_t i = 0; i < size(); ++i) out.push_back(at(i).as_int());
+  return out;
+}
+
+std::vector<std::string> ConfigNode::as_string_list() const {
+  if (node_.IsScalar()) return {as_string()};
+  std::vector<std::string> out;
+  for (size_t i = 0; i < size(); ++i) out.push_back(at(i).as_string());
+  return out;
+}
+
+int64_t ConfigNode::get_int(const std::string& key, int64_t def) const {
+  return has(key) ? child(key).as_int() : def;
+}
+double ConfigNode::get_double(const std::string& key, double def) const {
+  return has(key) ? child(key).as_double() : def;
+}
+bool ConfigNode::get_bool(const std::string& key, bool def) const {
+  return has(key) ? child(key).as_bool() : def;
+}
+std::string ConfigNode::get_string(const std::string& key, const std::string& def) const {
+  return has(key) ? child(key).as_string() : def;
+}
+
+std::string ConfigNode::get_choice(const std::string& key, const std::vector<std::string>& choices,
+                                   const std::string& def) const {
+  if (!has(key)) return def;
+  ConfigNode c = child(key);
+  std::string v = c.as_string();
+  if (std::find(choices.begin(), choices.end(), v) != choices.end()) return v;
+  std::string list;
+  for (const auto& s : choices) list += (list.empty() ? "" : ", ") + s;
+  c.fail("expected one of " + list + ", found '" + v + "'");
+}
+
+void ConfigNode::check_keys(const std::vector<std::string>& allowed) const {
+  if (!node_.IsMap()) fail("expected a map, found " + found());
+  for (auto it = node_.begin(); it != node_.end(); ++it) {
+    std::string k = it->first.as<std::string>();
+    if (std::find(allowed.begin(), allowed.end(), k) != allowed.end()) continue;
+    std::string list;
+    for (const auto& s : allowed) list += (list.empty() ? "" : ", ") + s;
+    YAML::Mark m = it->first.Mark();
+    throw ConfigError({file_, m.line + 1, m.column + 1, key_path(k)},
+                      "unknown key '" + k + "' (allowed: " + list + ")");
+  }
+}
+
+void apply_override(YAML::Node root, const std::string& assignment) {
+  size_t eq = assignment.find('=');
+  if (eq == std::string::npos || eq == 0)
+    throw ConfigError({"--set", 0, 0, assignment}, "expected key=value");
+  std::string path = assignment.substr(0, eq);
+  YAML::Node value;
+  try {
+    value = YAML::Load(assignment.substr(eq + 1));
+  } catch (const YAML::Exception& e) {
+    throw ConfigError({"--set", 0, 0, path}, "cannot parse value: " + e.msg);
+  }
+  std::vector<std::string> parts;
+  std::stringstream ss(path);
+  for (std::string p; std::getline(ss, p, '.');) parts.push_back(p);
+
+  YAML::Node cur = root;
+  for (size_t i = 0; i < parts.size(); ++i) {
+    const std::string& part = parts[i];
+    bool last = i + 1 == parts.size();
+    YAML::Node next;
+    if (cur.IsSequence()) {
+      bool is_index = !part.empty() && std::all_of(part.begin(), part.end(), ::isdigit);
+      if (is_index && std::stoul(part) < cur.size()) {
+        next.reset(cur[std::stoul(part)]);
+      } else {
+        for (size_t k = 0; k < cur.size(); ++k) {
+          YAML::Node el = cur[k];
+          if (el.IsMap() && el["name"] && el["name"].Scalar() == part) next.reset(el);
+        }
+      }
+      if (!next.IsDefined())
+        throw ConfigError({"--set", 0, 0, path}, "no list element '" + part + "'");
+      if (last) {
+        throw ConfigError({"--set", 0, 0, path}, "cannot replace a whole list element");
+      }
+    } else {
+      if (!cur.IsMap() && !cur.IsNull())
+        throw ConfigError({"--set", 0, 0, path}, "'" + part + "' is inside a scalar");
+      if (last) {
+        cur[part] = value;
+        return;
+      }
+      if (!cur[part].IsDefined() || cur[part].IsNull()) cur[part] = YAML::Node(YAML::NodeType::Map);
+      next.reset(cur[part]);
+    }
+    cur.reset(next);
+  }
+}
+
+}  // namespace poseidon

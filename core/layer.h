@@ -1,0 +1,111 @@
+// The Layer contract. A layer is built from its YAML config, infers output
+// shapes from input shapes (reshape), runs forward, and in backward accumulates
+// input gradients and writes its parameter gradients. Parameters are declared
+// by the layer and owned by the Net, which binds them into flat buffers.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "core/config_node.h"
+#include "core/tensor.h"
+
+namespace poseidon {
+
+enum class Phase { train, test };
+
+// Per-run state handed to layers: no globals for mode or device.
+struct RunContext {
+  Phase phase = Phase::train;
+  std::mt19937_64* rng = nullptr;  // for stochastic layers (dropout)
+  Device device;
+};
+
+// How a parameter is initialised. "default" is PyTorch's: uniform in
+// +-1/sqrt(fan_in) for weights and biases alike.
+struct ParamInit {
+  std::string type = "default";  // default, constant, uniform, gaussian, xavier, msra
+  float value = 0.f;             // constant
+  float low = -0.05f, high = 0.05f;
+  float std = 0.01f;             // gaussian
+  int64_t fan_in = 1;            // set by the layer
+  int64_t fan_out = 1;
+
+  static ParamInit parse(const ConfigNode& node);
+};
+
+struct Param {
+  std::string name;    // "<layer>.<suffix>": the checkpoint key (PyTorch naming)
+  Shape shape;
+  ParamInit init;
+  bool learnable = true;  // false: a buffer such as running statistics
+  float lr_mult = 1.f;
+  float decay_mult = 1.f;
+  Tensor value;  // views into the Net's flat buffers
+  Tensor grad;   // empty for buffers
+};
+
+// Tensors of one forward or backward call. In backward, in_grad[i] is null for
+// inputs that need no gradient; layers add to it (+=), never overwrite.
+struct LayerIO {
+  std::vector<const Tensor*> in;
+  std::vector<Tensor*> out;
+  std::vector<const Tensor*> out_grad;
+  std::vector<Tensor*> in_grad;
+};
+
+class Layer {
+ public:
+  explicit Layer(const ConfigNode& config);
+  virtual ~Layer() = default;
+  Layer(const Layer&) = delete;
+  Layer& operator=(const Layer&) = delete;
+
+  const std::string& name() const { return name_; }
+  const std::string& type() const { return type_; }
+  const std::vector<std::string>& inputs() const { return inputs_; }
+  const std::vector<std::string>& outputs() const { return outputs_; }
+  const ConfigNode& config() const { return config_; }
+  // Used by the Net: a layer without `inputs` reads the previous layer's outputs.
+  void set_default_inputs(const std::vector<std::string>& inputs);
+
+  // Checks the input shapes and returns the output shapes. Called at build
+  // time and again whenever input shapes change (e.g. another batch size).
+  virtual std::vector<Shape> reshape(const std::vector<Shape>& in) = 0;
+  virtual void forward(LayerIO& io, RunContext& ctx) = 0;
+  virtual void backward(LayerIO& io, RunContext& ctx) {}
+
+  // Multiply-adds x2 of one forward pass over the given input shapes.
+  virtual int64_t forward_flops(const std::vector<Shape>& in) const { return 0; }
+  // Nonzero for layers whose (scalar) output is a term of the objective.
+  virtual float loss_weight() const { return 0.f; }
+  // False for layers that never propagate gradients (accuracy).
+  virtual bool differentiable() const { return true; }
+  // Allowed input counts (min, max); -1 max means unbounded.
+  virtual std::pair<int, int> input_count() const { return {1, 1}; }
+  virtual int output_count() const { return 1; }
+
+  std::vector<Param>& params() { return params_; }
+  const std::vector<Param>& params() const { return params_; }
+  Param& param(size_t i) { return params_.at(i); }
+
+ protected:
+  // Declares (first call) or re-checks (later calls) a parameter. `suffix` is
+  // "weight", "bias", "running_mean", ...; init keys are read from the config
+  // as "<suffix>_init" for learnable parameters.
+  Param& declare_param(const std::string& suffix, const Shape& shape, ParamInit init,
+                       bool learnable = true);
+  // Raises a ConfigError located at this layer's config (or at `key` in it).
+  [[noreturn]] void fail(const std::string& what, const std::string& key = "") const;
+
+ private:
+  ConfigNode config_;
+  std::string name_, type_;
+  std::vector<std::string> inputs_, outputs_;
+  std::vector<Param> params_;
+};
+
+}  // namespace poseidon

@@ -1,0 +1,310 @@
+// Net construction: graph from YAML, topological order, shape inference,
+// gradient paths and flat parameter buffers.
+#include "core/net.h"
+
+#include <cmath>
+#include <set>
+
+#include "core/registry.h"
+
+namespace poseidon {
+
+namespace {
+constexpr int64_t kAlign = 16;  // floats: every parameter view starts 64-byte aligned
+int64_t aligned(int64_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
+bool is_scalar_shape(const Shape& s) { return shape_numel(s) == 1; }
+}  // namespace
+
+Net::Net(const ConfigNode& model, int64_t batch) : batch_(batch) {
+  POSEIDON_REQUIRE(batch > 0) << "batch size must be positive, got " << batch;
+  build_graph(model);
+  infer_shapes();
+  mark_gradient_paths();
+  bind_params();
+}
+
+void Net::build_graph(const ConfigNode& model) {
+  model.check_keys({"name", "description", "inputs", "layers"});
+  name_ = model.get_string("name", "net");
+  ConfigNode inputs = model.child("inputs");
+  if (!inputs.is_map() || inputs.keys().empty())
+    inputs.fail("expected a map of input names to per-sample shapes, e.g. {data: [1, 28, 28], label: []}");
+  for (const std::string& in : inputs.keys()) {
+    ConfigNode shape_node = inputs.child(in);
+    Shape shape;
+    if (!shape_node.is_sequence() || shape_node.size() > 0) shape = shape_node.as_int_list();
+    for (int64_t d : shape)
+      if (d <= 0) shape_node.fail("expected positive dimensions, found " + shape_str(shape));
+    input_names_.push_back(in);
+    input_shapes_[in] = shape;
+    blob_index_[in] = blobs_.size();
+    blobs_.push_back(Blob{in, Tensor(), Tensor(), false, -1});
+  }
+  order_layers(model.child("layers"));
+}
+
+void Net::order_layers(const ConfigNode& layers_node) {
+  if (!layers_node.is_sequence() || layers_node.size() == 0) layers_node.fail("expected a non-empty list of layers");
+  std::vector<std::unique_ptr<Layer>> parsed;
+  std::vector<ConfigNode> configs;
+  std::set<std::string> names;
+  std::vector<std::string> previous = {input_names_.front()};
+  for (size_t i = 0; i < layers_node.size(); ++i) {
+    ConfigNode c = layers_node.at(i);
+    auto layer = LayerRegistry::instance().create(c);
+    if (!names.insert(layer->name()).second) c.child("name").fail("duplicate layer name '" + layer->name() + "'");
+    layer->set_default_inputs(previous);
+    previous = layer->outputs();
+    auto [lo, hi] = layer->input_count();
+    int n_in = static_cast<int>(layer->inputs().size());
+    if (n_in < lo || (hi >= 0 && n_in > hi))
+      (c.has("inputs") ? c.child("inputs") : c)
+            .fail("layer '" + layer->name() + "' (" + layer->type() + ") takes " +
+                  (lo == hi ? std::to_string(lo) : std::to_string(lo) + " to " + (hi < 0 ? "any" : std::to_string(hi))) +
+                  " inputs, got " + std::to_string(n_in));
+    if (static_cast<int>(layer->outputs().size()) != layer->output_count())
+      (c.has("outputs") ? c.child("outputs") : c)
+          .fail("layer '" + layer->name() + "' (" + layer->type() + ") has " +
+                std::to_string(layer->output_count()) + " outputs, got " +
+                std::to_string(layer->outputs().size()));
+    configs.push_back(c);
+    parsed.push_back(std::move(layer));
+  }
+
+  // Who produces each blob.
+  std::map<std::string, int> producer;
+  for (const auto& in : input_names_) producer[in] = -1;
+  for (size_t i = 0; i < parsed.size(); ++i) {
+    for (const auto& out : parsed[i]->outputs()) {
+      auto it = producer.find(out);
+      if (it != producer.end()) {
+        std::string other = it->second < 0 ? "the net inputs" : "layer '" + parsed[it->second]->name() + "'";
+        (configs[i].has("outputs") ? configs[i].child("outputs") : configs[i].child("name"))
+            .fail("blob '" + out + "' is already produced by " + other + " (each blob has one producer)");
+      }
+      producer[out] = static_cast<int>(i);
+    }
+  }
+  for (size_t i = 0; i < parsed.size(); ++i) {
+    for (const auto& in : parsed[i]->inputs()) {
+      if (producer.count(in)) continue;
+      std::string known;
+      for (const auto& [name, p] : producer) known += (known.empty() ? "" : ", ") + name;
+      (configs[i].has("inputs") ? configs[i].child("inputs") : configs[i])
+          .fail("layer '" + parsed[i]->name() + "' reads blob '" + in +
+                "', which no layer or net input produces (blobs: " + known + ")");
+    }
+  }
+
+  // Kahn's algorithm; among ready layers the earliest in the file goes first.
+  std::vector<int> pending(parsed.size(), 0);
+  for (size_t i = 0; i < parsed.size(); ++i)
+    for (const auto& in : parsed[i]->inputs())
+      if (producer[in] >= 0) ++pending[i];
+  std::set<size_t> ready;
+  for (size_t i = 0; i < parsed.size(); ++i)
+    if (pending[i] == 0) ready.insert(i);
+  std::vector<size_t> order;
+  while (!ready.empty()) {
+    size_t i = *ready.begin();
+    ready.erase(ready.begin());
+    order.push_back(i);
+    for (size_t j = 0; j < parsed.size(); ++j)
+      for (const auto& in : parsed[j]->inputs())
+        if (producer[in] == static_cast<int>(i) && --pending[j] == 0) ready.insert(j);
+  }
+  if (order.size() != parsed.size()) {
+    std::string cyclic;
+    size_t first = parsed.size();
+    for (size_t i = 0; i < parsed.size(); ++i)
+      if (pending[i] > 0) {
+        cyclic += (cyclic.empty() ? "" : ", ") + parsed[i]->name();
+        first = std::min(first, i);
+      }
+    configs[first].fail("the layer graph has a cycle through layers " + cyclic);
+  }
+
+  for (size_t i : order) {
+    Layer* l = parsed[i].get();
+    std::vector<size_t> out_idx;
+    for (const auto& out : l->outputs()) {
+      blob_index_[out] = blobs_.size();
+      out_idx.push_back(blobs_.size());
+      blobs_.push_back(Blob{out, Tensor(), Tensor(), false, static_cast<int>(layers_.size())});
+    }
+    layer_out_.push_back(out_idx);
+    layers_.push_back(std::move(parsed[i]));
+  }
+  for (const auto& l : layers_) {
+    std::vector<size_t> in_idx;
+    for (const auto& in : l->inputs()) in_idx.push_back(blob_index_.at(in));
+    layer_in_.push_back(in_idx);
+  }
+}
+
+std::vector<Shape> Net::layer_input_shapes(size_t i) const {
+  std::vector<Shape> shapes;
+  for (size_t b : layer_in_[i]) shapes.push_back(blobs_[b].value.shape());
+  return shapes;
+}
+
+void Net::infer_shapes() {
+  for (const auto& in : input_names_) {
+    Shape s = {batch_};
+    for (int64_t d : input_shapes_.at(in)) s.push_back(d);
+    blobs_[blob_index_.at(in)].value.resize(s);
+  }
+  for (size_t i = 0; i < layers_.size(); ++i) {
+    std::vector<Shape> out = layers_[i]->reshape(layer_input_shapes(i));
+    POSEIDON_CHECK(out.size() == layer_out_[i].size()) << layers_[i]->name();
+    for (size_t k = 0; k < out.size(); ++k) blobs_[layer_out_[i][k]].value.resize(out[k]);
+  }
+  io_.assign(layers_.size(), LayerIO{});
+  for (size_t i = 0; i < layers_.size(); ++i) {
+    LayerIO& io = io_[i];
+    for (size_t b : layer_in_[i]) {
+      io.in.push_back(&blobs_[b].value);
+      io.in_grad.push_back(nullptr);
+    }
+    for (size_t b : layer_out_[i]) {
+      io.out.push_back(&blobs_[b].value);
+      io.out_grad.push_back(&blobs_[b].grad);
+    }
+  }
+}
+
+void Net::mark_gradient_paths() {
+  loss_outputs_.clear();
+  metric_outputs_.clear();
+  std::vector<bool> reaches_loss(blobs_.size(), false);
+  for (size_t i = 0; i < layers_.size(); ++i) {
+    for (size_t b : layer_out_[i]) {
+      if (layers_[i]->loss_weight() != 0.f) {
+        POSEIDON_REQUIRE(is_scalar_shape(blobs_[b].value.shape()))
+            << "loss layer '" << layers_[i]->name() << "' must output a scalar";
+        loss_outputs_.push_back(blobs_[b].name);
+        reaches_loss[b] = true;
+      } else if (!layers_[i]->differentiable() && is_scalar_shape(blobs_[b].value.shape())) {
+        metric_outputs_.push_back(blobs_[b].name);
+      }
+    }
+  }
+  std::vector<bool> layer_on_path(layers_.size(), false);
+  for (size_t i = layers_.size(); i-- > 0;) {
+    for (size_t b : layer_out_[i]) layer_on_path[i] = layer_on_path[i] || reaches_loss[b];
+    if (layer_on_path[i] && layers_[i]->differentiable())
+      for (size_t b : layer_in_[i]) reaches_loss[b] = true;
+  }
+  runs_backward_.assign(layers_.size(), false);
+  for (auto& b : blobs_) b.needs_grad = false;
+  for (size_t i = 0; i < layers_.size(); ++i) {
+    bool learnable = false;
+    for (const auto& p : layers_[i]->params()) learnable = learnable || p.learnable;
+    bool any_input_grad = false;
+    for (size_t k = 0; k < layer_in_[i].size(); ++k) {
+      Blob& in = blobs_[layer_in_[i][k]];
+      any_input_grad = any_input_grad || in.needs_grad;
+    }
+    runs_backward_[i] = layer_on_path[i] && layers_[i]->differentiable() && (learnable || any_input_grad);
+    for (size_t b : layer_out_[i]) blobs_[b].needs_grad = runs_backward_[i] && reaches_loss[b];
+  }
+  for (size_t i = 0; i < layers_.size(); ++i) {
+    if (!runs_backward_[i]) continue;
+    for (size_t b : layer_out_[i]) blobs_[b].grad.resize(blobs_[b].value.shape());
+    for (size_t k = 0; k < layer_in_[i].size(); ++k) {
+      Blob& in = blobs_[layer_in_[i][k]];
+      io_[i].in_grad[k] = in.needs_grad ? &in.grad : nullptr;
+    }
+  }
+}
+
+void Net::bind_params() {
+  int64_t n_values = 0, n_buffers = 0;
+  for (auto* p : params()) (p->learnable ? n_values : n_buffers) += aligned(shape_numel(p->shape));
+  auto values = std::make_shared<Storage>(n_values);
+  auto grads = std::make_shared<Storage>(n_values);
+  auto buffers = std::make_shared<Storage>(n_buffers);
+  int64_t off_v = 0, off_b = 0;
+  for (auto* p : params()) {
+    if (p->learnable) {
+      p->value = Tensor(values, off_v, p->shape);
+      p->grad = Tensor(grads, off_v, p->shape);
+      off_v += aligned(p->value.numel());
+    } else {
+      p->value = Tensor(buffers, off_b, p->shape);
+      off_b += aligned(p->value.numel());
+    }
+  }
+  flat_values_ = Tensor(values, 0, {n_values});
+  flat_grads_ = Tensor(grads, 0, {n_values});
+  flat_buffers_ = Tensor(buffers, 0, {n_buffers});
+}
+
+void Net::reshape(int64_t batch) {
+  POSEIDON_REQUIRE(batch > 0) << "batch size must be positive, got " << batch;
+  if (batch == batch_) return;
+  batch_ = batch;
+  infer_shapes();
+  mark_gradient_paths();
+}
+
+void Net::init_params(uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  for (Param* p : params()) {
+    const ParamInit& init = p->init;
+    float* w = p->value.data();
+    int64_t n = p->value.numel();
+    auto uniform = [&](double lo, double hi) {
+      std::uniform_real_distribution<double> d(lo, hi);
+      for (int64_t i = 0; i < n; ++i) w[i] = static_cast<float>(d(rng));
+    };
+    auto gaussian = [&](double stddev) {
+      std::normal_distribution<double> d(0.0, stddev);
+      for (int64_t i = 0; i < n; ++i) w[i] = static_cast<float>(d(rng));
+    };
+    const double fan_in = static_cast<double>(std::max<int64_t>(1, init.fan_in));
+    const double fan_out = static_cast<double>(std::max<int64_t>(1, init.fan_out));
+    if (init.type == "constant") p->value.fill(init.value);
+    else if (init.type == "uniform") uniform(init.low, init.high);
+    else if (init.type == "gaussian") gaussian(init.std);
+    else if (init.type == "xavier") uniform(-std::sqrt(6.0 / (fan_in + fan_out)), std::sqrt(6.0 / (fan_in + fan_out)));
+    else if (init.type == "msra") gaussian(std::sqrt(2.0 / fan_in));
+    else uniform(-1.0 / std::sqrt(fan_in), 1.0 / std::sqrt(fan_in));
+  }
+}
+
+const Shape& Net::input_sample_shape(const std::string& name) const {
+  auto it = input_shapes_.find(name);
+  POSEIDON_REQUIRE(it != input_shapes_.end()) << "the model has no input '" << name << "'";
+  return it->second;
+}
+
+Blob& Net::blob(const std::string& name) {
+  auto it = blob_index_.find(name);
+  POSEIDON_REQUIRE(it != blob_index_.end()) << "the model has no blob '" << name << "'";
+  return blobs_[it->second];
+}
+
+std::vector<Param*> Net::params() {
+  std::vector<Param*> out;
+  for (auto& l : layers_)
+    for (auto& p : l->params()) out.push_back(&p);
+  return out;
+}
+
+Param* Net::find_param(const std::string& name) {
+  for (auto& l : layers_)
+    for (auto& p : l->params())
+      if (p.name == name) return &p;
+  return nullptr;
+}
+
+int64_t Net::num_learnable() const {
+  int64_t n = 0;
+  for (const auto& l : layers_)
+    for (const auto& p : l->params())
+      if (p.learnable) n += shape_numel(p.shape);
+  return n;
+}
+
+}  // namespace poseidon

@@ -1,0 +1,98 @@
+// Net: the layer graph of a model file. Builds layers from YAML, orders them
+// topologically, infers shapes, allocates blobs, keeps every learnable
+// parameter in one flat buffer and every gradient in another, and runs
+// forward and backward, reporting each finished gradient to a GradSink.
+//
+// Model file:
+//   name: lenet
+//   inputs: {data: [1, 28, 28], label: []}   # per-sample shapes
+//   layers:
+//     - {name: conv1, type: conv, inputs: data, num_output: 20, kernel_size: 5}
+//     - ...
+#pragma once
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/config_node.h"
+#include "core/events.h"
+#include "core/layer.h"
+
+namespace poseidon {
+
+struct Blob {
+  std::string name;
+  Tensor value;
+  Tensor grad;             // allocated only when some layer needs it
+  bool needs_grad = false; // a differentiable path leads from it to a loss
+  int producer = -1;       // layer index, -1 for a net input
+};
+
+class Net {
+ public:
+  Net(const ConfigNode& model, int64_t batch);
+
+  const std::string& name() const { return name_; }
+  int64_t batch() const { return batch_; }
+  // Changes the batch size: re-infers every shape; parameters are kept.
+  void reshape(int64_t batch);
+
+  // Runs every layer; returns the weighted sum of the loss outputs.
+  float forward(RunContext& ctx, GradSink* gate = nullptr);
+  // Runs backward from the loss outputs, reporting gradients to `sink`.
+  void backward(RunContext& ctx, GradSink& sink);
+  // Single-layer steps, for per-layer timing.
+  void forward_layer(size_t i, RunContext& ctx);
+  void backward_layer(size_t i, RunContext& ctx);
+  void zero_blob_grads();
+  void seed_loss_grads();
+
+  // Deterministic initialisation of all parameters and buffers from `seed`.
+  void init_params(uint64_t seed);
+
+  const std::vector<std::string>& input_names() const { return input_names_; }
+  const Shape& input_sample_shape(const std::string& name) const;
+  Blob& blob(const std::string& name);
+  bool has_blob(const std::string& name) const { return blob_index_.count(name) > 0; }
+  const std::vector<Blob>& blobs() const { return blobs_; }
+  size_t num_layers() const { return layers_.size(); }
+  Layer& layer(size_t i) { return *layers_[i]; }
+  const Layer& layer(size_t i) const { return *layers_[i]; }
+  std::vector<Shape> layer_input_shapes(size_t i) const;
+  bool runs_backward(size_t i) const { return runs_backward_[i]; }
+
+  // Scalar outputs: losses (weighted into forward's result) and metrics.
+  const std::vector<std::string>& loss_outputs() const { return loss_outputs_; }
+  const std::vector<std::string>& metric_outputs() const { return metric_outputs_; }
+
+  // All parameters (learnable and buffers) in layer order.
+  std::vector<Param*> params();
+  Param* find_param(const std::string& name);
+  int64_t num_learnable() const;  // element count of the learnable parameters
+  Tensor& flat_values() { return flat_values_; }
+  Tensor& flat_grads() { return flat_grads_; }
+
+ private:
+  void build_graph(const ConfigNode& model);
+  void order_layers(const ConfigNode& layers_node);
+  void infer_shapes();
+  void mark_gradient_paths();
+  void bind_params();
+
+  std::string name_;
+  int64_t batch_ = 0;
+  std::vector<std::string> input_names_;
+  std::map<std::string, Shape> input_shapes_;
+  std::vector<std::unique_ptr<Layer>> layers_;  // topological order
+  std::vector<Blob> blobs_;
+  std::map<std::string, size_t> blob_index_;
+  std::vector<std::vector<size_t>> layer_in_, layer_out_;  // blob indices
+  std::vector<bool> runs_backward_;
+  std::vector<std::string> loss_outputs_, metric_outputs_;
+  Tensor flat_values_, flat_grads_, flat_buffers_;
+  std::vector<LayerIO> io_;
+};
+
+}  // namespace poseidon

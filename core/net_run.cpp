@@ -1,0 +1,57 @@
+// Net execution: forward in topological order, backward in reverse with a
+// gradient-ready report per learnable parameter as soon as it is complete.
+#include "core/net.h"
+
+namespace poseidon {
+
+void Net::forward_layer(size_t i, RunContext& ctx) { layers_[i]->forward(io_[i], ctx); }
+
+void Net::backward_layer(size_t i, RunContext& ctx) {
+  if (runs_backward_[i]) layers_[i]->backward(io_[i], ctx);
+}
+
+float Net::forward(RunContext& ctx, GradSink* gate) {
+  for (size_t i = 0; i < layers_.size(); ++i) {
+    if (gate) gate->await_params(*layers_[i]);
+    forward_layer(i, ctx);
+  }
+  float loss = 0.f;
+  for (size_t i = 0; i < layers_.size(); ++i) {
+    float w = layers_[i]->loss_weight();
+    if (w == 0.f) continue;
+    for (size_t b : layer_out_[i]) loss += w * blobs_[b].value[0];
+  }
+  return loss;
+}
+
+void Net::zero_blob_grads() {
+  for (auto& b : blobs_)
+    if (b.grad.defined()) b.grad.zero();
+}
+
+void Net::seed_loss_grads() {
+  for (size_t i = 0; i < layers_.size(); ++i) {
+    float w = layers_[i]->loss_weight();
+    if (w == 0.f || !runs_backward_[i]) continue;
+    for (size_t b : layer_out_[i]) blobs_[b].grad.fill(w);
+  }
+}
+
+void Net::backward(RunContext& ctx, GradSink& sink) {
+  zero_blob_grads();
+  seed_loss_grads();
+  for (size_t i = layers_.size(); i-- > 0;) {
+    Layer& l = *layers_[i];
+    if (runs_backward_[i]) {
+      l.backward(io_[i], ctx);
+    } else {
+      for (auto& p : l.params())
+        if (p.learnable) p.grad.zero();
+    }
+    for (auto& p : l.params())
+      if (p.learnable) sink.grad_ready(p);
+  }
+  sink.backward_done();
+}
+
+}  // namespace poseidon

@@ -1,0 +1,72 @@
+// Layer registry: lookup by type, key validation, and the common key set.
+#include "core/registry.h"
+
+#include <algorithm>
+
+namespace poseidon {
+
+LayerRegistry& LayerRegistry::instance() {
+  static LayerRegistry registry;
+  return registry;
+}
+
+void LayerRegistry::add(LayerInfo info) {
+  POSEIDON_CHECK(!find(info.type)) << "layer type registered twice: " << info.type;
+  infos_.push_back(std::move(info));
+}
+
+const LayerInfo* LayerRegistry::find(const std::string& type) const {
+  for (const auto& i : infos_)
+    if (i.type == type) return &i;
+  return nullptr;
+}
+
+std::vector<const LayerInfo*> LayerRegistry::all() const {
+  std::vector<const LayerInfo*> out;
+  for (const auto& i : infos_) out.push_back(&i);
+  std::sort(out.begin(), out.end(), [](auto* a, auto* b) { return a->type < b->type; });
+  return out;
+}
+
+std::unique_ptr<Layer> LayerRegistry::create(const ConfigNode& config) const {
+  config.child("name");
+  ConfigNode type_node = config.child("type");
+  std::string type = type_node.as_string();
+  const LayerInfo* info = find(type);
+  if (!info) {
+    std::string known;
+    for (const auto* i : all()) known += (known.empty() ? "" : ", ") + i->type;
+    type_node.fail("unknown layer type '" + type + "' (known types: " + known + ")");
+  }
+  std::vector<std::string> allowed;
+  for (const auto& k : common_layer_keys()) allowed.push_back(k.key);
+  for (const auto& k : info->keys) allowed.push_back(k.key);
+  config.check_keys(allowed);
+  for (const auto& k : info->keys)
+    if (k.default_value.empty()) config.child(k.key);  // required keys
+  return info->make(config);
+}
+
+const std::vector<KeyDoc>& common_layer_keys() {
+  static const std::vector<KeyDoc> keys = {
+      {"name", "string", "", "unique layer name; parameters are saved as <name>.weight, ..."},
+      {"type", "string", "", "registered layer type"},
+      {"inputs", "strings", "previous layer's outputs", "input blob names"},
+      {"outputs", "strings", "[<name>]", "output blob names"},
+  };
+  return keys;
+}
+
+std::vector<KeyDoc> weight_bias_keys() {
+  return {
+      {"bias", "bool", "true", "learn an additive bias"},
+      {"weight_init", "init", "default", "default|constant|uniform|gaussian|xavier|msra or a map"},
+      {"bias_init", "init", "default", "as weight_init"},
+      {"lr_mult", "float", "1", "learning-rate multiplier of the weight"},
+      {"decay_mult", "float", "1", "weight-decay multiplier of the weight"},
+      {"bias_lr_mult", "float", "1", "learning-rate multiplier of the bias"},
+      {"bias_decay_mult", "float", "1", "weight-decay multiplier of the bias"},
+  };
+}
+
+}  // namespace poseidon

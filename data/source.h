@@ -1,0 +1,29 @@
+// Sources of labelled examples. A source is random-access and thread-safe:
+// read(i) decodes example i, so loaders can shuffle, shard and prefetch.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "core/config_node.h"
+#include "core/tensor.h"
+
+namespace poseidon {
+
+class Source {
+ public:
+  virtual ~Source() = default;
+  virtual int64_t size() const = 0;        // examples per epoch
+  virtual Shape sample_shape() const = 0;  // e.g. [1, 28, 28]
+  virtual int64_t num_classes() const = 0;
+  // Writes example `index` (shape_numel(sample_shape()) floats) to `dst` and
+  // returns its label. `seed` drives any random augmentation of this example.
+  virtual int64_t read(int64_t index, float* dst, uint64_t seed) const = 0;
+};
+
+// Builds a source from a `data.train` / `data.test` config map. Relative
+// paths are resolved against `base_dir` (the config file's folder).
+std::shared_ptr<Source> make_source(const ConfigNode& config, const std::string& base_dir);
+
+}  // namespace poseidon
