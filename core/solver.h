@@ -46,6 +46,7 @@ class Solver {
 
   // Optimizer state by parameter name (checkpointed as "<name>.momentum_buffer").
   std::map<std::string, Tensor>& state() { return state_; }
+  const std::map<std::string, Tensor>& state() const { return state_; }
 
  private:
   SolverConfig config_;

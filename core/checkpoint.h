@@ -1,0 +1,28 @@
+// Checkpoints: a Net's parameters and buffers, the Solver's state and the
+// caller's metadata (iteration, loader position, RNG state) in one
+// safetensors file, under PyTorch's names and layouts ("conv1.weight" OIHW,
+// "fc1.weight" [out, in], "bn1.running_mean"), so weights move both ways.
+// Solver state is stored as "optimizer.<param name>.momentum_buffer".
+#pragma once
+
+#include <map>
+#include <string>
+
+#include "core/net.h"
+#include "core/solver.h"
+
+namespace poseidon {
+
+// Saves every parameter and buffer of `net`, the state of `solver` when it is
+// not null, and `metadata`. Atomic: a crash never leaves a torn file at `path`.
+void save_checkpoint(const std::string& path, Net& net, const Solver* solver,
+                     const std::map<std::string, std::string>& metadata);
+
+// Loads every parameter and buffer of `net` (each must be present with the
+// same shape) and, when `solver` is not null, replaces its state with the
+// file's "optimizer.*" entries. Tensors the net does not have are an error
+// unless they are PyTorch's "*num_batches_tracked" or "optimizer.*" entries.
+// Nothing is changed when the file does not fit. Returns the metadata.
+std::map<std::string, std::string> load_checkpoint(const std::string& path, Net& net, Solver* solver);
+
+}  // namespace poseidon
