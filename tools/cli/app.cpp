@@ -1,6 +1,88 @@
-// CLI dispatch (filled in with the verbs).
+// CLI dispatch: the verb table and the error policy (bad input -> one line
+// on stderr and exit 2; internal failures -> exit 1).
 #include "tools/cli/app.h"
 
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <yaml-cpp/exceptions.h>
+
+#include "core/error.h"
+#include "tools/cli/commands.h"
+
 namespace poseidon {
-int run_cli(int, char**) { return 0; }
+
+int run_cli(int argc, char** argv) {
+  CLI::App app{"poseidon: train and benchmark deep networks, alone or distributed"};
+  app.require_subcommand(1);
+  app.set_help_all_flag("--help-all", "Expand all help");
+
+  TrainArgs train;
+  auto* t = app.add_subcommand("train", "train a model from a YAML training config");
+  t->add_option("config", train.config, "training config (YAML)")->required();
+  t->add_option("--set", train.overrides, "override a key: solver.lr=0.1, net.layers.fc2.num_output=5");
+  t->add_option("--resume", train.resume, "continue from a checkpoint");
+  t->add_option("--weights", train.weights, "initial parameters (safetensors)");
+  t->add_flag("--quiet", train.quiet, "no progress output");
+
+  TestArgs test;
+  auto* te = app.add_subcommand("test", "evaluate weights on the config's test data");
+  te->add_option("config", test.config, "training config (YAML)")->required();
+  te->add_option("--weights", test.weights, "parameters to evaluate (safetensors)")->required();
+  te->add_option("--set", test.overrides, "override a key");
+  te->add_flag("--json", test.json, "machine-readable output");
+
+  TimeArgs time;
+  auto* ti = app.add_subcommand("time", "per-layer forward and backward time on synthetic data");
+  ti->add_option("file", time.file, "model or training config (YAML)")->required();
+  ti->add_option("--set", time.overrides, "override a key");
+  ti->add_option("--batch", time.batch, "batch size")->check(CLI::PositiveNumber);
+  ti->add_option("--iters", time.iters, "timed iterations")->check(CLI::PositiveNumber);
+  ti->add_option("--warmup", time.warmup, "untimed iterations first")->check(CLI::NonNegativeNumber);
+  ti->add_option("--threads", time.threads, "threads (0: all cores)")->check(CLI::NonNegativeNumber);
+  ti->add_flag("--json", time.json, "machine-readable output");
+
+  SummaryArgs summary;
+  auto* s = app.add_subcommand("summary", "per-layer output shapes, parameters and FLOPs");
+  s->add_option("file", summary.file, "model or training config (YAML)")->required();
+  s->add_option("--set", summary.overrides, "override a key");
+  s->add_option("--batch", summary.batch, "batch size for shapes and FLOPs")->check(CLI::PositiveNumber);
+  s->add_flag("--json", summary.json, "machine-readable output");
+
+  bool layers_json = false;
+  auto* l = app.add_subcommand("layers", "list the registered layer types and their keys");
+  l->add_flag("--json", layers_json, "machine-readable output");
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    std::fprintf(stderr, "error: %s (see poseidon --help)\n", e.what());
+    return 2;
+  }
+
+  try {
+    if (*t) return cmd_train(train);
+    if (*te) return cmd_test(test);
+    if (*ti) return cmd_time(time);
+    if (*s) return cmd_summary(summary);
+    if (*l) return cmd_layers(layers_json);
+  } catch (const Error& e) {
+    std::fprintf(stderr, "error: %s\n", e.what());
+    return 2;
+  } catch (const YAML::Exception& e) {
+    std::fprintf(stderr, "error: YAML: %s\n", e.what());
+    return 2;
+  } catch (const std::bad_alloc&) {
+    std::fprintf(stderr, "error: out of memory (try a smaller batch)\n");
+    return 1;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "internal error: %s\n", e.what());
+    return 1;
+  }
+  return 1;
+}
+
 }  // namespace poseidon

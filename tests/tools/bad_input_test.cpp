@@ -1,0 +1,180 @@
+// Malformed inputs: each must end with exit status 2 and one clear line on
+// stderr naming the file and the line or key at fault; nothing crashes.
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <functional>
+
+#include "tools/cli_runner.h"
+
+namespace poseidon::testing {
+
+namespace {
+
+const char* kModel = R"(name: tiny
+inputs: {data: [1, 28, 28], label: []}
+layers:
+  - {name: conv1, type: conv, inputs: data, num_output: 4, kernel_size: 5}
+  - {name: pool1, type: pool, kernel_size: 2}
+  - {name: fc1, type: fc, num_output: 10}
+  - {name: loss, type: softmax_loss, inputs: [fc1, label]}
+)";
+
+std::string config_text(const TempDir& d, const std::string& model = "model.yaml") {
+  return "model: " + model +
+         "\nseed: 1\nthreads: 1\ndata:\n  train: {source: idx, images: " + d.file("img.idx") +
+         ", labels: " + d.file("lbl.idx") +
+         ", batch_size: 4}\nsolver: {lr: 0.01, momentum: 0.9, max_iter: 2}\ntrain: {display: 0, output_dir: " +
+         d.file("out") + "}\n";
+}
+
+struct Case {
+  std::string name;
+  // Prepares the directory and returns the CLI arguments.
+  std::function<std::string(TempDir&)> setup;
+  std::string file;    // the file the message must name
+  std::string locator; // ":<line>" or "key '...'" or another precise pointer
+  std::string detail;  // a phrase the message must contain
+};
+
+std::string replace(std::string s, const std::string& from, const std::string& to) {
+  size_t at = s.find(from);
+  EXPECT_NE(at, std::string::npos) << "test setup: '" << from << "' not found";
+  if (at != std::string::npos) s.replace(at, from.size(), to);
+  return s;
+}
+
+// A valid setup with one edit applied to the model and/or config.
+std::string standard(TempDir& d, const std::string& model, const std::string& config, const std::string& extra = "") {
+  write_idx_dataset(d.file("img.idx"), d.file("lbl.idx"), 16, 10, 3);
+  d.write("model.yaml", model);
+  return "train " + d.write("config.yaml", config) + " --quiet" + extra;
+}
+
+std::vector<Case> cases() {
+  return {
+      {"yaml_syntax", [](TempDir& d) { return standard(d, kModel, config_text(d) + "solver: [unclosed\n"); },
+       "config.yaml", ":9", "YAML syntax error"},
+      {"unknown_config_key", [](TempDir& d) { return standard(d, kModel, config_text(d) + "solvr: {}\n"); },
+       "config.yaml", ":8", "unknown key 'solvr'"},
+      {"unknown_layer_type",
+       [](TempDir& d) { return standard(d, replace(kModel, "type: fc", "type: fully_connected"), config_text(d)); },
+       "model.yaml", ":6", "known types: "},
+      {"wrong_value_type",
+       [](TempDir& d) { return standard(d, kModel, replace(config_text(d), "lr: 0.01", "lr: fast")); },
+       "config.yaml", "solver.lr", "expected a number, found 'fast'"},
+      {"missing_blob",
+       [](TempDir& d) { return standard(d, replace(kModel, "inputs: [fc1, label]", "inputs: [fc9, label]"), config_text(d)); },
+       "model.yaml", ":7", "blob 'fc9'"},
+      {"cycle",
+       [](TempDir& d) {
+         std::string m = replace(kModel, "inputs: data, num_output: 4", "inputs: fc1, num_output: 4");
+         return standard(d, m, config_text(d));
+       },
+       "model.yaml", ":4", "cycle"},
+      {"shape_mismatch",
+       [](TempDir& d) {
+         std::string m = std::string(kModel) + "  - {name: both, type: sum, inputs: [conv1, pool1]}\n";
+         return standard(d, m, config_text(d));
+       },
+       "model.yaml", ":8", "shape"},
+      {"missing_data_file",
+       [](TempDir& d) { return standard(d, kModel, replace(config_text(d), d.file("img.idx"), d.file("nope.idx"))); },
+       "config.yaml", ":5", "data file not found"},
+      {"corrupt_idx_header",
+       [](TempDir& d) {
+         std::string args = standard(d, kModel, config_text(d));
+         std::ofstream(d.file("img.idx"), std::ios::binary) << std::string("\x01\x02\x08\x03garbage", 11);
+         return args;
+       },
+       "img.idx", "config.yaml:5", "not an IDX file"},
+      {"truncated_checkpoint",
+       [](TempDir& d) {
+         d.write("w.safetensors", std::string("\x40\x00\x00\x00\x00\x00\x00\x00{\"a\":", 13));
+         return standard(d, kModel, config_text(d), " --weights " + d.file("w.safetensors"));
+       },
+       "w.safetensors", "w.safetensors", "header"},
+      {"checkpoint_wrong_shape",
+       [](TempDir& d) {
+         // Train once with 4 conv channels, then load those weights into 6 channels.
+         std::string args = standard(d, kModel, config_text(d));
+         run_poseidon(args);
+         d.write("model.yaml", replace(kModel, "num_output: 4", "num_output: 6"));
+         return args + " --weights " + d.file("out/final.safetensors");
+       },
+       "final.safetensors", "conv1.weight", "[4, 1, 5, 5]"},
+      {"unknown_layer_key",
+       [](TempDir& d) { return standard(d, replace(kModel, "kernel_size: 5", "kernel: 5"), config_text(d)); },
+       "model.yaml", ":4", "unknown key 'kernel'"},
+      {"missing_required_key",
+       [](TempDir& d) { return standard(d, replace(kModel, "num_output: 10", "bias: true"), config_text(d)); },
+       "model.yaml", "num_output", "missing required key"},
+      {"negative_batch",
+       [](TempDir& d) { return standard(d, kModel, replace(config_text(d), "batch_size: 4", "batch_size: -4")); },
+       "config.yaml", "batch_size", "positive"},
+      {"model_file_missing",
+       [](TempDir& d) { return standard(d, kModel, config_text(d, "absent.yaml")); },
+       "config.yaml", ":1", "absent.yaml"},
+      {"unknown_override_key",
+       [](TempDir& d) { return standard(d, kModel, config_text(d), " --set solver.learning_rate=0.1"); },
+       "config.yaml", "learning_rate", "unknown key"},
+      {"bad_device",
+       [](TempDir& d) { return standard(d, kModel, config_text(d) + "device: gpu7\n"); },
+       "config.yaml", ":8", "unknown device"},
+      {"data_shape_mismatch",
+       [](TempDir& d) { return standard(d, replace(kModel, "[1, 28, 28]", "[3, 32, 32]"), config_text(d)); },
+       "config.yaml", ":5", "[3, 32, 32]"},
+      {"duplicate_layer_name",
+       [](TempDir& d) { return standard(d, replace(kModel, "name: pool1", "name: conv1"), config_text(d)); },
+       "model.yaml", ":5", "duplicate layer name"},
+      {"label_out_of_range",
+       [](TempDir& d) {
+         std::string args = standard(d, kModel, config_text(d));
+         write_idx_dataset(d.file("img.idx"), d.file("lbl.idx"), 16, 12, 3);  // labels up to 11, 10 classes
+         return args;
+       },
+       "config.yaml", "data.train", "label 10"},
+      {"empty_config", [](TempDir& d) { return standard(d, kModel, ""); }, "config.yaml", "model",
+       "missing required key"},
+      {"idx_payload_truncated",
+       [](TempDir& d) {
+         std::string args = standard(d, kModel, config_text(d));
+         write_idx(d.file("lbl.idx"), {16}, std::vector<uint8_t>(10, 1));
+         return args;
+       },
+       "lbl.idx", "config.yaml:5", "payload"},
+      {"resume_from_weights_only",
+       [](TempDir& d) {
+         d.write("w.safetensors", "");
+         return standard(d, kModel, config_text(d), " --resume " + d.file("w.safetensors"));
+       },
+       "w.safetensors", "w.safetensors", "shorter"},
+  };
+}
+
+void PrintTo(const Case& c, std::ostream* os) { *os << c.name; }
+
+}  // namespace
+
+class BadInput : public ::testing::TestWithParam<Case> {};
+
+TEST_P(BadInput, ExitsTwoWithOneClearLine) {
+  const Case& c = GetParam();
+  TempDir dir;
+  std::string args = c.setup(dir);
+  CliResult r = run_poseidon(args);
+  EXPECT_EQ(r.status, 2) << "stderr: " << r.err;
+  ASSERT_FALSE(r.err.empty());
+  EXPECT_EQ(r.err.find('\n'), r.err.size() - 1) << "expected exactly one line, got:\n" << r.err;
+  EXPECT_EQ(r.err.rfind("error: ", 0), 0u) << r.err;
+  if (!c.file.empty()) EXPECT_NE(r.err.find(c.file), std::string::npos) << "file not named: " << r.err;
+  EXPECT_NE(r.err.find(c.locator), std::string::npos) << "no '" << c.locator << "' in: " << r.err;
+  EXPECT_NE(r.err.find(c.detail), std::string::npos) << "no '" << c.detail << "' in: " << r.err;
+}
+
+INSTANTIATE_TEST_SUITE_P(Cli, BadInput, ::testing::ValuesIn(cases()),
+                         [](const auto& info) { return info.param.name; });
+
+TEST(BadInput, AtLeastFifteenCases) { EXPECT_GE(cases().size(), 15u); }
+
+}  // namespace poseidon::testing

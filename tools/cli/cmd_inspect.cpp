@@ -1,0 +1,178 @@
+// The inspection verbs: time (per-layer speed), summary (shapes, parameters,
+// FLOPs) and layers (the registry).
+#include <chrono>
+#include <cstdio>
+#include <random>
+
+#include <nlohmann/json.hpp>
+
+#include "core/math.h"
+#include "core/net.h"
+#include "core/registry.h"
+#include "core/solver.h"
+#include "tools/cli/commands.h"
+#include "tools/cli/train_config.h"
+
+namespace poseidon {
+
+namespace {
+using Clock = std::chrono::steady_clock;
+double ms_since(Clock::time_point t) { return std::chrono::duration<double, std::milli>(Clock::now() - t).count(); }
+
+// A model from either a model file or a training config, with its defaults.
+struct LoadedModel {
+  ConfigNode model;
+  int64_t batch = 0;
+  int threads = 0;
+};
+
+LoadedModel load_any(const std::string& file, const std::vector<std::string>& overrides, int64_t default_batch) {
+  if (is_train_config(file)) {
+    TrainConfig c = TrainConfig::load(file, overrides);
+    return {c.model, c.train_data.batch_size, c.threads};
+  }
+  return {load_model(file, overrides), default_batch, 0};
+}
+
+void fill_synthetic_inputs(Net& net) {
+  std::mt19937_64 rng(1);
+  std::normal_distribution<float> normal(0.f, 1.f);
+  for (size_t i = 0; i < net.input_names().size(); ++i) {
+    Tensor& t = net.blob(net.input_names()[i]).value;
+    if (i == 0) {
+      for (int64_t k = 0; k < t.numel(); ++k) t[k] = normal(rng);
+    } else {
+      t.zero();  // labels: class 0 is valid for every classifier
+    }
+  }
+}
+
+std::string human(double v) {
+  const char* units[] = {"", "K", "M", "G", "T"};
+  int u = 0;
+  while (v >= 1000 && u < 4) v /= 1000, ++u;
+  char buf[32];
+  std::snprintf(buf, sizeof buf, u ? "%.2f%s" : "%.0f%s", v, units[u]);
+  return buf;
+}
+}  // namespace
+
+int cmd_time(const TimeArgs& args) {
+  LoadedModel m = load_any(args.file, args.overrides, 32);
+  const int64_t batch = args.batch > 0 ? args.batch : m.batch;
+  set_num_threads(args.threads > 0 ? args.threads : m.threads);
+  Net net(m.model, batch);
+  net.init_params(1);
+  fill_synthetic_inputs(net);
+  SolverConfig sc;
+  sc.momentum = 0.9;
+  sc.lr.base_lr = 1e-5;  // small: timing must not drift into overflow
+  Solver solver(sc);
+  const size_t n = net.num_layers();
+  std::vector<double> fwd(n, 0), bwd(n, 0);
+  double update_ms = 0;
+  RunContext ctx{Phase::train, nullptr, {}};
+  std::mt19937_64 rng(1);
+  ctx.rng = &rng;
+  auto params = net.params();
+  for (int64_t it = 0; it < args.warmup + args.iters; ++it) {
+    bool timed = it >= args.warmup;
+    for (size_t i = 0; i < n; ++i) {
+      auto t0 = Clock::now();
+      net.forward_layer(i, ctx);
+      if (timed) fwd[i] += ms_since(t0);
+    }
+    net.zero_blob_grads();
+    net.seed_loss_grads();
+    for (size_t i = n; i-- > 0;) {
+      auto t0 = Clock::now();
+      net.backward_layer(i, ctx);
+      if (timed) bwd[i] += ms_since(t0);
+    }
+    auto t0 = Clock::now();
+    for (Param* p : params) solver.update(*p);
+    if (timed) update_ms += ms_since(t0);
+  }
+  const double k = static_cast<double>(args.iters);
+  double fwd_total = 0, bwd_total = 0;
+  for (size_t i = 0; i < n; ++i) fwd_total += fwd[i] / k, bwd_total += bwd[i] / k;
+  const double iter_ms = fwd_total + bwd_total + update_ms / k;
+  const double ips = batch * 1000.0 / iter_ms;
+  if (args.json) {
+    nlohmann::json out = {{"model", net.name()}, {"batch", batch}, {"threads", num_threads()},
+                          {"iters", args.iters}, {"forward_ms", fwd_total}, {"backward_ms", bwd_total},
+                          {"update_ms", update_ms / k}, {"iteration_ms", iter_ms}, {"images_per_sec", ips}};
+    out["layers"] = nlohmann::json::array();
+    for (size_t i = 0; i < n; ++i)
+      out["layers"].push_back({{"name", net.layer(i).name()}, {"type", net.layer(i).type()},
+                               {"forward_ms", fwd[i] / k}, {"backward_ms", bwd[i] / k}});
+    std::printf("%s\n", out.dump(2).c_str());
+    return 0;
+  }
+  std::printf("%s: batch %lld, %d threads, %lld iterations\n", net.name().c_str(), static_cast<long long>(batch),
+              num_threads(), static_cast<long long>(args.iters));
+  std::printf("%-24s %-14s %12s %12s\n", "layer", "type", "forward ms", "backward ms");
+  for (size_t i = 0; i < n; ++i)
+    std::printf("%-24s %-14s %12.3f %12.3f\n", net.layer(i).name().c_str(), net.layer(i).type().c_str(), fwd[i] / k,
+                bwd[i] / k);
+  std::printf("forward %.3f ms  backward %.3f ms  update %.3f ms  iteration %.3f ms  %.1f img/s\n", fwd_total,
+              bwd_total, update_ms / k, iter_ms, ips);
+  return 0;
+}
+
+int cmd_summary(const SummaryArgs& args) {
+  LoadedModel m = load_any(args.file, args.overrides, args.batch);
+  Net net(m.model, args.batch);
+  int64_t total_params = 0, total_flops = 0;
+  nlohmann::json layers = nlohmann::json::array();
+  if (!args.json) std::printf("%-24s %-14s %-26s %14s %14s\n", "layer", "type", "output", "params", "FLOPs");
+  for (size_t i = 0; i < net.num_layers(); ++i) {
+    const Layer& l = net.layer(i);
+    int64_t params = 0;
+    for (const auto& p : l.params())
+      if (p.learnable) params += shape_numel(p.shape);
+    int64_t flops = l.forward_flops(net.layer_input_shapes(i));
+    total_params += params;
+    total_flops += flops;
+    nlohmann::json outputs = nlohmann::json::array();
+    std::string out_str;
+    for (const auto& o : l.outputs()) {
+      outputs.push_back(net.blob(o).value.shape());
+      out_str += (out_str.empty() ? "" : " ") + shape_str(net.blob(o).value.shape());
+    }
+    layers.push_back({{"name", l.name()}, {"type", l.type()}, {"outputs", outputs}, {"params", params},
+                      {"flops", flops}});
+    if (!args.json)
+      std::printf("%-24s %-14s %-26s %14lld %14s\n", l.name().c_str(), l.type().c_str(), out_str.c_str(),
+                  static_cast<long long>(params), human(static_cast<double>(flops)).c_str());
+  }
+  if (args.json) {
+    nlohmann::json out = {{"model", net.name()}, {"batch", args.batch}, {"layers", layers},
+                          {"total_params", total_params}, {"total_flops", total_flops}};
+    std::printf("%s\n", out.dump(2).c_str());
+  } else {
+    std::printf("total: %lld parameters (%s), %s FLOPs per forward pass at batch %lld\n",
+                static_cast<long long>(total_params), human(static_cast<double>(total_params)).c_str(),
+                human(static_cast<double>(total_flops)).c_str(), static_cast<long long>(args.batch));
+  }
+  return 0;
+}
+
+int cmd_layers(bool json) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const LayerInfo* info : LayerRegistry::instance().all()) {
+    if (!json) std::printf("%s: %s\n", info->type.c_str(), info->summary.c_str());
+    nlohmann::json keys = nlohmann::json::array();
+    for (const auto& k : info->keys) {
+      keys.push_back({{"key", k.key}, {"type", k.type}, {"default", k.default_value}, {"help", k.help}});
+      if (!json)
+        std::printf("    %-18s %-8s %-22s %s\n", k.key.c_str(), k.type.c_str(),
+                    k.default_value.empty() ? "(required)" : ("= " + k.default_value).c_str(), k.help.c_str());
+    }
+    out.push_back({{"type", info->type}, {"summary", info->summary}, {"keys", keys}});
+  }
+  if (json) std::printf("%s\n", out.dump(2).c_str());
+  return 0;
+}
+
+}  // namespace poseidon

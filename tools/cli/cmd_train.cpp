@@ -1,0 +1,46 @@
+// The train and test verbs.
+#include <cstdio>
+
+#include <nlohmann/json.hpp>
+
+#include "core/checkpoint.h"
+#include "core/math.h"
+#include "tools/cli/commands.h"
+#include "tools/cli/trainer.h"
+
+namespace poseidon {
+
+int cmd_train(const TrainArgs& args) {
+  TrainConfig config = TrainConfig::load(args.config, args.overrides);
+  Trainer trainer(std::move(config), TrainOptions{args.resume, args.weights, args.quiet});
+  trainer.run();
+  return 0;
+}
+
+int cmd_test(const TestArgs& args) {
+  TrainConfig config = TrainConfig::load(args.config, args.overrides);
+  if (!config.test_data) throw Error(args.config + ": no data.test section to evaluate on");
+  set_num_threads(config.threads);
+  const DataConfig& d = *config.test_data;
+  Net net(config.model, d.batch_size);
+  load_checkpoint(args.weights, net, nullptr);
+  LoaderConfig lc;
+  lc.batch_size = d.batch_size;
+  lc.shuffle = false;
+  auto source = make_source(d.node, config.base_dir);
+  check_sample_shape(net, *source, d.node);
+  Loader loader(source, lc);
+  EvalResult r = evaluate(net, loader, config.test_iters);
+  if (args.json) {
+    nlohmann::json out = {{"loss", r.loss}, {"examples", r.examples}};
+    for (const auto& [k, v] : r.metrics) out[k] = v;
+    std::printf("%s\n", out.dump(2).c_str());
+  } else {
+    std::printf("examples %lld  loss %.6f", static_cast<long long>(r.examples), r.loss);
+    for (const auto& [k, v] : r.metrics) std::printf("  %s %.4f", k.c_str(), v);
+    std::printf("\n");
+  }
+  return 0;
+}
+
+}  // namespace poseidon

@@ -1,0 +1,44 @@
+// The verbs of the poseidon CLI. Each returns the exit status; user errors
+// are thrown as poseidon::Error and turned into status 2 by run_cli.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace poseidon {
+
+struct TrainArgs {
+  std::string config;
+  std::vector<std::string> overrides;
+  std::string resume, weights;
+  bool quiet = false;
+};
+int cmd_train(const TrainArgs& args);
+
+struct TestArgs {
+  std::string config, weights;
+  std::vector<std::string> overrides;
+  bool json = false;
+};
+int cmd_test(const TestArgs& args);
+
+struct TimeArgs {
+  std::string file;  // a model or a training config
+  std::vector<std::string> overrides;
+  int64_t batch = 0;  // 0: the config's batch size, or 32 for a model file
+  int64_t iters = 10, warmup = 2;
+  int threads = 0;
+  bool json = false;
+};
+int cmd_time(const TimeArgs& args);
+
+struct SummaryArgs {
+  std::string file;
+  std::vector<std::string> overrides;
+  int64_t batch = 1;
+  bool json = false;
+};
+int cmd_summary(const SummaryArgs& args);
+int cmd_layers(bool json);
+
+}  // namespace poseidon

@@ -1,0 +1,87 @@
+// Training config parsing and validation.
+#include "tools/cli/train_config.h"
+
+#include <filesystem>
+
+namespace poseidon {
+
+namespace {
+DataConfig parse_data(const ConfigNode& node, int64_t default_batch, bool default_shuffle) {
+  DataConfig d;
+  d.node = node;
+  if (!node.is_map()) node.fail("expected a map describing a data source");
+  d.batch_size = node.get_int("batch_size", default_batch);
+  if (d.batch_size <= 0) node.child("batch_size").fail("expected a positive batch size");
+  d.shuffle = node.get_bool("shuffle", default_shuffle);
+  return d;
+}
+
+int64_t non_negative(const ConfigNode& parent, const std::string& key, int64_t def) {
+  int64_t v = parent.get_int(key, def);
+  if (v < 0) parent.child(key).fail("expected a non-negative integer");
+  return v;
+}
+}  // namespace
+
+ConfigNode load_model(const std::string& file, const std::vector<std::string>& overrides) {
+  ConfigNode model = ConfigNode::load_file(file);
+  if (!model.is_map()) model.fail("expected a model: a map with inputs and layers");
+  for (const auto& o : overrides) apply_override(model.yaml(), o);
+  return model;
+}
+
+bool is_train_config(const std::string& file) {
+  ConfigNode node = ConfigNode::load_file(file);
+  return node.has("model");
+}
+
+TrainConfig TrainConfig::load(const std::string& file, const std::vector<std::string>& overrides) {
+  TrainConfig c;
+  c.file = file;
+  c.base_dir = std::filesystem::path(file).parent_path().string();
+  ConfigNode root = ConfigNode::load_file(file);
+  std::vector<std::string> net_overrides;
+  for (const auto& o : overrides) {
+    if (o.rfind("net.", 0) == 0) net_overrides.push_back(o.substr(4));
+    else apply_override(root.yaml(), o);
+  }
+  root.check_keys({"model", "seed", "threads", "device", "data", "solver", "train"});
+
+  std::filesystem::path model_path(root.get_string("model"));
+  if (model_path.is_relative() && !c.base_dir.empty()) model_path = std::filesystem::path(c.base_dir) / model_path;
+  c.model_file = model_path.lexically_normal().string();
+  if (!std::filesystem::exists(c.model_file))
+    root.child("model").fail("model file '" + c.model_file + "' not found");
+  c.model = load_model(c.model_file, net_overrides);
+
+  c.seed = static_cast<uint64_t>(root.get_int("seed", 1));
+  c.threads = static_cast<int>(non_negative(root, "threads", 0));
+  try {
+    c.device = Device::parse(root.get_string("device", "cpu"));
+  } catch (const ConfigError&) {
+    throw;
+  } catch (const Error& e) {
+    root.child("device").fail(e.what());
+  }
+  if (c.device.kind != Device::Kind::cpu)
+    root.child("device").fail("this build has no CUDA support; use device: cpu");
+
+  ConfigNode data = root.child("data");
+  data.check_keys({"train", "test"});
+  c.train_data = parse_data(data.child("train"), 64, true);
+  if (auto test = data.find("test")) c.test_data = parse_data(*test, 100, false);
+
+  c.solver = SolverConfig::parse(root.child("solver"));
+
+  if (auto train = root.find("train")) {
+    train->check_keys({"display", "test_interval", "test_iters", "snapshot_interval", "output_dir"});
+    c.display = non_negative(*train, "display", c.display);
+    c.test_interval = non_negative(*train, "test_interval", 0);
+    c.test_iters = non_negative(*train, "test_iters", 0);
+    c.snapshot_interval = non_negative(*train, "snapshot_interval", 0);
+    c.output_dir = train->get_string("output_dir", c.output_dir);
+  }
+  return c;
+}
+
+}  // namespace poseidon

@@ -1,0 +1,60 @@
+// TrainConfig: a training config file (model + data + solver + train
+// settings), validated key by key, with command-line overrides applied.
+//
+//   model: ../models/lenet.yaml      # relative to this file
+//   seed: 1
+//   threads: 2
+//   device: cpu
+//   data:
+//     train: {source: idx, images: ..., labels: ..., batch_size: 64, shuffle: true}
+//     test:  {source: idx, images: ..., labels: ..., batch_size: 100}
+//   solver: {type: sgd, lr: 0.01, momentum: 0.9, max_iter: 5000, ...}
+//   train: {display: 100, test_interval: 1000, test_iters: 0, snapshot_interval: 0,
+//           output_dir: runs/lenet}
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/config_node.h"
+#include "core/solver.h"
+#include "core/tensor.h"
+
+namespace poseidon {
+
+struct DataConfig {
+  ConfigNode node;  // the source's own keys, read by make_source
+  int64_t batch_size = 64;
+  bool shuffle = true;
+};
+
+struct TrainConfig {
+  std::string file;      // the config file
+  std::string base_dir;  // its folder: relative paths resolve against it
+  std::string model_file;
+  ConfigNode model;      // the model tree, with "net." overrides applied
+  uint64_t seed = 1;
+  int threads = 0;       // 0: all cores
+  Device device;
+  DataConfig train_data;
+  std::optional<DataConfig> test_data;
+  SolverConfig solver;
+  int64_t display = 100;
+  int64_t test_interval = 0;   // 0: test only at the end
+  int64_t test_iters = 0;      // 0: the whole test set
+  int64_t snapshot_interval = 0;
+  std::string output_dir = "runs/default";
+
+  // Loads `file`; each override is "key=value" for the config ("solver.lr=0.1")
+  // or, prefixed "net.", for the model ("net.layers.fc2.num_output=5").
+  static TrainConfig load(const std::string& file, const std::vector<std::string>& overrides);
+};
+
+// Loads a model file with overrides applied to its tree.
+ConfigNode load_model(const std::string& file, const std::vector<std::string>& overrides);
+
+// True when the YAML file is a training config (has `model:`), false for a model file.
+bool is_train_config(const std::string& file);
+
+}  // namespace poseidon

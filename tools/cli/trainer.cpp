@@ -1,0 +1,185 @@
+// Single-process training loop, testing and checkpoint hooks.
+#include "tools/cli/trainer.h"
+
+#include <cmath>
+#include <filesystem>
+#include <sstream>
+
+#include "core/checkpoint.h"
+#include "core/local_sink.h"
+#include "core/math.h"
+#include "tools/cli/progress.h"
+
+namespace poseidon {
+
+void check_sample_shape(Net& net, const Source& source, const ConfigNode& where) {
+  const std::string& input = net.input_names().front();
+  if (source.sample_shape() != net.input_sample_shape(input))
+    where.fail("the data's examples have shape " + shape_str(source.sample_shape()) + " but the model's input '" +
+               input + "' expects " + shape_str(net.input_sample_shape(input)));
+  if (net.input_names().size() < 2)
+    where.fail("the model needs a second input for the labels (e.g. inputs: {data: [...], label: []})");
+}
+
+void feed_batch(Net& net, Loader& loader) {
+  Tensor& data = net.blob(net.input_names()[0]).value;
+  Tensor& labels = net.blob(net.input_names()[1]).value;
+  loader.next(data, labels);
+}
+
+EvalResult evaluate(Net& net, Loader& loader, int64_t max_batches) {
+  const int64_t train_batch = net.batch();
+  int64_t batches = max_batches > 0 ? max_batches : loader.batches_per_epoch();
+  loader.seek({});
+  RunContext ctx{Phase::test, nullptr, {}};
+  EvalResult r;
+  Tensor data, labels;
+  for (int64_t b = 0; b < batches; ++b) {
+    loader.next(data, labels);
+    int64_t n = data.dim(0);
+    net.reshape(n);
+    net.blob(net.input_names()[0]).value.copy_from(data);
+    net.blob(net.input_names()[1]).value.copy_from(labels);
+    r.loss += net.forward(ctx) * n;
+    for (const auto& m : net.metric_outputs()) r.metrics[m] += net.blob(m).value[0] * n;
+    r.examples += n;
+  }
+  r.loss /= std::max<int64_t>(1, r.examples);
+  for (auto& [name, v] : r.metrics) v /= std::max<int64_t>(1, r.examples);
+  net.reshape(train_batch);
+  return r;
+}
+
+Trainer::Trainer(TrainConfig config, TrainOptions options)
+    : config_(std::move(config)), options_(std::move(options)), rng_(config_.seed) {
+  set_num_threads(config_.threads);
+  net_ = std::make_unique<Net>(config_.model, config_.train_data.batch_size);
+  net_->init_params(config_.seed);
+  solver_ = std::make_unique<Solver>(config_.solver);
+
+  auto train_source = make_source(config_.train_data.node, config_.base_dir);
+  check_sample_shape(*net_, *train_source, config_.train_data.node);
+  LoaderConfig lc;
+  lc.batch_size = config_.train_data.batch_size;
+  lc.shuffle = config_.train_data.shuffle;
+  lc.seed = config_.seed;
+  lc.drop_last = true;
+  train_loader_ = std::make_unique<Loader>(train_source, lc);
+  if (config_.test_data) {
+    auto test_source = make_source(config_.test_data->node, config_.base_dir);
+    check_sample_shape(*net_, *test_source, config_.test_data->node);
+    LoaderConfig tc;
+    tc.batch_size = config_.test_data->batch_size;
+    tc.shuffle = config_.test_data->shuffle;
+    tc.seed = config_.seed;
+    test_loader_ = std::make_unique<Loader>(test_source, tc);
+  }
+  if (!options_.weights.empty()) load_checkpoint(options_.weights, *net_, nullptr);
+  if (!options_.resume.empty()) restore(options_.resume);
+}
+
+Trainer::~Trainer() = default;
+
+std::string Trainer::checkpoint_path(const std::string& tag) const {
+  return (std::filesystem::path(config_.output_dir) / (tag + ".safetensors")).string();
+}
+
+std::map<std::string, std::string> Trainer::checkpoint_metadata() const {
+  std::ostringstream rng;
+  rng << rng_;
+  LoaderPosition pos = train_loader_->position();
+  return {{"format", "poseidon-checkpoint-1"},
+          {"model", net_->name()},
+          {"iteration", std::to_string(iter_)},
+          {"loader_epoch", std::to_string(pos.epoch)},
+          {"loader_batch", std::to_string(pos.batch)},
+          {"rng", rng.str()}};
+}
+
+void Trainer::save(const std::string& path) {
+  std::filesystem::create_directories(std::filesystem::path(path).parent_path());
+  save_checkpoint(path, *net_, solver_.get(), checkpoint_metadata());
+}
+
+void Trainer::restore(const std::string& path) {
+  auto meta = load_checkpoint(path, *net_, solver_.get());
+  auto get = [&](const std::string& key) -> std::string {
+    auto it = meta.find(key);
+    if (it == meta.end()) throw Error(path + ": not a training checkpoint (metadata '" + key + "' missing)");
+    return it->second;
+  };
+  try {
+    iter_ = std::stoll(get("iteration"));
+    train_loader_->seek({std::stoll(get("loader_epoch")), std::stoll(get("loader_batch"))});
+  } catch (const std::logic_error&) {
+    throw Error(path + ": corrupt training metadata");
+  }
+  std::istringstream rng(get("rng"));
+  rng >> rng_;
+  if (rng.fail()) throw Error(path + ": corrupt RNG state in metadata");
+  if (train_loader_->position().batch >= train_loader_->batches_per_epoch())
+    throw Error(path + ": loader position beyond the data set (was it trained on other data?)");
+}
+
+EvalResult Trainer::test() { return evaluate(*net_, *test_loader_, config_.test_iters); }
+
+EvalResult Trainer::run() {
+  MetricsLog log((std::filesystem::path(config_.output_dir) / "metrics.jsonl").string());
+  const int64_t max_iter = config_.solver.max_iter;
+  Progress progress(iter_, max_iter, config_.display, options_.quiet);
+  LocalGradSink sink(*solver_);
+  EvalResult last;
+  auto run_test = [&] {
+    last = test();
+    nlohmann::json rec = {{"type", "test"}, {"iter", iter_}, {"loss", last.loss}, {"examples", last.examples}};
+    std::ostringstream line;
+    line << "test at iter " << iter_ << ": loss " << last.loss;
+    for (const auto& [k, v] : last.metrics) {
+      rec[k] = v;
+      line << "  " << k << " " << v;
+    }
+    line << "  (" << last.examples << " examples)";
+    log.write(rec);
+    progress.note(line.str());
+  };
+
+  const auto start = std::chrono::steady_clock::now();
+  while (iter_ < max_iter) {
+    const int64_t epoch = train_loader_->position().epoch;
+    feed_batch(*net_, *train_loader_);
+    solver_->set_iteration(iter_);
+    RunContext ctx{Phase::train, &rng_, config_.device};
+    float loss = 0;
+    try {
+      loss = net_->forward(ctx);
+      if (!std::isfinite(loss)) throw Error("training diverged: loss is " + std::to_string(loss) + " (try a lower solver.lr)");
+      net_->backward(ctx, sink);
+    } catch (const ConfigError&) {
+      throw;
+    } catch (const Error& e) {
+      throw Error(config_.file + ": iteration " + std::to_string(iter_ + 1) + " (epoch " + std::to_string(epoch) +
+                  ") of data.train: " + e.what());
+    }
+    ++iter_;
+    progress.step(iter_, epoch, loss, solver_->lr(), net_->batch());
+    if (config_.display > 0 && (iter_ % config_.display == 0 || iter_ == max_iter)) {
+      double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      log.write({{"type", "train"}, {"iter", iter_}, {"epoch", epoch}, {"loss", loss},
+                 {"loss_avg", progress.smoothed_loss()}, {"lr", solver_->lr()},
+                 {"images_per_sec", progress.images_per_sec()}, {"elapsed_s", elapsed}});
+    }
+    if (test_loader_ && config_.test_interval > 0 && iter_ % config_.test_interval == 0 && iter_ < max_iter)
+      run_test();
+    if (config_.snapshot_interval > 0 && iter_ % config_.snapshot_interval == 0 && iter_ < max_iter) {
+      save(checkpoint_path("iter_" + std::to_string(iter_)));
+      progress.note("checkpoint " + checkpoint_path("iter_" + std::to_string(iter_)));
+    }
+  }
+  progress.finish();
+  save(checkpoint_path("final"));
+  progress.note("checkpoint " + checkpoint_path("final"));
+  if (test_loader_) run_test();
+  return last;
+}
+
+}  // namespace poseidon

@@ -1,0 +1,69 @@
+// Trainer: the single-process training loop. Feeds batches from the loader
+// into the Net, runs forward and backward with the LocalGradSink, tests at
+// intervals, and writes metrics and atomic checkpoints. A checkpoint holds
+// parameters, solver state, iteration, loader position and RNG state, so a
+// resumed run computes exactly what an uninterrupted run would.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <random>
+#include <string>
+
+#include "core/net.h"
+#include "core/solver.h"
+#include "data/loader.h"
+#include "tools/cli/train_config.h"
+
+namespace poseidon {
+
+struct EvalResult {
+  double loss = 0;
+  std::map<std::string, double> metrics;  // e.g. "accuracy"
+  int64_t examples = 0;
+};
+
+// Averages loss and metric outputs over the loader's batches (all of one
+// epoch when max_batches is 0), weighting each batch by its size.
+EvalResult evaluate(Net& net, Loader& loader, int64_t max_batches);
+
+// Fails at `where` unless the source's examples fit the net's first input
+// and the net has a second input for labels.
+void check_sample_shape(Net& net, const Source& source, const ConfigNode& where);
+
+// Feeds one batch into the net's first two inputs (data, labels).
+void feed_batch(Net& net, Loader& loader);
+
+struct TrainOptions {
+  std::string resume;   // checkpoint to continue from
+  std::string weights;  // initial parameters (e.g. exported from PyTorch)
+  bool quiet = false;
+};
+
+class Trainer {
+ public:
+  Trainer(TrainConfig config, TrainOptions options);
+  ~Trainer();
+  // Trains until solver.max_iter; returns the final test result when a test
+  // set is configured.
+  EvalResult run();
+  Net& net() { return *net_; }
+  int64_t iteration() const { return iter_; }
+  std::string checkpoint_path(const std::string& tag) const;
+  void save(const std::string& path);
+
+ private:
+  EvalResult test();
+  std::map<std::string, std::string> checkpoint_metadata() const;
+  void restore(const std::string& path);
+
+  TrainConfig config_;
+  TrainOptions options_;
+  std::unique_ptr<Net> net_;
+  std::unique_ptr<Solver> solver_;
+  std::unique_ptr<Loader> train_loader_, test_loader_;
+  std::mt19937_64 rng_;
+  int64_t iter_ = 0;
+};
+
+}  // namespace poseidon
