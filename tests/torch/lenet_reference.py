@@ -1,0 +1,206 @@
+"""Trains LeNet for 5 SGD steps in poseidon and in PyTorch and compares them.
+
+Usage: lenet_reference.py --poseidon BIN --repo REPO --workdir DIR
+
+Builds models/lenet.yaml's network in PyTorch with PyTorch's default
+initialisation under a fixed seed, hands those weights and the first 320
+Fashion-MNIST training examples to `BIN train`, runs the same 5 steps (SGD,
+lr 0.01, momentum 0.9, weight decay 5e-4, batches of 64 in order) in PyTorch,
+and checks every per-iteration loss (relative error <= 1e-4) and every final
+parameter: |poseidon - torch| <= 1e-4 * max(|torch|, 1e-3 * max|torch tensor|).
+Momentum buffers are sums of gradients, where float32 cancellation leaves
+elements near zero with rounding of the order of the tensor's largest value,
+so they are judged as whole tensors: ||poseidon - torch|| <= 1e-4 * ||torch||.
+The PyTorch side computes in float64, so the reference carries no float32
+rounding of its own. Exit status: 0 when everything matches, 1 otherwise.
+"""
+
+import argparse
+import gzip
+import json
+import os
+import struct
+import subprocess
+import sys
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import safetensors_io  # noqa: E402
+
+SEED = 1
+BATCH = 64
+STEPS = 5
+LR, MOMENTUM, WEIGHT_DECAY = 0.01, 0.9, 5e-4
+RTOL = 1e-4
+FLOOR = 1e-3  # of the tensor's largest magnitude: elements near zero are judged against it
+FASHION_MNIST = "/usr/share/datasets/fashion-mnist"
+
+
+class LeNet(nn.Module):
+    """models/lenet.yaml; attribute names give the checkpoint names."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv1 = nn.Conv2d(1, 20, 5)
+        self.conv2 = nn.Conv2d(20, 50, 5)
+        self.fc1 = nn.Linear(800, 500)
+        self.fc2 = nn.Linear(500, 10)
+
+    def forward(self, x):
+        x = F.max_pool2d(F.relu(self.conv1(x)), 2, 2)
+        x = F.max_pool2d(F.relu(self.conv2(x)), 2, 2)
+        x = F.relu(self.fc1(x.flatten(1)))
+        return self.fc2(x)
+
+
+def read_idx_gz(path, count):
+    """The first `count` records of a gzipped IDX ubyte file: (dims, payload)."""
+    with gzip.open(path, "rb") as f:
+        magic, n = struct.unpack(">II", f.read(8))
+        ndim = magic & 0xFF
+        dims = [n] + list(struct.unpack(">" + "I" * (ndim - 1), f.read(4 * (ndim - 1))))
+        record = 1
+        for d in dims[1:]:
+            record *= d
+        dims[0] = count
+        return dims, f.read(count * record)
+
+
+def write_idx(path, dims, payload):
+    with open(path, "wb") as f:
+        f.write(struct.pack(">I", 0x0800 | len(dims)))
+        f.write(struct.pack(">" + "I" * len(dims), *dims))
+        f.write(payload)
+
+
+def write_config(path, repo, images, labels, out_dir):
+    q = json.dumps  # a JSON string is a valid YAML scalar, whatever the path holds
+    with open(path, "w") as f:
+        f.write(f"model: {q(os.path.join(repo, 'models', 'lenet.yaml'))}\n")
+        f.write(f"seed: {SEED}\nthreads: 2\n")
+        f.write("data:\n")
+        f.write(f"  train: {{source: idx, images: {q(images)}, labels: {q(labels)}, "
+                f"batch_size: {BATCH}, shuffle: false}}\n")
+        f.write(f"solver: {{type: sgd, lr: {LR}, momentum: {MOMENTUM}, weight_decay: {WEIGHT_DECAY}, "
+                f"lr_policy: fixed, max_iter: {STEPS}}}\n")
+        f.write(f"train: {{display: 1, test_interval: 0, snapshot_interval: 0, output_dir: {q(out_dir)}}}\n")
+
+
+def torch_training(model, images, labels):
+    """Runs the steps in float64; returns per-iteration losses, parameters, momentum buffers."""
+    model = model.double()
+    opt = torch.optim.SGD(model.parameters(), lr=LR, momentum=MOMENTUM, weight_decay=WEIGHT_DECAY)
+    losses = []
+    for step in range(STEPS):
+        x = images[step * BATCH : (step + 1) * BATCH].double().div(255.0)
+        y = labels[step * BATCH : (step + 1) * BATCH].long()
+        opt.zero_grad()
+        loss = F.cross_entropy(model(x), y)
+        loss.backward()
+        opt.step()
+        losses.append(loss.item())
+    params = {name: p.detach() for name, p in model.named_parameters()}
+    momentum = {name: opt.state[p]["momentum_buffer"] for name, p in model.named_parameters()}
+    return losses, params, momentum
+
+
+def max_relative_error(ours, ref):
+    ref = ref.double()
+    floor = FLOOR * ref.abs().max().item()
+    scale = torch.clamp(ref.abs(), min=max(floor, 1e-30))
+    return ((ours.double() - ref).abs() / scale).max().item()
+
+
+def norm_relative_error(ours, ref):
+    ref = ref.double()
+    return ((ours.double() - ref).norm() / max(ref.norm().item(), 1e-30)).item()
+
+
+def poseidon_losses(metrics_path):
+    losses = {}
+    with open(metrics_path) as f:
+        for line in f:
+            record = json.loads(line)
+            if record.get("type") == "train":
+                losses[record["iter"]] = record["loss"]
+    return losses
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--poseidon", required=True, help="the poseidon binary")
+    parser.add_argument("--repo", required=True, help="the source tree (for models/lenet.yaml)")
+    parser.add_argument("--workdir", required=True, help="a folder for data, weights and outputs")
+    args = parser.parse_args()
+
+    torch.set_num_threads(1)
+    torch.use_deterministic_algorithms(True)
+    torch.manual_seed(SEED)
+    os.makedirs(args.workdir, exist_ok=True)
+    work = os.path.abspath(args.workdir)
+
+    model = LeNet()
+    init_path = os.path.join(work, "init.safetensors")
+    safetensors_io.write(init_path, {k: v.contiguous() for k, v in model.state_dict().items()},
+                         {"source": "torch default init, seed %d" % SEED})
+
+    count = BATCH * STEPS
+    image_dims, image_bytes = read_idx_gz(os.path.join(FASHION_MNIST, "train-images-idx3-ubyte.gz"), count)
+    label_dims, label_bytes = read_idx_gz(os.path.join(FASHION_MNIST, "train-labels-idx1-ubyte.gz"), count)
+    images_path = os.path.join(work, "train-images-idx3-ubyte")
+    labels_path = os.path.join(work, "train-labels-idx1-ubyte")
+    write_idx(images_path, image_dims, image_bytes)
+    write_idx(labels_path, label_dims, label_bytes)
+    images = torch.frombuffer(bytearray(image_bytes), dtype=torch.uint8).reshape(count, 1, 28, 28)
+    labels = torch.frombuffer(bytearray(label_bytes), dtype=torch.uint8)
+
+    out_dir = os.path.join(work, "out")
+    config_path = os.path.join(work, "config.yaml")
+    write_config(config_path, os.path.abspath(args.repo), images_path, labels_path, out_dir)
+    run = subprocess.run([args.poseidon, "train", config_path, "--weights", init_path],
+                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    print(run.stdout, end="")
+    if run.returncode != 0:
+        print(f"FAIL: {args.poseidon} train exited with status {run.returncode}")
+        return 1
+
+    ref_losses, ref_params, ref_momentum = torch_training(model, images, labels)
+    ok = True
+
+    ours_losses = poseidon_losses(os.path.join(out_dir, "metrics.jsonl"))
+    print(f"{'iter':>4} {'poseidon loss':>16} {'torch loss':>16} {'rel err':>10}")
+    for it, ref in enumerate(ref_losses, start=1):
+        if it not in ours_losses:
+            print(f"{it:>4} {'missing':>16} {ref:>16.8f}")
+            ok = False
+            continue
+        err = abs(ours_losses[it] - ref) / abs(ref)
+        ok = ok and err <= RTOL
+        print(f"{it:>4} {ours_losses[it]:>16.8f} {ref:>16.8f} {err:>10.2e}{'' if err <= RTOL else '  MISMATCH'}")
+
+    final, _ = safetensors_io.read(os.path.join(out_dir, "final.safetensors"))
+    expected = {name: (ref, max_relative_error, "max elementwise") for name, ref in ref_params.items()}
+    for name, ref in ref_momentum.items():
+        expected[f"optimizer.{name}.momentum_buffer"] = (ref, norm_relative_error, "norm")
+    print(f"{'tensor':<40} {'shape':<16} {'rel err':>10}")
+    for name, (ref, error, kind) in expected.items():
+        ours = final.get(name)
+        if ours is None or tuple(ours.shape) != tuple(ref.shape):
+            found = "missing" if ours is None else f"shape {list(ours.shape)}"
+            print(f"{name:<40} {str(list(ref.shape)):<16} {found}  MISMATCH")
+            ok = False
+            continue
+        err = error(ours, ref)
+        ok = ok and err <= RTOL
+        verdict = "" if err <= RTOL else "  MISMATCH"
+        print(f"{name:<40} {str(list(ref.shape)):<16} {err:>10.2e} ({kind}){verdict}")
+
+    print("PASS" if ok else f"FAIL: poseidon differs from PyTorch by more than {RTOL} (relative)")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
