@@ -195,17 +195,22 @@ void apply_override(YAML::Node root, const std::string& assignment) {
     const std::string& part = parts[i];
     bool last = i + 1 == parts.size();
     YAML::Node next;
+    bool found = false;
     if (cur.IsSequence()) {
       bool is_index = !part.empty() && std::all_of(part.begin(), part.end(), ::isdigit);
       if (is_index && std::stoul(part) < cur.size()) {
         next.reset(cur[std::stoul(part)]);
+        found = true;
       } else {
         for (size_t k = 0; k < cur.size(); ++k) {
           YAML::Node el = cur[k];
-          if (el.IsMap() && el["name"] && el["name"].Scalar() == part) next.reset(el);
+          if (el.IsMap() && el["name"] && el["name"].Scalar() == part) {
+            next.reset(el);
+            found = true;
+          }
         }
       }
-      if (!next.IsDefined())
+      if (!found)
         throw ConfigError({"--set", 0, 0, path}, "no list element '" + part + "'");
       if (last) {
         throw ConfigError({"--set", 0, 0, path}, "cannot replace a whole list element");
