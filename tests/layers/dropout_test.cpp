@@ -1,0 +1,103 @@
+// Dropout: gradient cases in both phases, the mask's statistics and
+// reproducibility, and the ratio check.
+#include <gtest/gtest.h>
+
+#include "core/registry.h"
+#include "layers/grad_check.h"
+
+namespace poseidon::testing {
+
+GRAD_CASE("dropout_train", "{name: d, type: dropout, ratio: 0.3}", {{2, 3, 4, 5}}, {}, true);
+GRAD_CASE("dropout_test", "{name: d, type: dropout, ratio: 0.3}", {{2, 3, 4, 5}}, {}, false);
+
+namespace {
+
+std::unique_ptr<Layer> make_dropout(const std::string& yaml) {
+  return LayerRegistry::instance().create(ConfigNode::parse(yaml, "test"));
+}
+
+// Nonzero inputs, so a zero output can only come from the mask.
+Tensor nonzero_input(int64_t n) {
+  Tensor x({n});
+  for (int64_t i = 0; i < n; ++i) x[i] = 1.f + static_cast<float>(i % 7);
+  return x;
+}
+
+Tensor run(Layer& layer, const Tensor& x, Phase phase, uint64_t seed) {
+  Tensor y(x.shape());
+  layer.reshape({x.shape()});
+  std::mt19937_64 rng(seed);
+  RunContext ctx{phase, &rng, {}};
+  LayerIO io{{&x}, {&y}, {}, {}};
+  layer.forward(io, ctx);
+  return y;
+}
+
+}  // namespace
+
+TEST(Dropout, TestPhaseIsIdentity) {
+  auto layer = make_dropout("{name: d, type: dropout, ratio: 0.5}");
+  Tensor x = nonzero_input(1000);
+  Tensor y = run(*layer, x, Phase::test, 1);
+  for (int64_t i = 0; i < x.numel(); ++i) ASSERT_EQ(y[i], x[i]) << i;
+}
+
+TEST(Dropout, TrainZeroesAboutRatioAndScalesTheRest) {
+  const float ratio = 0.3f;
+  auto layer = make_dropout("{name: d, type: dropout, ratio: 0.3}");
+  const int64_t n = 20000;
+  Tensor x = nonzero_input(n);
+  Tensor y = run(*layer, x, Phase::train, 5);
+  int64_t zeros = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    if (y[i] == 0.f) {
+      ++zeros;
+    } else {
+      ASSERT_FLOAT_EQ(y[i], x[i] / (1.f - ratio)) << i;
+    }
+  }
+  // The binomial standard deviation is about 0.0032; this allows six of them.
+  EXPECT_NEAR(static_cast<double>(zeros) / n, ratio, 0.02);
+}
+
+TEST(Dropout, SameSeedGivesSameMask) {
+  auto layer = make_dropout("{name: d, type: dropout}");
+  Tensor x = nonzero_input(500);
+  Tensor a = run(*layer, x, Phase::train, 11);
+  Tensor b = run(*layer, x, Phase::train, 11);
+  Tensor c = run(*layer, x, Phase::train, 12);
+  int64_t differences = 0;
+  for (int64_t i = 0; i < x.numel(); ++i) {
+    ASSERT_EQ(a[i], b[i]) << i;
+    differences += a[i] != c[i];
+  }
+  EXPECT_GT(differences, 0);
+}
+
+TEST(Dropout, BackwardAppliesTheForwardMaskAndAccumulates) {
+  auto layer = make_dropout("{name: d, type: dropout, ratio: 0.5}");
+  Tensor x = nonzero_input(200), y(x.shape()), dy(x.shape()), dx(x.shape());
+  layer->reshape({x.shape()});
+  std::mt19937_64 rng(3);
+  RunContext ctx{Phase::train, &rng, {}};
+  LayerIO io{{&x}, {&y}, {&dy}, {&dx}};
+  layer->forward(io, ctx);
+  dy.fill(1.f);
+  dx.fill(1.f);
+  layer->backward(io, ctx);
+  for (int64_t i = 0; i < x.numel(); ++i) ASSERT_FLOAT_EQ(dx[i], 1.f + y[i] / x[i]) << i;
+}
+
+TEST(Dropout, RejectsRatioOutsideZeroToOne) {
+  for (const char* ratio : {"1", "1.5", "-0.1"}) {
+    std::string yaml = std::string("{name: d, type: dropout, ratio: ") + ratio + "}";
+    try {
+      make_dropout(yaml);
+      ADD_FAILURE() << "ratio " << ratio << " was accepted";
+    } catch (const ConfigError& e) {
+      EXPECT_NE(std::string(e.what()).find("ratio"), std::string::npos) << e.what();
+    }
+  }
+}
+
+}  // namespace poseidon::testing

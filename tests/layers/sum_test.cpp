@@ -1,0 +1,61 @@
+// Element-wise sum: gradient cases with and without coefficients, values and errors.
+#include <gtest/gtest.h>
+
+#include "core/registry.h"
+#include "layers/grad_check.h"
+
+namespace poseidon::testing {
+
+GRAD_CASE("sum_plain", "{name: s, type: sum}", {{2, 3, 4}, {2, 3, 4}});
+GRAD_CASE("sum_coefficients", "{name: s, type: sum, coefficients: [0.5, -2, 3]}",
+          {{2, 3}, {2, 3}, {2, 3}});
+
+namespace {
+std::unique_ptr<Layer> make_sum(const std::string& yaml) {
+  return LayerRegistry::instance().create(ConfigNode::parse(yaml, "test"));
+}
+}  // namespace
+
+TEST(Sum, WeighsEachInputByItsCoefficient) {
+  auto layer = make_sum("{name: s, type: sum, coefficients: [0.5, -2, 3]}");
+  Tensor a({5}), b({5}), c({5}), y({5});
+  for (int64_t i = 0; i < 5; ++i) a[i] = i, b[i] = 10.f - i, c[i] = 0.25f * i;
+  layer->reshape({a.shape(), b.shape(), c.shape()});
+  LayerIO io{{&a, &b, &c}, {&y}, {}, {}};
+  RunContext ctx;
+  layer->forward(io, ctx);
+  for (int64_t i = 0; i < 5; ++i) EXPECT_FLOAT_EQ(y[i], 0.5f * a[i] - 2.f * b[i] + 3.f * c[i]) << i;
+}
+
+TEST(Sum, DefaultsToPlainSum) {
+  auto layer = make_sum("{name: s, type: sum}");
+  Tensor a({3}), b({3}), y({3});
+  for (int64_t i = 0; i < 3; ++i) a[i] = i + 1.f, b[i] = 7.f * i;
+  layer->reshape({a.shape(), b.shape()});
+  LayerIO io{{&a, &b}, {&y}, {}, {}};
+  RunContext ctx;
+  layer->forward(io, ctx);
+  for (int64_t i = 0; i < 3; ++i) EXPECT_EQ(y[i], a[i] + b[i]) << i;
+}
+
+TEST(Sum, RejectsCoefficientCountOtherThanInputCount) {
+  auto layer = make_sum("{name: s, type: sum, coefficients: [1, 2, 3]}");
+  try {
+    layer->reshape({{4}, {4}});
+    FAIL() << "three coefficients for two inputs were accepted";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("coefficients"), std::string::npos) << e.what();
+  }
+}
+
+TEST(Sum, RejectsUnequalShapes) {
+  auto layer = make_sum("{name: adder, type: sum}");
+  try {
+    layer->reshape({{2, 3}, {3, 2}});
+    FAIL() << "unequal shapes were accepted";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("adder"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace poseidon::testing
