@@ -1,0 +1,216 @@
+"""CPU training speed of the engine against PyTorch on the same machine, in
+the same run: for each model, one training step (forward, cross-entropy,
+backward, SGD-with-momentum update) at the same batch size and thread count.
+The engine runs as `poseidon time ... --json`; PyTorch runs in this process.
+Measurements of the two alternate, round after round, so that a noisy
+machine slows both alike; the table reports the median of the rounds."""
+
+import argparse
+import datetime
+import json
+import math
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+
+from torch_models import MODELS, NUM_CLASSES
+
+ROOT = Path(__file__).resolve().parent.parent
+# The engine's `time` verb trains with this step and momentum; the same here
+# keeps the update's arithmetic alike.
+LEARNING_RATE = 1e-5
+MOMENTUM = 0.9
+
+
+class EngineError(RuntimeError):
+    pass
+
+
+def parse_args() -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__)
+    p.add_argument("--poseidon", type=Path, default=ROOT / "build" / "poseidon",
+                   help="engine binary (default: build/poseidon)")
+    p.add_argument("--models", nargs="+", default=list(MODELS), choices=list(MODELS))
+    p.add_argument("--batch", type=int, default=64)
+    p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--rounds", type=int, default=3, help="alternating measurements per side")
+    p.add_argument("--seconds", type=float, default=3.0,
+                   help="target length of one measurement; sets the iteration count")
+    p.add_argument("--min-iters", type=int, default=5)
+    p.add_argument("--json", type=Path, help="also write every measurement here")
+    return p.parse_args()
+
+
+class TorchTrainer:
+    """One model with synthetic data and its optimizer, ready to step."""
+
+    def __init__(self, name: str, batch: int):
+        build, sample_shape, has_accuracy = MODELS[name]
+        torch.manual_seed(1)
+        self.model = build().train()
+        self.data = torch.randn(batch, *sample_shape)
+        self.label = torch.randint(0, NUM_CLASSES, (batch,))
+        self.has_accuracy = has_accuracy
+        self.optimizer = torch.optim.SGD(self.model.parameters(), lr=LEARNING_RATE, momentum=MOMENTUM)
+
+    def step(self) -> None:
+        self.optimizer.zero_grad()
+        logits = self.model(self.data)
+        loss = F.cross_entropy(logits, self.label)
+        if self.has_accuracy:  # the model files compute it too
+            with torch.no_grad():
+                self.accuracy = (logits.argmax(dim=1) == self.label).float().mean()
+        loss.backward()
+        self.optimizer.step()
+
+    def iteration_ms(self, iters: int, warmup: int) -> float:
+        for _ in range(warmup):
+            self.step()
+        start = time.perf_counter()
+        for _ in range(iters):
+            self.step()
+        return (time.perf_counter() - start) * 1000.0 / iters
+
+
+def run_engine(binary: Path, model: str, batch: int, threads: int, iters: int, warmup: int) -> dict:
+    cmd = [str(binary), "time", str(ROOT / "models" / f"{model}.yaml"), "--batch", str(batch),
+           "--iters", str(iters), "--warmup", str(warmup), "--threads", str(threads), "--json"]
+    done = subprocess.run(cmd, capture_output=True, text=True)
+    if done.returncode != 0:
+        reason = (done.stderr.strip().splitlines() or [f"exit status {done.returncode}"])[-1]
+        raise EngineError(reason)
+    try:
+        return json.loads(done.stdout)
+    except json.JSONDecodeError as e:
+        raise EngineError(f"output is not JSON ({e})") from e
+
+
+def iterations_for(iteration_ms: float, seconds: float, min_iters: int) -> int:
+    return max(min_iters, min(1000, math.ceil(seconds * 1000.0 / iteration_ms)))
+
+
+def torch_source() -> str:
+    where = Path(torch.__file__).resolve()
+    if str(where).startswith("/usr/lib/python3"):
+        return "Debian python3-torch (PyPI fallback)"
+    return f"PyPI, venv {sys.prefix}"
+
+
+def cpu_model() -> str:
+    try:
+        out = subprocess.run(["lscpu"], capture_output=True, text=True).stdout
+        for line in out.splitlines():
+            if line.startswith("Model name:"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
+
+
+def log(msg: str) -> None:
+    print(msg, file=sys.stderr, flush=True)
+
+
+def measure(args: argparse.Namespace) -> dict:
+    results = {}
+    trainers = {}
+    for name in args.models:
+        trainers[name] = TorchTrainer(name, args.batch)
+        entry = {"ours": [], "torch": [], "ours_json": [], "error": None}
+        torch_ms = trainers[name].iteration_ms(iters=3, warmup=2)
+        entry["torch_iters"] = iterations_for(torch_ms, args.seconds, args.min_iters)
+        try:
+            probe = run_engine(args.poseidon, name, args.batch, args.threads, iters=2, warmup=1)
+            entry["ours_iters"] = iterations_for(probe["iteration_ms"], args.seconds, args.min_iters)
+        except EngineError as e:
+            entry["error"] = str(e)
+            log(f"{name}: engine failed: {e}")
+        results[name] = entry
+
+    for r in range(args.rounds):
+        for name in args.models:
+            entry = results[name]
+            # Alternate who goes first so neither always runs on a warmer machine.
+            sides = ["ours", "torch"] if r % 2 == 0 else ["torch", "ours"]
+            for side in sides:
+                if side == "torch":
+                    ms = trainers[name].iteration_ms(entry["torch_iters"], warmup=2)
+                    entry["torch"].append(args.batch * 1000.0 / ms)
+                elif entry["error"] is None:
+                    out = run_engine(args.poseidon, name, args.batch, args.threads, entry["ours_iters"], warmup=2)
+                    entry["ours"].append(out["images_per_sec"])
+                    entry["ours_json"].append(out)
+            ours = f"{entry['ours'][-1]:.1f}" if entry["ours"] else "n/a"
+            log(f"round {r + 1}/{args.rounds} {name}: ours {ours} img/s, PyTorch {entry['torch'][-1]:.1f} img/s")
+    return results
+
+
+def print_table(args: argparse.Namespace, results: dict) -> None:
+    print(f"date {datetime.datetime.now(datetime.timezone.utc).date()}, {os.cpu_count()} CPUs ({cpu_model()}), "
+          f"torch {torch.__version__} ({torch_source()}), batch {args.batch}, {args.threads} threads, "
+          f"median of {args.rounds} rounds")
+    print()
+    print("| model | ours img/s | PyTorch img/s | ours / PyTorch | range over rounds |")
+    print("|---|---:|---:|---:|---:|")
+    for name, entry in results.items():
+        theirs = statistics.median(entry["torch"])
+        if entry["ours"]:
+            ours = statistics.median(entry["ours"])
+            per_round = [o / t for o, t in zip(entry["ours"], entry["torch"])]
+            print(f"| {name} | {ours:.1f} | {theirs:.1f} | {ours / theirs:.2f} | "
+                  f"{min(per_round):.2f} to {max(per_round):.2f} |")
+        else:
+            print(f"| {name} | failed: {entry['error']} | {theirs:.1f} | n/a | |")
+
+
+def median_run(entry: dict) -> dict:
+    runs = sorted(entry["ours_json"], key=lambda out: out["images_per_sec"])
+    return runs[len(runs) // 2]
+
+
+def print_layers(results: dict) -> None:
+    measured = {name: e for name, e in results.items() if e["ours"]}
+    if not measured:
+        return
+    slowest = min(measured, key=lambda name: statistics.median(measured[name]["ours"]))
+    run = median_run(measured[slowest])
+    total = run["iteration_ms"]
+    print()
+    print(f"Engine per-layer times, {slowest} (the slowest model), batch {run['batch']}, "
+          f"{run['threads']} threads, mean of {run['iters']} iterations:")
+    print()
+    print("| layer | type | forward ms | backward ms | share |")
+    print("|---|---|---:|---:|---:|")
+    for layer in run["layers"]:
+        share = (layer["forward_ms"] + layer["backward_ms"]) / total
+        print(f"| {layer['name']} | {layer['type']} | {layer['forward_ms']:.2f} | "
+              f"{layer['backward_ms']:.2f} | {share:.1%} |")
+    print(f"| (update) | sgd | | | {run['update_ms'] / total:.1%} |")
+    print(f"| total | | {run['forward_ms']:.2f} | {run['backward_ms']:.2f} | "
+          f"{total:.2f} ms/iteration |")
+
+
+def main() -> int:
+    args = parse_args()
+    if not args.poseidon.is_file():
+        log(f"error: engine binary {args.poseidon} not found (build it, or pass --poseidon)")
+        return 2
+    torch.set_num_threads(args.threads)
+    results = measure(args)
+    print_table(args, results)
+    print_layers(results)
+    if args.json:
+        args.json.write_text(json.dumps({"torch": torch.__version__, "batch": args.batch,
+                                         "threads": args.threads, "results": results}, indent=2))
+    return 0 if all(e["error"] is None for e in results.values()) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

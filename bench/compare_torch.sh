@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# The one command for the CPU comparison against PyTorch: builds the engine in
+# Release (incrementally) into build/, makes sure bench/.venv holds PyTorch,
+# then times lenet, cifar10_quick and vgg_small in both at batch 64 on 2
+# threads. Arguments go to compare_torch.py (e.g. --rounds 5, --json out.json).
+# POSEIDON_BUILD_DIR picks another build folder.
+set -euo pipefail
+
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+build=${POSEIDON_BUILD_DIR:-$root/build}
+
+if [[ ! -f "$build/CMakeCache.txt" ]]; then
+  generator=()
+  command -v ninja >/dev/null && generator=(-G Ninja)
+  cmake -S "$root" -B "$build" "${generator[@]}" -DCMAKE_BUILD_TYPE=Release
+fi
+build_type=$(sed -n 's/^CMAKE_BUILD_TYPE:[A-Z]*=//p' "$build/CMakeCache.txt")
+if [[ $build_type != Release ]]; then
+  echo "compare_torch: $build is configured as '$build_type', not Release; timings would mislead." >&2
+  echo "compare_torch: reconfigure it (cmake -DCMAKE_BUILD_TYPE=Release) or set POSEIDON_BUILD_DIR." >&2
+  exit 2
+fi
+cmake --build "$build" --target poseidon
+
+"$root/bench/setup_venv.sh"
+exec "$root/bench/.venv/bin/python" "$root/bench/compare_torch.py" --poseidon "$build/poseidon" "$@"

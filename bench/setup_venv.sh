@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# Creates bench/.venv with the current PyTorch release, the reference the CPU
+# benchmarks compare against. PyPI's only Linux x86-64 torch wheel is the CUDA
+# build: it links the CUDA libraries at load time, so it needs its nvidia-*
+# dependencies (several GB) even to run on the CPU; `pip install torch` as is
+# is the one install from PyPI that imports. Where PyPI cannot provide a
+# working torch, the venv falls back to Debian's python3-torch (an older
+# release) and says so. numpy comes along because torch warns on import
+# without it. Safe to run again: an importable torch is kept.
+set -euo pipefail
+
+bench_dir=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+venv="$bench_dir/.venv"
+python=${PYTHON:-python3}
+debian_python=/usr/bin/python3
+
+torch_version() {
+  "$venv/bin/python" -c 'import numpy, torch; print(torch.__version__, "from", torch.__file__)' 2>/dev/null
+}
+
+shout() {
+  printf '\n%s\n' "############################################################################" >&2
+  printf '# %s\n' "$@" >&2
+  printf '%s\n\n' "############################################################################" >&2
+}
+
+if [[ -x "$venv/bin/python" ]] && installed=$(torch_version); then
+  echo "setup_venv: torch already installed: $installed"
+  if [[ $installed != *"$venv"* ]]; then
+    echo "setup_venv: that is Debian's torch (an earlier fallback); remove $venv to try PyPI again"
+  fi
+  exit 0
+fi
+
+echo "setup_venv: creating $venv with the current torch release from PyPI (several GB of CUDA libraries come with it)"
+if "$python" -m venv "$venv" &&
+   "$venv/bin/python" -m pip install --quiet torch numpy &&
+   installed=$(torch_version); then
+  echo "setup_venv: installed torch $installed"
+  exit 0
+fi
+
+shout "PyPI could not provide a working torch." \
+      "FALLING BACK to Debian's python3-torch (apt install python3-torch):" \
+      "an older release than PyPI's; benchmark results name the version used."
+rm -rf "$venv"
+"$debian_python" -m venv --system-site-packages "$venv"
+if ! installed=$(torch_version); then
+  echo "setup_venv: error: Debian's python3-torch is not importable either; install it with apt" >&2
+  exit 1
+fi
+echo "setup_venv: using Debian's torch $installed"
