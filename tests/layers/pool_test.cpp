@@ -1,0 +1,202 @@
+// Pooling: gradient cases, output sizes from PyTorch's documented formula
+// (including the ceil_mode rule), and forward and backward checked against a
+// direct loop over every kernel tap.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+#include <random>
+
+#include "core/registry.h"
+#include "layers/grad_check.h"
+
+namespace poseidon::testing {
+
+GRAD_CASE("pool_max_pad", "{name: p, type: pool, kernel_size: 3, stride: 2, pad: 1}",
+          {{2, 2, 7, 7}});
+GRAD_CASE("pool_max_ceil", "{name: p, type: pool, kernel_size: 3, stride: 2, ceil_mode: true}",
+          {{2, 2, 6, 6}});
+GRAD_CASE("pool_max_asym", "{name: p, type: pool, kernel_size: [2, 3], stride: [1, 2]}",
+          {{2, 2, 5, 6}});
+GRAD_CASE("pool_avg_pad", "{name: p, type: pool, mode: avg, kernel_size: 3, stride: 2, pad: 1}",
+          {{2, 2, 7, 7}});
+GRAD_CASE("pool_avg_ceil_pad",
+          "{name: p, type: pool, mode: avg, kernel_size: 3, stride: 2, pad: 1, ceil_mode: true}",
+          {{2, 2, 6, 6}});
+GRAD_CASE("pool_avg_exclude_pad",
+          "{name: p, type: pool, mode: avg, kernel_size: 3, stride: 2, pad: 1, ceil_mode: true, "
+          "count_include_pad: false}",
+          {{2, 2, 6, 6}});
+GRAD_CASE("pool_global_avg", "{name: p, type: pool, mode: avg, global: true}", {{2, 3, 5, 5}});
+GRAD_CASE("pool_global_max", "{name: p, type: pool, global: true}", {{2, 3, 5, 5}});
+
+namespace {
+
+std::unique_ptr<Layer> make_pool(const std::string& yaml) {
+  return LayerRegistry::instance().create(ConfigNode::parse(yaml, "test"));
+}
+
+struct PoolSpec {
+  std::string label;
+  int64_t n, c, h, w;
+  int64_t kh, kw, sh, sw, ph, pw;
+  bool max = true, ceil_mode = false, include_pad = true, global = false;
+
+  std::string yaml() const {
+    std::string y = "{name: p, type: pool, mode: " + std::string(max ? "max" : "avg") +
+                    ", count_include_pad: " + (include_pad ? "true" : "false");
+    if (global) return y + ", global: true}";
+    auto pair = [](int64_t a, int64_t b) {
+      return "[" + std::to_string(a) + ", " + std::to_string(b) + "]";
+    };
+    return y + ", kernel_size: " + pair(kh, kw) + ", stride: " + pair(sh, sw) +
+           ", pad: " + pair(ph, pw) + ", ceil_mode: " + (ceil_mode ? "true" : "false") + "}";
+  }
+};
+
+void PrintTo(const PoolSpec& s, std::ostream* os) { *os << s.label; }
+
+// PyTorch's MaxPool2d documentation: floor (or ceil) of (in + 2p - k) / s, plus
+// one, dropping a last window that would start in the right padding.
+int64_t documented_size(int64_t in, int64_t k, int64_t s, int64_t p, bool ceil_mode) {
+  double q = double(in + 2 * p - k) / double(s);
+  int64_t out = static_cast<int64_t>(ceil_mode ? std::ceil(q) : std::floor(q)) + 1;
+  if (ceil_mode && (out - 1) * s >= in + p) --out;
+  return out;
+}
+
+TEST(Pool, OutputSizesFollowPyTorch) {
+  struct Row {
+    int64_t in, k, s, p;
+    bool ceil_mode;
+    int64_t want;
+  };
+  for (const Row& r :
+       {Row{6, 3, 2, 0, true, 3}, Row{6, 3, 2, 0, false, 2}, Row{6, 3, 2, 1, true, 4},
+        Row{6, 3, 2, 1, false, 3}, Row{5, 2, 2, 1, true, 3}, Row{5, 2, 2, 0, true, 3},
+        Row{5, 2, 2, 0, false, 2}, Row{7, 3, 2, 1, true, 4}, Row{3, 3, 1, 0, true, 1}}) {
+    ASSERT_EQ(documented_size(r.in, r.k, r.s, r.p, r.ceil_mode), r.want);
+    auto layer = make_pool("{name: p, type: pool, kernel_size: " + std::to_string(r.k) +
+                           ", stride: " + std::to_string(r.s) + ", pad: " + std::to_string(r.p) +
+                           ", ceil_mode: " + (r.ceil_mode ? "true" : "false") + "}");
+    EXPECT_EQ(layer->reshape({{1, 2, r.in, r.in + 1}}).at(0),
+              (Shape{1, 2, r.want, documented_size(r.in + 1, r.k, r.s, r.p, r.ceil_mode)}))
+        << "in " << r.in << " k " << r.k << " s " << r.s << " p " << r.p << " ceil " << r.ceil_mode;
+  }
+}
+
+TEST(Pool, StrideDefaultsToKernelAndGlobalGivesOneByOne) {
+  EXPECT_EQ(make_pool("{name: p, type: pool, kernel_size: 2}")->reshape({{3, 4, 8, 6}}).at(0),
+            (Shape{3, 4, 4, 3}));
+  EXPECT_EQ(
+      make_pool("{name: p, type: pool, mode: avg, global: true}")->reshape({{3, 4, 7, 5}}).at(0),
+      (Shape{3, 4, 1, 1}));
+}
+
+class PoolReference : public ::testing::TestWithParam<PoolSpec> {};
+
+TEST_P(PoolReference, ForwardAndBackwardMatchDirectLoops) {
+  PoolSpec s = GetParam();
+  auto layer = make_pool(s.yaml());
+  if (s.global) s.kh = s.h, s.kw = s.w, s.sh = s.sw = 1, s.ph = s.pw = 0;
+  const int64_t oh = documented_size(s.h, s.kh, s.sh, s.ph, s.ceil_mode);
+  const int64_t ow = documented_size(s.w, s.kw, s.sw, s.pw, s.ceil_mode);
+  ASSERT_EQ(layer->reshape({{s.n, s.c, s.h, s.w}}).at(0), (Shape{s.n, s.c, oh, ow}));
+
+  std::mt19937_64 rng(9);
+  std::uniform_real_distribution<float> uni(-1.f, 1.f);
+  Tensor x({s.n, s.c, s.h, s.w}), y({s.n, s.c, oh, ow}), dy({s.n, s.c, oh, ow}),
+      dx({s.n, s.c, s.h, s.w});
+  for (int64_t i = 0; i < x.numel(); ++i) x[i] = uni(rng);
+  for (int64_t i = 0; i < dy.numel(); ++i) dy[i] = uni(rng);
+  dx.fill(1.f);  // input gradients accumulate
+
+  std::vector<double> want_y(y.numel()), want_dx(dx.numel(), 1.0);
+  for (int64_t plane = 0; plane < s.n * s.c; ++plane)
+    for (int64_t oy = 0; oy < oh; ++oy)
+      for (int64_t ox = 0; ox < ow; ++ox) {
+        const int64_t o = (plane * oh + oy) * ow + ox;
+        double best = -std::numeric_limits<double>::infinity(), sum = 0;
+        int64_t best_at = -1, padded_taps = 0;
+        std::vector<int64_t> inside;
+        for (int64_t i = 0; i < s.kh; ++i)
+          for (int64_t j = 0; j < s.kw; ++j) {
+            const int64_t iy = oy * s.sh - s.ph + i, ix = ox * s.sw - s.pw + j;
+            if (iy < s.h + s.ph && ix < s.w + s.pw)
+              ++padded_taps;  // taps never start left of the padding
+            if (iy < 0 || iy >= s.h || ix < 0 || ix >= s.w) continue;
+            const int64_t at = (plane * s.h + iy) * s.w + ix;
+            inside.push_back(at);
+            sum += x[at];
+            if (x[at] > best) best = x[at], best_at = at;
+          }
+        ASSERT_FALSE(inside.empty()) << "every window must overlap the input";
+        if (s.max) {
+          want_y[o] = best;
+          want_dx[best_at] += dy[o];
+        } else {
+          const double divisor = s.include_pad ? padded_taps : inside.size();
+          want_y[o] = sum / divisor;
+          for (int64_t at : inside) want_dx[at] += dy[o] / divisor;
+        }
+      }
+
+  LayerIO io{{&x}, {&y}, {&dy}, {&dx}};
+  RunContext ctx;
+  layer->forward(io, ctx);
+  layer->backward(io, ctx);
+  for (int64_t i = 0; i < y.numel(); ++i)
+    ASSERT_NEAR(y[i], want_y[i], 1e-5 * (1 + std::abs(want_y[i]))) << i;
+  for (int64_t i = 0; i < dx.numel(); ++i)
+    ASSERT_NEAR(dx[i], want_dx[i], 1e-5 * (1 + std::abs(want_dx[i]))) << i;
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Configs, PoolReference,
+    ::testing::Values(
+        PoolSpec{"max_pad", 2, 3, 7, 7, 3, 3, 2, 2, 1, 1},
+        PoolSpec{"max_ceil", 2, 3, 6, 6, 3, 3, 2, 2, 0, 0, true, true},
+        PoolSpec{"max_ceil_pad_asym", 2, 2, 6, 7, 3, 2, 2, 1, 1, 1, true, true},
+        PoolSpec{"avg_pad", 2, 3, 7, 7, 3, 3, 2, 2, 1, 1, false},
+        PoolSpec{"avg_ceil_pad", 2, 3, 6, 6, 3, 3, 2, 2, 1, 1, false, true},
+        PoolSpec{"avg_ceil_pad_exclude", 2, 3, 6, 6, 3, 3, 2, 2, 1, 1, false, true, false},
+        PoolSpec{"avg_exclude_pad", 2, 3, 7, 5, 3, 3, 2, 2, 1, 1, false, false, false},
+        PoolSpec{"global_avg", 2, 3, 5, 4, 0, 0, 0, 0, 0, 0, false, false, true, true},
+        PoolSpec{"global_max", 2, 3, 5, 4, 0, 0, 0, 0, 0, 0, true, false, true, true}),
+    [](const auto& info) { return info.param.label; });
+
+template <class Fn>
+void expect_error_naming(Fn build, const std::string& key) {
+  try {
+    build();
+    ADD_FAILURE() << "expected an error naming '" << key << "'";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find(key), std::string::npos) << e.what();
+  }
+}
+
+TEST(Pool, RejectsBadConfigsNamingTheKey) {
+  expect_error_naming([] { make_pool("{name: p, type: pool, kernel_size: 3, pad: 2}"); }, "pad");
+  expect_error_naming(
+      [] {
+        make_pool("{name: p, type: pool, kernel_size: 5}")->reshape({{1, 1, 3, 3}});
+      },
+      "kernel_size");
+  expect_error_naming([] { make_pool("{name: p, type: pool, mode: avg}"); }, "kernel_size");
+  expect_error_naming([] { make_pool("{name: p, type: pool, global: true, kernel_size: 2}"); },
+                      "kernel_size");
+  expect_error_naming([] { make_pool("{name: p, type: pool, global: true, stride: 2}"); },
+                      "stride");
+  expect_error_naming([] { make_pool("{name: p, type: pool, mode: min, kernel_size: 2}"); },
+                      "mode");
+  expect_error_naming([] { make_pool("{name: p, type: pool, kernel_size: 2, stride: 0}"); },
+                      "stride");
+  expect_error_naming(
+      [] {
+        make_pool("{name: p, type: pool, kernel_size: 2}")->reshape({{2, 8}});
+      },
+      "NCHW");
+}
+
+}  // namespace
+}  // namespace poseidon::testing
