@@ -23,8 +23,7 @@ void for_each_tap(const ConvGeometry& g, RowFn row) {
 }
 }  // namespace
 
-OutputSpan outputs_reading_input(int64_t size, int64_t pad, int64_t stride, int64_t tap,
-                                 int64_t outputs) {
+OutputSpan outputs_reading_input(int64_t size, int64_t pad, int64_t stride, int64_t tap, int64_t outputs) {
   int64_t lo = std::clamp<int64_t>(ceil_div(pad - tap, stride), 0, outputs);
   int64_t hi = std::clamp<int64_t>(ceil_div(size + pad - tap, stride), lo, outputs);
   return {lo, hi};
@@ -52,8 +51,7 @@ void im2col(const float* images, int64_t count, const ConvGeometry& g, float* co
           const float* row = plane + iy * g.width;
           std::fill(dst, dst + xs.lo, 0.f);
           if (g.stride_w == 1) {
-            if (xs.hi > xs.lo)
-              std::memcpy(dst + xs.lo, row + xs.lo + offset_x, (xs.hi - xs.lo) * sizeof(float));
+            if (xs.hi > xs.lo) std::memcpy(dst + xs.lo, row + xs.lo + offset_x, (xs.hi - xs.lo) * sizeof(float));
           } else {
             for (int64_t ox = xs.lo; ox < xs.hi; ++ox) dst[ox] = row[ox * g.stride_w + offset_x];
           }
@@ -94,23 +92,21 @@ void col2im_add(const float* col, int64_t count, const ConvGeometry& g, float* i
 }
 
 int64_t images_per_chunk(int64_t floats_per_image, int64_t images) {
-  return std::clamp<int64_t>(kColumnBudget / std::max<int64_t>(floats_per_image, 1), 1,
-                             std::max<int64_t>(images, 1));
+  return std::clamp<int64_t>(kColumnBudget / std::max<int64_t>(floats_per_image, 1), 1, std::max<int64_t>(images, 1));
 }
 
-std::array<int64_t, 2> read_hw(const ConfigNode& config, const std::string& key,
-                               std::array<int64_t, 2> fallback, int64_t minimum) {
+std::array<int64_t, 2> read_hw(const ConfigNode& config, const std::string& key, std::array<int64_t, 2> fallback,
+                               int64_t minimum) {
   auto node = config.find(key);
   if (!node) return fallback;
   std::vector<int64_t> v = node->as_int_list();
   if (v.size() != 1 && v.size() != 2)
-    node->fail("expected one value or [height, width] for '" + key + "', found " +
-               std::to_string(v.size()) + " values");
+    node->fail("expected one value or [height, width] for '" + key + "', found " + std::to_string(v.size()) +
+               " values");
   std::array<int64_t, 2> hw = {v[0], v.back()};
   for (int64_t x : hw)
     if (x < minimum)
-      node->fail("'" + key + "' must be at least " + std::to_string(minimum) + ", found " +
-                 std::to_string(x));
+      node->fail("'" + key + "' must be at least " + std::to_string(minimum) + ", found " + std::to_string(x));
   return hw;
 }
 

@@ -38,8 +38,7 @@ struct ConvGeometry {
 struct OutputSpan {
   int64_t lo, hi;
 };
-OutputSpan outputs_reading_input(int64_t size, int64_t pad, int64_t stride, int64_t tap,
-                                 int64_t outputs);
+OutputSpan outputs_reading_input(int64_t size, int64_t pad, int64_t stride, int64_t tap, int64_t outputs);
 
 // Writes the columns of `count` consecutive CHW images into `col`, a row-major
 // [channels*kernel_h*kernel_w, count*out_h*out_w] matrix: row (c, i, j) and
@@ -62,7 +61,7 @@ int64_t images_per_chunk(int64_t floats_per_image, int64_t images);
 // Reads a per-dimension key ("kernel_size: 3" or "kernel_size: [3, 5]") as
 // {height, width}; `fallback` when the key is absent. Values below `minimum`
 // and lists of other lengths fail with a message naming the key.
-std::array<int64_t, 2> read_hw(const ConfigNode& config, const std::string& key,
-                               std::array<int64_t, 2> fallback, int64_t minimum);
+std::array<int64_t, 2> read_hw(const ConfigNode& config, const std::string& key, std::array<int64_t, 2> fallback,
+                               int64_t minimum);
 
 }  // namespace poseidon

@@ -30,8 +30,7 @@ class ConvLayer : public Layer {
     groups_ = c.get_int("groups", 1);
     if (groups_ < 1) fail("groups must be at least 1", "groups");
     if (num_output_ % groups_ != 0)
-      fail("groups (" + std::to_string(groups_) + ") must divide num_output (" +
-               std::to_string(num_output_) + ")",
+      fail("groups (" + std::to_string(groups_) + ") must divide num_output (" + std::to_string(num_output_) + ")",
            "groups");
     has_bias_ = c.get_bool("bias", true);
   }
@@ -45,8 +44,8 @@ class ConvLayer : public Layer {
                std::to_string(geom_.channels) + ")",
            "groups");
     if (!geom_.fits())
-      fail("kernel_size " + std::to_string(kernel_[0]) + "x" + std::to_string(kernel_[1]) +
-               " (dilation " + std::to_string(dilation_[0]) + "x" + std::to_string(dilation_[1]) +
+      fail("kernel_size " + std::to_string(kernel_[0]) + "x" + std::to_string(kernel_[1]) + " (dilation " +
+               std::to_string(dilation_[0]) + "x" + std::to_string(dilation_[1]) +
                ") is larger than the padded input " + std::to_string(s[2] + 2 * pad_[0]) + "x" +
                std::to_string(s[3] + 2 * pad_[1]),
            "kernel_size");
@@ -85,18 +84,15 @@ class ConvLayer : public Layer {
       for (int64_t n = 0; n < batch_; ++n)
         for (int64_t g = 0; g < groups_; ++g)
           gemm(false, false, out_g, out_hw_, in_g, 1.f, w + g * out_g * in_g,
-               x + (n * geom_.channels + g * in_g) * out_hw_, 0.f,
-               y + (n * num_output_ + g * out_g) * out_hw_);
+               x + (n * geom_.channels + g * in_g) * out_hw_, 0.f, y + (n * num_output_ + g * out_g) * out_hw_);
       if (has_bias_) add_bias(y);
       return;
     }
     for (int64_t n0 = 0; n0 < batch_; n0 += chunk_) {
       const int64_t images = std::min(chunk_, batch_ - n0);
       im2col(x + n0 * geom_.image_size(), images, geom_, col_.data());
-      for_each_group(images, [&](const float* w_g, float* col_g, float* y_g, int64_t out_g,
-                                 int64_t rows_g, int64_t cols) {
-        gemm(false, false, out_g, cols, rows_g, 1.f, w_g, col_g, 0.f, y_g);
-      });
+      for_each_group(images, [&](const float* w_g, float* col_g, float* y_g, int64_t out_g, int64_t rows_g,
+                                 int64_t cols) { gemm(false, false, out_g, cols, rows_g, 1.f, w_g, col_g, 0.f, y_g); });
       scatter_to_nchw(images, y + n0 * num_output_ * out_hw_);
     }
   }
@@ -114,8 +110,7 @@ class ConvLayer : public Layer {
         for (int64_t g = 0; g < groups_; ++g) {
           const float* dy_n = dy + (n * num_output_ + g * out_g) * out_hw_;
           const float* x_n = x + (n * geom_.channels + g * in_g) * out_hw_;
-          gemm(false, true, out_g, in_g, out_hw_, 1.f, dy_n, x_n, n == 0 ? 0.f : 1.f,
-               dw + g * out_g * in_g);
+          gemm(false, true, out_g, in_g, out_hw_, 1.f, dy_n, x_n, n == 0 ? 0.f : 1.f, dw + g * out_g * in_g);
           if (dx)
             gemm(true, false, in_g, out_hw_, out_g, 1.f, w + g * out_g * in_g, dy_n, 1.f,
                  dx + (n * geom_.channels + g * in_g) * out_hw_);
@@ -127,13 +122,13 @@ class ConvLayer : public Layer {
       gather_from_nchw(images, dy + n0 * num_output_ * out_hw_);
       im2col(x + n0 * geom_.image_size(), images, geom_, col_.data());
       const float beta = n0 == 0 ? 0.f : 1.f;  // parameter gradients are overwritten
-      for_each_group(images, [&](const float* w_g, float* col_g, float* dy_g, int64_t out_g,
-                                 int64_t rows_g, int64_t cols) {
-        float* dw_g = dw + (w_g - w);
-        gemm(false, true, out_g, rows_g, cols, 1.f, dy_g, col_g, beta, dw_g);
-        // The input columns are spent; the buffer now receives their gradient.
-        if (dx) gemm(true, false, rows_g, cols, out_g, 1.f, w_g, dy_g, 0.f, col_g);
-      });
+      for_each_group(images,
+                     [&](const float* w_g, float* col_g, float* dy_g, int64_t out_g, int64_t rows_g, int64_t cols) {
+                       float* dw_g = dw + (w_g - w);
+                       gemm(false, true, out_g, rows_g, cols, 1.f, dy_g, col_g, beta, dw_g);
+                       // The input columns are spent; the buffer now receives their gradient.
+                       if (dx) gemm(true, false, rows_g, cols, out_g, 1.f, w_g, dy_g, 0.f, col_g);
+                     });
       if (dx) col2im_add(col_.data(), images, geom_, dx + n0 * geom_.image_size());
     }
   }
@@ -169,8 +164,8 @@ class ConvLayer : public Layer {
     const int64_t rows_g = geom_.col_rows() / groups_, out_g = num_output_ / groups_;
     const float* w = param(0).value.data();
     for (int64_t g = 0; g < groups_; ++g)
-      fn(w + g * out_g * rows_g, col_.data() + g * rows_g * cols,
-         gathered_.data() + g * out_g * cols, out_g, rows_g, cols);
+      fn(w + g * out_g * rows_g, col_.data() + g * rows_g * cols, gathered_.data() + g * out_g * cols, out_g, rows_g,
+         cols);
   }
 
   // gathered_ [out, images*hw] -> y [images, out, hw], adding the bias.
@@ -194,8 +189,7 @@ class ConvLayer : public Layer {
 #pragma omp parallel for collapse(2) if (images * num_output_ * out_hw_ > 32768)
     for (int64_t n = 0; n < images; ++n)
       for (int64_t o = 0; o < num_output_; ++o)
-        std::copy_n(dy + (n * num_output_ + o) * out_hw_, out_hw_,
-                    gathered_.data() + o * cols + n * out_hw_);
+        std::copy_n(dy + (n * num_output_ + o) * out_hw_, out_hw_, gathered_.data() + o * cols + n * out_hw_);
   }
 
   void add_bias(float* y) {
@@ -250,8 +244,7 @@ std::vector<KeyDoc> conv_keys() {
 
 }  // namespace
 
-POSEIDON_REGISTER_LAYER(ConvLayer, "conv",
-                        "2-D convolution over NCHW input (im2col + GEMM), PyTorch weight layout",
+POSEIDON_REGISTER_LAYER(ConvLayer, "conv", "2-D convolution over NCHW input (im2col + GEMM), PyTorch weight layout",
                         conv_keys());
 
 }  // namespace poseidon

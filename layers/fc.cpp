@@ -34,8 +34,7 @@ class FcLayer : public Layer {
   void forward(LayerIO& io, RunContext&) override {
     POSEIDON_CHECK(io.in[0]->numel() == batch_ * features_) << name() << ": forward before reshape";
     float* y = io.out[0]->data();
-    gemm(false, true, batch_, num_output_, features_, 1.f, io.in[0]->data(), param(0).value.data(),
-         0.f, y);
+    gemm(false, true, batch_, num_output_, features_, 1.f, io.in[0]->data(), param(0).value.data(), 0.f, y);
     if (!has_bias_) return;
     const float* b = param(1).value.data();
 #pragma omp parallel for if (batch_ * num_output_ > 32768)
@@ -48,8 +47,7 @@ class FcLayer : public Layer {
 
   void backward(LayerIO& io, RunContext&) override {
     const float* dy = io.out_grad[0]->data();
-    gemm(true, false, num_output_, features_, batch_, 1.f, dy, io.in[0]->data(), 0.f,
-         param(0).grad.data());
+    gemm(true, false, num_output_, features_, batch_, 1.f, dy, io.in[0]->data(), 0.f, param(0).grad.data());
     if (has_bias_) {
       float* db = param(1).grad.data();
       std::fill(db, db + num_output_, 0.f);
@@ -60,13 +58,10 @@ class FcLayer : public Layer {
       }
     }
     if (io.in_grad[0])
-      gemm(false, false, batch_, features_, num_output_, 1.f, dy, param(0).value.data(), 1.f,
-           io.in_grad[0]->data());
+      gemm(false, false, batch_, features_, num_output_, 1.f, dy, param(0).value.data(), 1.f, io.in_grad[0]->data());
   }
 
-  int64_t forward_flops(const std::vector<Shape>& in) const override {
-    return 2 * shape_numel(in[0]) * num_output_;
-  }
+  int64_t forward_flops(const std::vector<Shape>& in) const override { return 2 * shape_numel(in[0]) * num_output_; }
 
  private:
   int64_t num_output_ = 0;
@@ -82,7 +77,6 @@ std::vector<KeyDoc> fc_keys() {
 
 }  // namespace
 
-POSEIDON_REGISTER_LAYER(FcLayer, "fc", "fully connected: Y = X W^T + b over the flattened input",
-                        fc_keys());
+POSEIDON_REGISTER_LAYER(FcLayer, "fc", "fully connected: Y = X W^T + b over the flattened input", fc_keys());
 
 }  // namespace poseidon

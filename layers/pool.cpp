@@ -24,13 +24,12 @@ int64_t pooled_size(int64_t in, int64_t kernel, int64_t stride, int64_t pad, boo
 // Divisors of average pooling along one dimension, per output: the window's
 // taps inside [-pad, size + pad) when padding counts, else inside [0, size).
 // A 2-D window is a rectangle, so its divisor is the product of two of these.
-std::vector<float> avg_divisors(int64_t size, int64_t kernel, int64_t stride, int64_t pad,
-                                int64_t outputs, bool count_pad) {
+std::vector<float> avg_divisors(int64_t size, int64_t kernel, int64_t stride, int64_t pad, int64_t outputs,
+                                bool count_pad) {
   std::vector<float> d(outputs);
   for (int64_t o = 0; o < outputs; ++o) {
     const int64_t start = o * stride - pad, end = std::min(start + kernel, size + pad);
-    d[o] = static_cast<float>(count_pad ? end - start
-                                        : std::min(end, size) - std::max<int64_t>(start, 0));
+    d[o] = static_cast<float>(count_pad ? end - start : std::min(end, size) - std::max<int64_t>(start, 0));
   }
   return d;
 }
@@ -45,9 +44,7 @@ class PoolLayer : public Layer {
     if (global_) {
       for (const char* key : {"kernel_size", "stride", "pad"})
         if (c.has(key))
-          fail(std::string(key) +
-                   " cannot be combined with global: true (the window is the whole input)",
-               key);
+          fail(std::string(key) + " cannot be combined with global: true (the window is the whole input)", key);
       return;
     }
     if (!c.has("kernel_size")) fail("kernel_size is required unless global is true", "kernel_size");
@@ -56,8 +53,7 @@ class PoolLayer : public Layer {
     pad_ = read_hw(c, "pad", {0, 0}, 0);
     for (int d = 0; d < 2; ++d)
       if (pad_[d] > kernel_[d] / 2)
-        fail("pad " + std::to_string(pad_[d]) + " must be at most half of kernel_size " +
-                 std::to_string(kernel_[d]),
+        fail("pad " + std::to_string(pad_[d]) + " must be at most half of kernel_size " + std::to_string(kernel_[d]),
              "pad");
   }
 
@@ -83,10 +79,8 @@ class PoolLayer : public Layer {
     if (max_) {
       argmax_.resize(s[0] * s[1] * out_h_ * out_w_);
     } else {
-      row_divisors_ =
-          avg_divisors(s[2], kernel_[0], stride_[0], pad_[0], out_h_, count_include_pad_);
-      col_divisors_ =
-          avg_divisors(s[3], kernel_[1], stride_[1], pad_[1], out_w_, count_include_pad_);
+      row_divisors_ = avg_divisors(s[2], kernel_[0], stride_[0], pad_[0], out_h_, count_include_pad_);
+      col_divisors_ = avg_divisors(s[3], kernel_[1], stride_[1], pad_[1], out_w_, count_include_pad_);
       col_scales_.resize(out_w_);
       for (int64_t ox = 0; ox < out_w_; ++ox) col_scales_[ox] = 1.f / col_divisors_[ox];
     }
@@ -132,8 +126,7 @@ class PoolLayer : public Layer {
         const float row_scale = 1.f / row_divisors_[oy];
         for_each_tap_row(oy, [&](int64_t iy, int64_t offset, int64_t lo, int64_t hi) {
           float* row = dst + iy * width;
-          for (int64_t ox = lo; ox < hi; ++ox)
-            row[ox * stride_[1] + offset] += g[ox] * row_scale * col_scales_[ox];
+          for (int64_t ox = lo; ox < hi; ++ox) row[ox * stride_[1] + offset] += g[ox] * row_scale * col_scales_[ox];
         });
       }
     }
@@ -142,8 +135,7 @@ class PoolLayer : public Layer {
   int64_t forward_flops(const std::vector<Shape>& in) const override {
     const Shape& s = in[0];
     if (global_) return shape_numel(s);
-    return s[0] * s[1] * kernel_[0] * kernel_[1] *
-           pooled_size(s[2], kernel_[0], stride_[0], pad_[0], ceil_mode_) *
+    return s[0] * s[1] * kernel_[0] * kernel_[1] * pooled_size(s[2], kernel_[0], stride_[0], pad_[0], ceil_mode_) *
            pooled_size(s[3], kernel_[1], stride_[1], pad_[1], ceil_mode_);
   }
 
@@ -157,8 +149,7 @@ class PoolLayer : public Layer {
     const int64_t y0 = oy * stride_[0] - pad_[0];
     const int64_t y1 = std::min(y0 + kernel_[0], in_shape_[2]);
     for (int64_t iy = std::max<int64_t>(y0, 0); iy < y1; ++iy)
-      for (int64_t j = 0; j < kernel_[1]; ++j)
-        visit(iy, j - pad_[1], column_spans_[j].lo, column_spans_[j].hi);
+      for (int64_t j = 0; j < kernel_[1]; ++j) visit(iy, j - pad_[1], column_spans_[j].lo, column_spans_[j].hi);
   }
 
   // One plane: the max of each window and where it is. The first maximum in
@@ -171,8 +162,7 @@ class PoolLayer : public Layer {
       const int64_t first_row = std::max<int64_t>(oy * stride_[0] - pad_[0], 0);
       for (int64_t ox = 0; ox < out_w_; ++ox) {
         best[ox] = -std::numeric_limits<float>::infinity();
-        best_at[ox] = static_cast<int32_t>(first_row * width +
-                                           std::max<int64_t>(ox * stride_[1] - pad_[1], 0));
+        best_at[ox] = static_cast<int32_t>(first_row * width + std::max<int64_t>(ox * stride_[1] - pad_[1], 0));
       }
       for_each_tap_row(oy, [&](int64_t iy, int64_t offset, int64_t lo, int64_t hi) {
         const float* row = src + iy * width;
@@ -204,7 +194,7 @@ class PoolLayer : public Layer {
   std::array<int64_t, 2> kernel_{}, stride_{}, pad_{};
   Shape in_shape_;
   int64_t out_h_ = 0, out_w_ = 0;
-  std::vector<int32_t> argmax_;  // per output: index of the max within its input plane
+  std::vector<int32_t> argmax_;                     // per output: index of the max within its input plane
   std::vector<float> row_divisors_, col_divisors_;  // avg: per output row and column
   std::vector<float> col_scales_;                   // avg: 1 / col_divisors_
   std::vector<OutputSpan> column_spans_;            // per kernel column: outputs reading real input
@@ -213,22 +203,18 @@ class PoolLayer : public Layer {
 std::vector<KeyDoc> pool_keys() {
   return {
       {"mode", "string", "max", "max|avg"},
-      {"kernel_size", "ints", "(required unless global)",
-       "window height and width: one value or [h, w]"},
+      {"kernel_size", "ints", "(required unless global)", "window height and width: one value or [h, w]"},
       {"stride", "ints", "kernel_size", "step between windows: one value or [h, w]"},
-      {"pad", "ints", "0",
-       "implicit padding on each side, at most half the kernel: one value or [h, w]"},
+      {"pad", "ints", "0", "implicit padding on each side, at most half the kernel: one value or [h, w]"},
       {"ceil_mode", "bool", "false", "round the output size up (a last partial window)"},
-      {"global", "bool", "false",
-       "pool the whole input to 1x1; kernel_size, stride and pad are then not allowed"},
+      {"global", "bool", "false", "pool the whole input to 1x1; kernel_size, stride and pad are then not allowed"},
       {"count_include_pad", "bool", "true", "avg: padding counts in the divisor"},
   };
 }
 
 }  // namespace
 
-POSEIDON_REGISTER_LAYER(PoolLayer, "pool",
-                        "2-D max or average pooling over NCHW input (PyTorch semantics)",
+POSEIDON_REGISTER_LAYER(PoolLayer, "pool", "2-D max or average pooling over NCHW input (PyTorch semantics)",
                         pool_keys());
 
 }  // namespace poseidon

@@ -13,28 +13,18 @@
 
 namespace poseidon::testing {
 
-GRAD_CASE("conv_3x3_pad1", "{name: c, type: conv, num_output: 3, kernel_size: 3, pad: 1}",
-          {{2, 2, 5, 5}});
-GRAD_CASE("conv_1x3", "{name: c, type: conv, num_output: 2, kernel_size: [1, 3], pad: [0, 1]}",
-          {{2, 2, 5, 6}});
-GRAD_CASE("conv_3x1_stride2",
-          "{name: c, type: conv, num_output: 2, kernel_size: [3, 1], stride: 2}", {{2, 2, 7, 5}});
-GRAD_CASE("conv_stride2_pad1",
-          "{name: c, type: conv, num_output: 3, kernel_size: 3, stride: 2, pad: 1}",
+GRAD_CASE("conv_3x3_pad1", "{name: c, type: conv, num_output: 3, kernel_size: 3, pad: 1}", {{2, 2, 5, 5}});
+GRAD_CASE("conv_1x3", "{name: c, type: conv, num_output: 2, kernel_size: [1, 3], pad: [0, 1]}", {{2, 2, 5, 6}});
+GRAD_CASE("conv_3x1_stride2", "{name: c, type: conv, num_output: 2, kernel_size: [3, 1], stride: 2}", {{2, 2, 7, 5}});
+GRAD_CASE("conv_stride2_pad1", "{name: c, type: conv, num_output: 3, kernel_size: 3, stride: 2, pad: 1}",
           {{2, 2, 7, 7}});
-GRAD_CASE("conv_dilation2",
-          "{name: c, type: conv, num_output: 2, kernel_size: 3, dilation: 2, pad: 1}",
+GRAD_CASE("conv_dilation2", "{name: c, type: conv, num_output: 2, kernel_size: 3, dilation: 2, pad: 1}",
           {{2, 2, 7, 7}});
-GRAD_CASE("conv_groups2", "{name: c, type: conv, num_output: 4, kernel_size: 3, groups: 2, pad: 1}",
-          {{2, 4, 5, 5}});
-GRAD_CASE("conv_no_bias", "{name: c, type: conv, num_output: 3, kernel_size: 2, bias: false}",
-          {{2, 2, 5, 5}});
-GRAD_CASE("conv_1x1_pointwise", "{name: c, type: conv, num_output: 3, kernel_size: 1}",
-          {{2, 3, 5, 5}});
-GRAD_CASE("conv_1x1_groups2", "{name: c, type: conv, num_output: 4, kernel_size: 1, groups: 2}",
-          {{2, 4, 5, 5}});
-GRAD_CASE("conv_1x1_stride2", "{name: c, type: conv, num_output: 2, kernel_size: 1, stride: 2}",
-          {{2, 2, 5, 5}});
+GRAD_CASE("conv_groups2", "{name: c, type: conv, num_output: 4, kernel_size: 3, groups: 2, pad: 1}", {{2, 4, 5, 5}});
+GRAD_CASE("conv_no_bias", "{name: c, type: conv, num_output: 3, kernel_size: 2, bias: false}", {{2, 2, 5, 5}});
+GRAD_CASE("conv_1x1_pointwise", "{name: c, type: conv, num_output: 3, kernel_size: 1}", {{2, 3, 5, 5}});
+GRAD_CASE("conv_1x1_groups2", "{name: c, type: conv, num_output: 4, kernel_size: 1, groups: 2}", {{2, 4, 5, 5}});
+GRAD_CASE("conv_1x1_stride2", "{name: c, type: conv, num_output: 2, kernel_size: 1, stride: 2}", {{2, 2, 5, 5}});
 
 namespace {
 
@@ -45,12 +35,9 @@ struct ConvSpec {
   bool bias = true;
 
   std::string yaml() const {
-    auto pair = [](int64_t a, int64_t b) {
-      return "[" + std::to_string(a) + ", " + std::to_string(b) + "]";
-    };
-    return "{name: c, type: conv, num_output: " + std::to_string(out) +
-           ", kernel_size: " + pair(kh, kw) + ", stride: " + pair(sh, sw) +
-           ", pad: " + pair(ph, pw) + ", dilation: " + pair(dh, dw) +
+    auto pair = [](int64_t a, int64_t b) { return "[" + std::to_string(a) + ", " + std::to_string(b) + "]"; };
+    return "{name: c, type: conv, num_output: " + std::to_string(out) + ", kernel_size: " + pair(kh, kw) +
+           ", stride: " + pair(sh, sw) + ", pad: " + pair(ph, pw) + ", dilation: " + pair(dh, dw) +
            ", groups: " + std::to_string(groups) + ", bias: " + (bias ? "true" : "false") + "}";
   }
   // The output size formula of PyTorch's Conv2d documentation.
@@ -84,9 +71,7 @@ struct ConvFixture {
     y = Tensor(out.at(0));
     fill_uniform(x, rng);
   }
-  int64_t xi(int64_t n, int64_t c, int64_t iy, int64_t ix) const {
-    return ((n * s.c + c) * s.h + iy) * s.w + ix;
-  }
+  int64_t xi(int64_t n, int64_t c, int64_t iy, int64_t ix) const { return ((n * s.c + c) * s.h + iy) * s.w + ix; }
   int64_t yi(int64_t n, int64_t o, int64_t oy, int64_t ox) const {
     return ((n * s.out + o) * s.oh() + oy) * s.ow() + ox;
   }
@@ -127,8 +112,7 @@ TEST_P(ConvReference, ForwardMatchesDirectLoops) {
   const Tensor& w = f.layer->param(0).value;
   std::vector<double> want(f.y.numel(), 0.0);
   if (f.s.bias)
-    for (int64_t k = 0; k < f.y.numel(); ++k)
-      want[k] = f.layer->param(1).value[k / (f.s.oh() * f.s.ow()) % f.s.out];
+    for (int64_t k = 0; k < f.y.numel(); ++k) want[k] = f.layer->param(1).value[k / (f.s.oh() * f.s.ow()) % f.s.out];
   f.for_each_product([&](int64_t y, int64_t x, int64_t wi) { want[y] += double(f.x[x]) * w[wi]; });
   LayerIO io{{&f.x}, {&f.y}, {}, {}};
   RunContext ctx;
@@ -141,7 +125,7 @@ TEST_P(ConvReference, BackwardMatchesDirectLoops) {
   ConvFixture f(GetParam(), rng);
   Tensor dy(f.y.shape()), dx(f.x.shape());
   fill_uniform(dy, rng);
-  dx.fill(0.5f);  // input gradients accumulate onto what is there
+  dx.fill(0.5f);                                       // input gradients accumulate onto what is there
   for (auto& p : f.layer->params()) p.grad.fill(7.f);  // parameter gradients are overwritten
   const Tensor& w = f.layer->param(0).value;
   std::vector<double> want_dx(dx.numel(), 0.5), want_dw(w.numel(), 0.0), want_db(f.s.out, 0.0);
@@ -164,12 +148,11 @@ const ConvSpec kChunked{"chunked_batch_groups", 8, 32, 64, 64, 4, 3, 3, 1, 1, 1,
 
 INSTANTIATE_TEST_SUITE_P(
     Configs, ConvReference,
-    ::testing::Values(
-        ConvSpec{"plain_3x3_pad1", 2, 3, 8, 8, 4, 3, 3, 1, 1, 1, 1},
-        ConvSpec{"asym_stride_pad_dilation_groups", 2, 4, 9, 7, 6, 3, 2, 2, 1, 1, 2, 2, 1, 2},
-        ConvSpec{"depthwise_stride2", 2, 4, 6, 6, 8, 3, 3, 2, 2, 1, 1, 1, 1, 4},
-        ConvSpec{"pointwise_groups_no_bias", 3, 4, 5, 6, 6, 1, 1, 1, 1, 0, 0, 1, 1, 2, false},
-        ConvSpec{"pointwise", 2, 5, 4, 3, 3, 1, 1}, kChunked),
+    ::testing::Values(ConvSpec{"plain_3x3_pad1", 2, 3, 8, 8, 4, 3, 3, 1, 1, 1, 1},
+                      ConvSpec{"asym_stride_pad_dilation_groups", 2, 4, 9, 7, 6, 3, 2, 2, 1, 1, 2, 2, 1, 2},
+                      ConvSpec{"depthwise_stride2", 2, 4, 6, 6, 8, 3, 3, 2, 2, 1, 1, 1, 1, 4},
+                      ConvSpec{"pointwise_groups_no_bias", 3, 4, 5, 6, 6, 1, 1, 1, 1, 0, 0, 1, 1, 2, false},
+                      ConvSpec{"pointwise", 2, 5, 4, 3, 3, 1, 1}, kChunked),
     [](const auto& info) { return info.param.label; });
 
 TEST(Conv, ChunkedCaseReallySplitsTheBatch) {
@@ -208,8 +191,7 @@ TEST(Conv, ParametersFollowPyTorchLayoutAndFanIn) {
 }
 
 TEST(Conv, FlopsCountEveryMultiplyAdd) {
-  auto layer = make_conv(
-      "{name: c, type: conv, num_output: 8, kernel_size: 3, pad: 1, stride: 2, groups: 2}");
+  auto layer = make_conv("{name: c, type: conv, num_output: 8, kernel_size: 3, pad: 1, stride: 2, groups: 2}");
   layer->reshape({{2, 4, 10, 10}});
   // 2 images x 8 outputs x 5x5 positions x (4/2 channels x 3x3 taps), 2 flops each.
   EXPECT_EQ(layer->forward_flops({{2, 4, 10, 10}}), 2 * 2 * 8 * 25 * 2 * 9);
@@ -218,43 +200,31 @@ TEST(Conv, FlopsCountEveryMultiplyAdd) {
 TEST(Conv, RejectsBadConfigsNamingTheKey) {
   expect_error_naming(
       [] {
-        make_conv("{name: c, type: conv, num_output: 4, kernel_size: 3, groups: 3}")
-            ->reshape({{1, 6, 5, 5}});
+        make_conv("{name: c, type: conv, num_output: 4, kernel_size: 3, groups: 3}")->reshape({{1, 6, 5, 5}});
       },
       "groups");
   expect_error_naming(
       [] {
-        make_conv("{name: c, type: conv, num_output: 6, kernel_size: 3, groups: 4}")
-            ->reshape({{1, 4, 5, 5}});
+        make_conv("{name: c, type: conv, num_output: 6, kernel_size: 3, groups: 4}")->reshape({{1, 4, 5, 5}});
       },
       "groups");
   expect_error_naming(
       [] {
-        make_conv("{name: c, type: conv, num_output: 4, kernel_size: 7, pad: 1}")
-            ->reshape({{1, 3, 4, 4}});
+        make_conv("{name: c, type: conv, num_output: 4, kernel_size: 7, pad: 1}")->reshape({{1, 3, 4, 4}});
       },
       "kernel_size");
   expect_error_naming(
       [] {
-        make_conv("{name: c, type: conv, num_output: 4, kernel_size: 3, dilation: 3}")
-            ->reshape({{1, 3, 6, 6}});
+        make_conv("{name: c, type: conv, num_output: 4, kernel_size: 3, dilation: 3}")->reshape({{1, 3, 6, 6}});
       },
       "kernel_size");
-  expect_error_naming(
-      [] { make_conv("{name: c, type: conv, num_output: 4, kernel_size: [1, 2, 3]}"); },
-      "kernel_size");
-  expect_error_naming(
-      [] { make_conv("{name: c, type: conv, num_output: 4, kernel_size: 3, stride: 0}"); },
-      "stride");
-  expect_error_naming(
-      [] { make_conv("{name: c, type: conv, num_output: 4, kernel_size: 3, pad: -1}"); }, "pad");
-  expect_error_naming([] { make_conv("{name: c, type: conv, num_output: 0, kernel_size: 3}"); },
-                      "num_output");
+  expect_error_naming([] { make_conv("{name: c, type: conv, num_output: 4, kernel_size: [1, 2, 3]}"); }, "kernel_size");
+  expect_error_naming([] { make_conv("{name: c, type: conv, num_output: 4, kernel_size: 3, stride: 0}"); }, "stride");
+  expect_error_naming([] { make_conv("{name: c, type: conv, num_output: 4, kernel_size: 3, pad: -1}"); }, "pad");
+  expect_error_naming([] { make_conv("{name: c, type: conv, num_output: 0, kernel_size: 3}"); }, "num_output");
   expect_error_naming([] { make_conv("{name: c, type: conv, kernel_size: 3}"); }, "num_output");
   expect_error_naming([] { make_conv("{name: c, type: conv, num_output: 4}"); }, "kernel_size");
-  expect_error_naming(
-      [] { make_conv("{name: c, type: conv, num_output: 4, kernel_size: 3, padding: 1}"); },
-      "padding");
+  expect_error_naming([] { make_conv("{name: c, type: conv, num_output: 4, kernel_size: 3, padding: 1}"); }, "padding");
 }
 
 TEST(Conv, ChangingInputChannelsIsAnError) {

@@ -52,8 +52,8 @@ TEST(Fc, ForwardAndBackwardMatchDirectLoops) {
   fill_uniform(dy, rng);
   dx.fill(-0.25f);  // input gradients accumulate
 
-  std::vector<double> want_y(batch * out), want_dx(batch * features, -0.25),
-      want_dw(out * features, 0.0), want_db(out, 0.0);
+  std::vector<double> want_y(batch * out), want_dx(batch * features, -0.25), want_dw(out * features, 0.0),
+      want_db(out, 0.0);
   for (int64_t n = 0; n < batch; ++n)
     for (int64_t o = 0; o < out; ++o) {
       double sum = b[o];
@@ -89,8 +89,8 @@ TEST(Fc, ParametersFollowPyTorchLayoutAndFanIn) {
 }
 
 TEST(Fc, RejectsBadConfigsNamingTheKey) {
-  for (const char* yaml : {"{name: f, type: fc}", "{name: f, type: fc, num_output: 0}",
-                           "{name: f, type: fc, num_output: many}"}) {
+  for (const char* yaml :
+       {"{name: f, type: fc}", "{name: f, type: fc, num_output: 0}", "{name: f, type: fc, num_output: many}"}) {
     try {
       make_fc(yaml);
       ADD_FAILURE() << "accepted " << yaml;

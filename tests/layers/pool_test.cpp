@@ -12,16 +12,11 @@
 
 namespace poseidon::testing {
 
-GRAD_CASE("pool_max_pad", "{name: p, type: pool, kernel_size: 3, stride: 2, pad: 1}",
-          {{2, 2, 7, 7}});
-GRAD_CASE("pool_max_ceil", "{name: p, type: pool, kernel_size: 3, stride: 2, ceil_mode: true}",
-          {{2, 2, 6, 6}});
-GRAD_CASE("pool_max_asym", "{name: p, type: pool, kernel_size: [2, 3], stride: [1, 2]}",
-          {{2, 2, 5, 6}});
-GRAD_CASE("pool_avg_pad", "{name: p, type: pool, mode: avg, kernel_size: 3, stride: 2, pad: 1}",
-          {{2, 2, 7, 7}});
-GRAD_CASE("pool_avg_ceil_pad",
-          "{name: p, type: pool, mode: avg, kernel_size: 3, stride: 2, pad: 1, ceil_mode: true}",
+GRAD_CASE("pool_max_pad", "{name: p, type: pool, kernel_size: 3, stride: 2, pad: 1}", {{2, 2, 7, 7}});
+GRAD_CASE("pool_max_ceil", "{name: p, type: pool, kernel_size: 3, stride: 2, ceil_mode: true}", {{2, 2, 6, 6}});
+GRAD_CASE("pool_max_asym", "{name: p, type: pool, kernel_size: [2, 3], stride: [1, 2]}", {{2, 2, 5, 6}});
+GRAD_CASE("pool_avg_pad", "{name: p, type: pool, mode: avg, kernel_size: 3, stride: 2, pad: 1}", {{2, 2, 7, 7}});
+GRAD_CASE("pool_avg_ceil_pad", "{name: p, type: pool, mode: avg, kernel_size: 3, stride: 2, pad: 1, ceil_mode: true}",
           {{2, 2, 6, 6}});
 GRAD_CASE("pool_avg_exclude_pad",
           "{name: p, type: pool, mode: avg, kernel_size: 3, stride: 2, pad: 1, ceil_mode: true, "
@@ -46,11 +41,9 @@ struct PoolSpec {
     std::string y = "{name: p, type: pool, mode: " + std::string(max ? "max" : "avg") +
                     ", count_include_pad: " + (include_pad ? "true" : "false");
     if (global) return y + ", global: true}";
-    auto pair = [](int64_t a, int64_t b) {
-      return "[" + std::to_string(a) + ", " + std::to_string(b) + "]";
-    };
-    return y + ", kernel_size: " + pair(kh, kw) + ", stride: " + pair(sh, sw) +
-           ", pad: " + pair(ph, pw) + ", ceil_mode: " + (ceil_mode ? "true" : "false") + "}";
+    auto pair = [](int64_t a, int64_t b) { return "[" + std::to_string(a) + ", " + std::to_string(b) + "]"; };
+    return y + ", kernel_size: " + pair(kh, kw) + ", stride: " + pair(sh, sw) + ", pad: " + pair(ph, pw) +
+           ", ceil_mode: " + (ceil_mode ? "true" : "false") + "}";
   }
 };
 
@@ -71,14 +64,13 @@ TEST(Pool, OutputSizesFollowPyTorch) {
     bool ceil_mode;
     int64_t want;
   };
-  for (const Row& r :
-       {Row{6, 3, 2, 0, true, 3}, Row{6, 3, 2, 0, false, 2}, Row{6, 3, 2, 1, true, 4},
-        Row{6, 3, 2, 1, false, 3}, Row{5, 2, 2, 1, true, 3}, Row{5, 2, 2, 0, true, 3},
-        Row{5, 2, 2, 0, false, 2}, Row{7, 3, 2, 1, true, 4}, Row{3, 3, 1, 0, true, 1}}) {
+  for (const Row& r : {Row{6, 3, 2, 0, true, 3}, Row{6, 3, 2, 0, false, 2}, Row{6, 3, 2, 1, true, 4},
+                       Row{6, 3, 2, 1, false, 3}, Row{5, 2, 2, 1, true, 3}, Row{5, 2, 2, 0, true, 3},
+                       Row{5, 2, 2, 0, false, 2}, Row{7, 3, 2, 1, true, 4}, Row{3, 3, 1, 0, true, 1}}) {
     ASSERT_EQ(documented_size(r.in, r.k, r.s, r.p, r.ceil_mode), r.want);
-    auto layer = make_pool("{name: p, type: pool, kernel_size: " + std::to_string(r.k) +
-                           ", stride: " + std::to_string(r.s) + ", pad: " + std::to_string(r.p) +
-                           ", ceil_mode: " + (r.ceil_mode ? "true" : "false") + "}");
+    auto layer =
+        make_pool("{name: p, type: pool, kernel_size: " + std::to_string(r.k) + ", stride: " + std::to_string(r.s) +
+                  ", pad: " + std::to_string(r.p) + ", ceil_mode: " + (r.ceil_mode ? "true" : "false") + "}");
     EXPECT_EQ(layer->reshape({{1, 2, r.in, r.in + 1}}).at(0),
               (Shape{1, 2, r.want, documented_size(r.in + 1, r.k, r.s, r.p, r.ceil_mode)}))
         << "in " << r.in << " k " << r.k << " s " << r.s << " p " << r.p << " ceil " << r.ceil_mode;
@@ -86,11 +78,9 @@ TEST(Pool, OutputSizesFollowPyTorch) {
 }
 
 TEST(Pool, StrideDefaultsToKernelAndGlobalGivesOneByOne) {
-  EXPECT_EQ(make_pool("{name: p, type: pool, kernel_size: 2}")->reshape({{3, 4, 8, 6}}).at(0),
-            (Shape{3, 4, 4, 3}));
-  EXPECT_EQ(
-      make_pool("{name: p, type: pool, mode: avg, global: true}")->reshape({{3, 4, 7, 5}}).at(0),
-      (Shape{3, 4, 1, 1}));
+  EXPECT_EQ(make_pool("{name: p, type: pool, kernel_size: 2}")->reshape({{3, 4, 8, 6}}).at(0), (Shape{3, 4, 4, 3}));
+  EXPECT_EQ(make_pool("{name: p, type: pool, mode: avg, global: true}")->reshape({{3, 4, 7, 5}}).at(0),
+            (Shape{3, 4, 1, 1}));
 }
 
 class PoolReference : public ::testing::TestWithParam<PoolSpec> {};
@@ -105,8 +95,7 @@ TEST_P(PoolReference, ForwardAndBackwardMatchDirectLoops) {
 
   std::mt19937_64 rng(9);
   std::uniform_real_distribution<float> uni(-1.f, 1.f);
-  Tensor x({s.n, s.c, s.h, s.w}), y({s.n, s.c, oh, ow}), dy({s.n, s.c, oh, ow}),
-      dx({s.n, s.c, s.h, s.w});
+  Tensor x({s.n, s.c, s.h, s.w}), y({s.n, s.c, oh, ow}), dy({s.n, s.c, oh, ow}), dx({s.n, s.c, s.h, s.w});
   for (int64_t i = 0; i < x.numel(); ++i) x[i] = uni(rng);
   for (int64_t i = 0; i < dy.numel(); ++i) dy[i] = uni(rng);
   dx.fill(1.f);  // input gradients accumulate
@@ -122,8 +111,7 @@ TEST_P(PoolReference, ForwardAndBackwardMatchDirectLoops) {
         for (int64_t i = 0; i < s.kh; ++i)
           for (int64_t j = 0; j < s.kw; ++j) {
             const int64_t iy = oy * s.sh - s.ph + i, ix = ox * s.sw - s.pw + j;
-            if (iy < s.h + s.ph && ix < s.w + s.pw)
-              ++padded_taps;  // taps never start left of the padding
+            if (iy < s.h + s.ph && ix < s.w + s.pw) ++padded_taps;  // taps never start left of the padding
             if (iy < 0 || iy >= s.h || ix < 0 || ix >= s.w) continue;
             const int64_t at = (plane * s.h + iy) * s.w + ix;
             inside.push_back(at);
@@ -145,24 +133,21 @@ TEST_P(PoolReference, ForwardAndBackwardMatchDirectLoops) {
   RunContext ctx;
   layer->forward(io, ctx);
   layer->backward(io, ctx);
-  for (int64_t i = 0; i < y.numel(); ++i)
-    ASSERT_NEAR(y[i], want_y[i], 1e-5 * (1 + std::abs(want_y[i]))) << i;
-  for (int64_t i = 0; i < dx.numel(); ++i)
-    ASSERT_NEAR(dx[i], want_dx[i], 1e-5 * (1 + std::abs(want_dx[i]))) << i;
+  for (int64_t i = 0; i < y.numel(); ++i) ASSERT_NEAR(y[i], want_y[i], 1e-5 * (1 + std::abs(want_y[i]))) << i;
+  for (int64_t i = 0; i < dx.numel(); ++i) ASSERT_NEAR(dx[i], want_dx[i], 1e-5 * (1 + std::abs(want_dx[i]))) << i;
 }
 
 INSTANTIATE_TEST_SUITE_P(
     Configs, PoolReference,
-    ::testing::Values(
-        PoolSpec{"max_pad", 2, 3, 7, 7, 3, 3, 2, 2, 1, 1},
-        PoolSpec{"max_ceil", 2, 3, 6, 6, 3, 3, 2, 2, 0, 0, true, true},
-        PoolSpec{"max_ceil_pad_asym", 2, 2, 6, 7, 3, 2, 2, 1, 1, 1, true, true},
-        PoolSpec{"avg_pad", 2, 3, 7, 7, 3, 3, 2, 2, 1, 1, false},
-        PoolSpec{"avg_ceil_pad", 2, 3, 6, 6, 3, 3, 2, 2, 1, 1, false, true},
-        PoolSpec{"avg_ceil_pad_exclude", 2, 3, 6, 6, 3, 3, 2, 2, 1, 1, false, true, false},
-        PoolSpec{"avg_exclude_pad", 2, 3, 7, 5, 3, 3, 2, 2, 1, 1, false, false, false},
-        PoolSpec{"global_avg", 2, 3, 5, 4, 0, 0, 0, 0, 0, 0, false, false, true, true},
-        PoolSpec{"global_max", 2, 3, 5, 4, 0, 0, 0, 0, 0, 0, true, false, true, true}),
+    ::testing::Values(PoolSpec{"max_pad", 2, 3, 7, 7, 3, 3, 2, 2, 1, 1},
+                      PoolSpec{"max_ceil", 2, 3, 6, 6, 3, 3, 2, 2, 0, 0, true, true},
+                      PoolSpec{"max_ceil_pad_asym", 2, 2, 6, 7, 3, 2, 2, 1, 1, 1, true, true},
+                      PoolSpec{"avg_pad", 2, 3, 7, 7, 3, 3, 2, 2, 1, 1, false},
+                      PoolSpec{"avg_ceil_pad", 2, 3, 6, 6, 3, 3, 2, 2, 1, 1, false, true},
+                      PoolSpec{"avg_ceil_pad_exclude", 2, 3, 6, 6, 3, 3, 2, 2, 1, 1, false, true, false},
+                      PoolSpec{"avg_exclude_pad", 2, 3, 7, 5, 3, 3, 2, 2, 1, 1, false, false, false},
+                      PoolSpec{"global_avg", 2, 3, 5, 4, 0, 0, 0, 0, 0, 0, false, false, true, true},
+                      PoolSpec{"global_max", 2, 3, 5, 4, 0, 0, 0, 0, 0, 0, true, false, true, true}),
     [](const auto& info) { return info.param.label; });
 
 template <class Fn>
@@ -183,19 +168,11 @@ TEST(Pool, RejectsBadConfigsNamingTheKey) {
       },
       "kernel_size");
   expect_error_naming([] { make_pool("{name: p, type: pool, mode: avg}"); }, "kernel_size");
-  expect_error_naming([] { make_pool("{name: p, type: pool, global: true, kernel_size: 2}"); },
-                      "kernel_size");
-  expect_error_naming([] { make_pool("{name: p, type: pool, global: true, stride: 2}"); },
-                      "stride");
-  expect_error_naming([] { make_pool("{name: p, type: pool, mode: min, kernel_size: 2}"); },
-                      "mode");
-  expect_error_naming([] { make_pool("{name: p, type: pool, kernel_size: 2, stride: 0}"); },
-                      "stride");
-  expect_error_naming(
-      [] {
-        make_pool("{name: p, type: pool, kernel_size: 2}")->reshape({{2, 8}});
-      },
-      "NCHW");
+  expect_error_naming([] { make_pool("{name: p, type: pool, global: true, kernel_size: 2}"); }, "kernel_size");
+  expect_error_naming([] { make_pool("{name: p, type: pool, global: true, stride: 2}"); }, "stride");
+  expect_error_naming([] { make_pool("{name: p, type: pool, mode: min, kernel_size: 2}"); }, "mode");
+  expect_error_naming([] { make_pool("{name: p, type: pool, kernel_size: 2, stride: 0}"); }, "stride");
+  expect_error_naming([] { make_pool("{name: p, type: pool, kernel_size: 2}")->reshape({{2, 8}}); }, "NCHW");
 }
 
 }  // namespace
