@@ -40,9 +40,8 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--models", nargs="+", default=list(MODELS), choices=list(MODELS))
     p.add_argument("--batch", type=int, default=64)
     p.add_argument("--threads", type=int, default=2)
-    p.add_argument("--rounds", type=int, default=3, help="alternating measurements per side")
-    p.add_argument("--seconds", type=float, default=3.0,
-                   help="target length of one measurement; sets the iteration count")
+    p.add_argument("--rounds", type=int, default=5, help="alternating measurements per side")
+    p.add_argument("--seconds", type=float, default=3.0, help="least length of one measurement")
     p.add_argument("--min-iters", type=int, default=5)
     p.add_argument("--json", type=Path, help="also write every measurement here")
     return p.parse_args()
@@ -70,12 +69,15 @@ class TorchTrainer:
         loss.backward()
         self.optimizer.step()
 
-    def iteration_ms(self, iters: int, warmup: int) -> float:
+    def iteration_ms(self, seconds: float, min_iters: int, warmup: int) -> float:
+        """Mean step time over at least `seconds` and `min_iters` steps."""
         for _ in range(warmup):
             self.step()
+        iters = 0
         start = time.perf_counter()
-        for _ in range(iters):
+        while iters < min_iters or time.perf_counter() - start < seconds:
             self.step()
+            iters += 1
         return (time.perf_counter() - start) * 1000.0 / iters
 
 
@@ -90,10 +92,6 @@ def run_engine(binary: Path, model: str, batch: int, threads: int, iters: int, w
         return json.loads(done.stdout)
     except json.JSONDecodeError as e:
         raise EngineError(f"output is not JSON ({e})") from e
-
-
-def iterations_for(iteration_ms: float, seconds: float, min_iters: int) -> int:
-    return max(min_iters, min(1000, math.ceil(seconds * 1000.0 / iteration_ms)))
 
 
 def torch_source() -> str:
@@ -123,16 +121,13 @@ def measure(args: argparse.Namespace) -> dict:
     trainers = {}
     for name in args.models:
         trainers[name] = TorchTrainer(name, args.batch)
-        entry = {"ours": [], "torch": [], "ours_json": [], "error": None}
-        torch_ms = trainers[name].iteration_ms(iters=3, warmup=2)
-        entry["torch_iters"] = iterations_for(torch_ms, args.seconds, args.min_iters)
+        results[name] = {"ours": [], "torch": [], "ours_json": [], "error": None}
         try:
             probe = run_engine(args.poseidon, name, args.batch, args.threads, iters=2, warmup=1)
-            entry["ours_iters"] = iterations_for(probe["iteration_ms"], args.seconds, args.min_iters)
+            results[name]["fastest_ms"] = probe["iteration_ms"]
         except EngineError as e:
-            entry["error"] = str(e)
+            results[name]["error"] = str(e)
             log(f"{name}: engine failed: {e}")
-        results[name] = entry
 
     for r in range(args.rounds):
         for name in args.models:
@@ -141,10 +136,14 @@ def measure(args: argparse.Namespace) -> dict:
             sides = ["ours", "torch"] if r % 2 == 0 else ["torch", "ours"]
             for side in sides:
                 if side == "torch":
-                    ms = trainers[name].iteration_ms(entry["torch_iters"], warmup=2)
+                    ms = trainers[name].iteration_ms(args.seconds, args.min_iters, warmup=2)
                     entry["torch"].append(args.batch * 1000.0 / ms)
                 elif entry["error"] is None:
-                    out = run_engine(args.poseidon, name, args.batch, args.threads, entry["ours_iters"], warmup=2)
+                    # The engine takes an iteration count: sized from its fastest run
+                    # so far, so that a busy moment does not shorten later runs.
+                    iters = max(args.min_iters, math.ceil(args.seconds * 1000.0 / entry["fastest_ms"]))
+                    out = run_engine(args.poseidon, name, args.batch, args.threads, iters, warmup=2)
+                    entry["fastest_ms"] = min(entry["fastest_ms"], out["iteration_ms"])
                     entry["ours"].append(out["images_per_sec"])
                     entry["ours_json"].append(out)
             ours = f"{entry['ours'][-1]:.1f}" if entry["ours"] else "n/a"
