@@ -6,10 +6,10 @@ namespace poseidon {
 std::string SourceLocation::str() const {
   std::string s = file.empty() ? std::string("<input>") : file;
   if (line > 0) {
-    s += ":" + std::to_string(line);
-    if (column > 0) s += ":" + std::to_string(column);
+    s.append(":").append(std::to_string(line));
+    if (column > 0) s.append(":").append(std::to_string(column));
   }
-  if (!key.empty()) s += ": key '" + key + "'";
+  if (!key.empty()) s.append(": key '").append(key).append("'");
   return s;
 }
 
