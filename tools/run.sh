@@ -4,7 +4,7 @@
 # `poseidon train` (e.g. --set solver.max_iter=1000).
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
-"$root/tools/deps.sh" build-essential cmake ninja-build pkg-config libyaml-cpp-dev libopenblas-dev \
+"$root/tools/deps.sh" build-essential cmake ninja-build pkg-config libyaml-cpp-dev libopenblas-dev libopenblas-openmp-dev \
   libcli11-dev nlohmann-json3-dev zlib1g-dev libgtest-dev dataset-fashion-mnist
 "$root/tools/build.sh"
 cd "$root"

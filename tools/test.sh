@@ -3,7 +3,7 @@
 # the reference numerics), builds, and runs the whole suite with ctest.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
-"$root/tools/deps.sh" build-essential cmake ninja-build pkg-config libyaml-cpp-dev libopenblas-dev \
+"$root/tools/deps.sh" build-essential cmake ninja-build pkg-config libyaml-cpp-dev libopenblas-dev libopenblas-openmp-dev \
   libcli11-dev nlohmann-json3-dev zlib1g-dev libgtest-dev dataset-fashion-mnist python3 python3-torch python3-numpy
 "$root/tools/build.sh"
 cd "$root/build"
