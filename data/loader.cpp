@@ -1,4 +1,5 @@
-// Loader: deterministic epoch order, sharding and a prefetch thread.
+// Loader: deterministic epoch order, sharding, and worker threads filling a
+// bounded window of upcoming batches.
 #include "data/loader.h"
 
 #include <algorithm>
@@ -10,14 +11,22 @@
 
 namespace poseidon {
 
-Loader::Loader(std::shared_ptr<Source> source, LoaderConfig config)
-    : source_(std::move(source)), config_(config) {
+void read_loader_keys(const ConfigNode& data, LoaderConfig& config) {
+  config.workers = static_cast<int>(data.get_int("workers", config.workers));
+  if (config.workers < 1 || config.workers > 256) data.child("workers").fail("expected 1 to 256 threads");
+  config.prefetch = static_cast<int>(data.get_int("prefetch", config.prefetch));
+  if (config.prefetch < 1 || config.prefetch > 1024) data.child("prefetch").fail("expected 1 to 1024 batches");
+}
+
+Loader::Loader(std::shared_ptr<Source> source, LoaderConfig config) : source_(std::move(source)), config_(config) {
   POSEIDON_REQUIRE(config_.batch_size > 0) << "batch size must be positive";
   POSEIDON_REQUIRE(config_.world_size >= 1 && config_.rank >= 0 && config_.rank < config_.world_size)
       << "bad rank " << config_.rank << " of " << config_.world_size;
+  POSEIDON_REQUIRE(config_.workers >= 1) << "the loader needs at least one worker thread";
+  POSEIDON_REQUIRE(config_.prefetch >= 1) << "the loader must prefetch at least one batch";
   POSEIDON_REQUIRE(batches_per_epoch() > 0)
-      << "the data source has " << source_->size() << " examples, too few for one batch of "
-      << config_.batch_size << " on each of " << config_.world_size << " ranks";
+      << "the data source has " << source_->size() << " examples, too few for one batch of " << config_.batch_size
+      << " on each of " << config_.world_size << " ranks";
   start();
 }
 
@@ -25,8 +34,7 @@ Loader::~Loader() { stop(); }
 
 int64_t Loader::batches_per_epoch() const {
   int64_t shard = source_->size() / config_.world_size;
-  return config_.drop_last ? shard / config_.batch_size
-                           : (shard + config_.batch_size - 1) / config_.batch_size;
+  return config_.drop_last ? shard / config_.batch_size : (shard + config_.batch_size - 1) / config_.batch_size;
 }
 
 std::vector<int64_t> Loader::epoch_order(int64_t epoch) const {
@@ -44,52 +52,68 @@ std::vector<int64_t> Loader::epoch_order(int64_t epoch) const {
   return mine;
 }
 
-Loader::Batch Loader::produce(LoaderPosition at) const {
-  std::vector<int64_t> order = epoch_order(at.epoch);
-  int64_t begin = at.batch * config_.batch_size;
-  int64_t count = std::min<int64_t>(config_.batch_size, static_cast<int64_t>(order.size()) - begin);
-  const int64_t sample = shape_numel(source_->sample_shape());
-  Batch b;
-  b.at = at;
-  b.count = count;
-  b.data.resize(count * sample);
-  b.labels.resize(count);
-  for (int64_t i = 0; i < count; ++i) {
-    int64_t idx = order[begin + i];
-    uint64_t seed = (config_.seed * 0x9E3779B97F4A7C15ull) ^ (static_cast<uint64_t>(at.epoch) << 40) ^
-                    static_cast<uint64_t>(idx);
-    b.labels[i] = static_cast<float>(source_->read(idx, b.data.data() + i * sample, seed));
-  }
-  return b;
+uint64_t Loader::example_seed(int64_t epoch, int64_t index) const {
+  return (config_.seed * 0x9E3779B97F4A7C15ull) ^ (static_cast<uint64_t>(epoch) << 40) ^ static_cast<uint64_t>(index);
 }
 
-void Loader::run(LoaderPosition at) {
-  try {
-    for (;;) {
-      {
-        std::unique_lock lock(mutex_);
-        cv_.wait(lock, [&] { return stopping_ || static_cast<int>(queue_.size()) < config_.prefetch; });
-        if (stopping_) return;
-      }
-      Batch b = produce(at);
-      if (++at.batch >= batches_per_epoch()) {
-        at.batch = 0;
-        ++at.epoch;
-      }
-      std::lock_guard lock(mutex_);
-      queue_.push_back(std::move(b));
-      cv_.notify_all();
+Loader::Batch* Loader::claimable() {
+  for (auto& b : pending_)
+    if (b->claimed < b->count()) return b.get();
+  if (static_cast<int>(pending_.size()) >= config_.prefetch) return nullptr;
+  if (order_epoch_ != next_open_.epoch) {
+    order_ = epoch_order(next_open_.epoch);
+    order_epoch_ = next_open_.epoch;
+  }
+  auto b = std::make_unique<Batch>();
+  b->at = next_open_;
+  const int64_t begin = next_open_.batch * config_.batch_size;
+  const int64_t end = std::min<int64_t>(begin + config_.batch_size, static_cast<int64_t>(order_.size()));
+  b->indices.assign(order_.begin() + begin, order_.begin() + end);
+  b->data = std::make_unique_for_overwrite<float[]>(b->count() * shape_numel(source_->sample_shape()));
+  b->labels.resize(b->count());
+  if (++next_open_.batch >= batches_per_epoch()) {
+    next_open_.batch = 0;
+    ++next_open_.epoch;
+  }
+  pending_.push_back(std::move(b));
+  return pending_.back().get();
+}
+
+void Loader::work() {
+  const int64_t sample = shape_numel(source_->sample_shape());
+  std::unique_lock lock(mutex_);
+  for (;;) {
+    Batch* b = nullptr;
+    cv_.wait(lock, [&] { return stopping_ || (b = claimable()) != nullptr; });
+    if (stopping_) return;
+    const int64_t i = b->claimed++;
+    const int64_t index = b->indices[i];
+    const uint64_t seed = example_seed(b->at.epoch, index);
+    lock.unlock();
+    // Outside the lock: workers write disjoint slices of the batch.
+    int64_t skipped = 0;
+    float label = 0;
+    std::exception_ptr error;
+    try {
+      label = static_cast<float>(source_->read_skipping(index, b->data.get() + i * sample, seed, skipped));
+    } catch (...) {
+      error = std::current_exception();
     }
-  } catch (...) {
-    std::lock_guard lock(mutex_);
-    error_ = std::current_exception();
-    cv_.notify_all();
+    lock.lock();
+    b->labels[i] = label;
+    b->skipped += skipped;
+    if (error && (b->error_at < 0 || i < b->error_at)) {
+      b->error = error;
+      b->error_at = i;
+    }
+    if (++b->done == b->count()) cv_.notify_all();
   }
 }
 
 void Loader::start() {
   stopping_ = false;
-  worker_ = std::thread([this, from = position_] { run(from); });
+  next_open_ = position_;
+  for (int w = 0; w < config_.workers; ++w) workers_.emplace_back([this] { work(); });
 }
 
 void Loader::stop() {
@@ -98,34 +122,35 @@ void Loader::stop() {
     stopping_ = true;
     cv_.notify_all();
   }
-  if (worker_.joinable()) worker_.join();
-  queue_.clear();
+  for (auto& w : workers_) w.join();
+  workers_.clear();
+  pending_.clear();
 }
 
 void Loader::seek(LoaderPosition position) {
   stop();
   position_ = position;
-  error_ = nullptr;
   start();
 }
 
 void Loader::next(Tensor& data, Tensor& labels) {
-  Batch b;
+  std::unique_ptr<Batch> b;
   {
     std::unique_lock lock(mutex_);
-    cv_.wait(lock, [&] { return !queue_.empty() || error_; });
-    if (queue_.empty()) std::rethrow_exception(error_);
-    b = std::move(queue_.front());
-    queue_.pop_front();
+    cv_.wait(lock, [&] { return !pending_.empty() && pending_.front()->done == pending_.front()->count(); });
+    if (pending_.front()->error) std::rethrow_exception(pending_.front()->error);
+    b = std::move(pending_.front());
+    pending_.pop_front();
     cv_.notify_all();
   }
-  POSEIDON_CHECK(b.at.epoch == position_.epoch && b.at.batch == position_.batch) << "loader out of order";
-  Shape shape = {b.count};
+  POSEIDON_CHECK(b->at.epoch == position_.epoch && b->at.batch == position_.batch) << "loader out of order";
+  Shape shape = {b->count()};
   for (int64_t d : source_->sample_shape()) shape.push_back(d);
   data.resize(shape);
-  labels.resize({b.count});
-  std::memcpy(data.data(), b.data.data(), b.data.size() * sizeof(float));
-  std::memcpy(labels.data(), b.labels.data(), b.labels.size() * sizeof(float));
+  labels.resize({b->count()});
+  std::memcpy(data.data(), b->data.get(), data.numel() * sizeof(float));
+  std::memcpy(labels.data(), b->labels.data(), b->labels.size() * sizeof(float));
+  skipped_ += b->skipped;
   if (++position_.batch >= batches_per_epoch()) {
     position_.batch = 0;
     ++position_.epoch;

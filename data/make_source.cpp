@@ -1,7 +1,8 @@
-// Source factory: maps a data config map to a Source.
+// Source factory: maps a data config map to a Source, checking every key.
 #include <filesystem>
 
 #include "data/idx_source.h"
+#include "data/image_source.h"
 #include "data/synthetic_source.h"
 
 namespace poseidon {
@@ -12,26 +13,123 @@ std::string resolve(const std::string& path, const std::string& base_dir) {
   if (p.is_absolute() || base_dir.empty()) return path;
   return (std::filesystem::path(base_dir) / p).lexically_normal().string();
 }
+
+// Keys the loader reads from the same map (see read_loader_keys).
+const std::vector<std::string> kLoaderKeys = {"source", "batch_size", "shuffle", "workers", "prefetch"};
+
+std::vector<std::string> with_loader_keys(std::vector<std::string> keys) {
+  keys.insert(keys.end(), kLoaderKeys.begin(), kLoaderKeys.end());
+  return keys;
+}
+
+// One value or [h, w], each positive.
+std::array<int64_t, 2> height_width(const ConfigNode& node) {
+  std::vector<int64_t> v = node.as_int_list();
+  if (v.size() != 1 && v.size() != 2) node.fail("expected one size or [height, width]");
+  for (int64_t d : v)
+    if (d <= 0) node.fail("expected positive sizes");
+  return {v.front(), v.back()};
+}
+
+// One value for every channel or one per RGB channel.
+std::array<float, 3> per_channel(const ConfigNode& c, const std::string& key, float def, bool positive) {
+  auto node = c.find(key);
+  if (!node) return {def, def, def};
+  std::vector<float> v;
+  if (node->is_sequence())
+    for (size_t i = 0; i < node->size(); ++i) v.push_back(static_cast<float>(node->at(i).as_double()));
+  else
+    v.push_back(static_cast<float>(node->as_double()));
+  if (v.size() != 1 && v.size() != 3) node->fail("expected one value or three (R, G, B)");
+  for (float x : v)
+    if (positive && !(x > 0)) node->fail("expected positive values");
+  if (v.size() == 1) return {v[0], v[0], v[0]};
+  return {v[0], v[1], v[2]};
+}
+
+ImageTransform image_transform(const ConfigNode& c) {
+  ImageTransformConfig t;
+  if (auto resize = c.find("resize")) {
+    if (resize->is_sequence()) {
+      auto [h, w] = height_width(*resize);
+      t.resize_h = h;
+      t.resize_w = w;
+    } else {
+      t.resize_shorter = resize->as_int();
+      if (t.resize_shorter < 0) resize->fail("expected the shorter side's length, or 0 for no resize");
+    }
+  }
+  if (auto crop = c.find("crop")) {
+    auto [h, w] = height_width(*crop);
+    t.crop_h = h;
+    t.crop_w = w;
+    t.random_crop = c.get_choice("crop_mode", {"center", "random"}, "center") == "random";
+  } else if (c.has("crop_mode")) {
+    c.child("crop_mode").fail("crop_mode needs a `crop` size");
+  }
+  if (t.crop_h == 0 && t.resize_h == 0)
+    c.fail("image sources need `crop` or `resize: [height, width]`, so that every example has the same shape");
+  t.mirror = c.get_bool("mirror", false);
+  t.mean = per_channel(c, "mean", 0.f, false);
+  t.std = per_channel(c, "std", 1.f, true);
+  return ImageTransform(t);
+}
+
+std::shared_ptr<Source> image_source(const ConfigNode& c, const std::string& kind, const std::string& base_dir) {
+  const std::vector<std::string> transform_keys = {"resize", "crop", "crop_mode", "mirror", "mean", "std", "on_error"};
+  std::vector<std::string> keys = with_loader_keys(transform_keys);
+  keys.push_back("root");
+  if (kind == "image_list") keys.push_back("list");
+  c.check_keys(keys);
+  ImageTransform transform = image_transform(c);
+  const bool skip = c.get_choice("on_error", {"error", "skip"}, "error") == "skip";
+  const std::string origin = c.location().str();
+  std::vector<ImageEntry> entries;
+  int64_t classes = 0;
+  if (kind == "image_folder") {
+    std::vector<std::string> names;
+    try {
+      entries = scan_image_folder(resolve(c.get_string("root"), base_dir), names);
+    } catch (const Error& e) {
+      c.child("root").fail(e.what());
+    }
+    classes = static_cast<int64_t>(names.size());
+  } else {
+    const std::string list = resolve(c.get_string("list"), base_dir);
+    const std::string root =
+        c.has("root") ? resolve(c.get_string("root"), base_dir) : std::filesystem::path(list).parent_path().string();
+    try {
+      entries = read_image_list(list, root, c.child("list").location().str());
+    } catch (const ConfigError&) {
+      throw;
+    } catch (const Error& e) {
+      c.child("list").fail(e.what());
+    }
+    for (const ImageEntry& e : entries) classes = std::max(classes, e.label + 1);
+  }
+  return std::make_shared<ImageSource>(std::move(entries), classes, std::move(transform), skip, origin);
+}
 }  // namespace
 
 std::shared_ptr<Source> make_source(const ConfigNode& c, const std::string& base_dir) {
-  std::string kind = c.get_choice("source", {"idx", "synthetic"}, "idx");
+  std::string kind = c.get_choice("source", {"idx", "synthetic", "image_folder", "image_list"}, "idx");
+  if (kind == "image_folder" || kind == "image_list") return image_source(c, kind, base_dir);
   if (kind == "idx") {
-    c.check_keys({"source", "images", "labels", "batch_size", "shuffle", "scale", "mean", "std", "limit"});
+    c.check_keys(with_loader_keys({"images", "labels", "scale", "mean", "std", "limit"}));
     std::string images = resolve(c.get_string("images"), base_dir);
     std::string labels = resolve(c.get_string("labels"), base_dir);
     double std = c.get_double("std", 1.0);
     if (std <= 0) c.child("std").fail("expected a positive standard deviation");
     try {
-      return std::make_shared<IdxSource>(images, labels, c.get_double("scale", 1.0 / 255.0),
-                                         c.get_double("mean", 0.0), std, c.get_int("limit", 0));
+      return std::make_shared<IdxSource>(images, labels, c.get_double("scale", 1.0 / 255.0), c.get_double("mean", 0.0),
+                                         std, c.get_int("limit", 0));
     } catch (const ConfigError&) {
       throw;
     } catch (const Error& e) {
       c.fail(e.what());
     }
   }
-  c.check_keys({"source", "shape", "num_classes", "size", "seed", "batch_size", "shuffle"});
+  c.check_keys(with_loader_keys({"shape", "num_classes", "size", "seed"}));
   Shape shape = c.child("shape").as_int_list();
   for (int64_t d : shape)
     if (d <= 0) c.child("shape").fail("expected positive dimensions");

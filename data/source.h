@@ -20,6 +20,12 @@ class Source {
   // Writes example `index` (shape_numel(sample_shape()) floats) to `dst` and
   // returns its label. `seed` drives any random augmentation of this example.
   virtual int64_t read(int64_t index, float* dst, uint64_t seed) const = 0;
+  // As read(), for sources that may replace an example they cannot decode by
+  // another (deterministically, so a run stays reproducible): adds to
+  // `skipped` the examples passed over. The loader reads through this.
+  virtual int64_t read_skipping(int64_t index, float* dst, uint64_t seed, int64_t& skipped) const {
+    return read(index, dst, seed);
+  }
 };
 
 // Builds a source from a `data.train` / `data.test` config map. Relative

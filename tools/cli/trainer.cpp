@@ -64,6 +64,7 @@ Trainer::Trainer(TrainConfig config, TrainOptions options)
   lc.shuffle = config_.train_data.shuffle;
   lc.seed = config_.seed;
   lc.drop_last = true;
+  read_loader_keys(config_.train_data.node, lc);
   train_loader_ = std::make_unique<Loader>(train_source, lc);
   if (config_.test_data) {
     auto test_source = make_source(config_.test_data->node, config_.base_dir);
@@ -72,6 +73,7 @@ Trainer::Trainer(TrainConfig config, TrainOptions options)
     tc.batch_size = config_.test_data->batch_size;
     tc.shuffle = config_.test_data->shuffle;
     tc.seed = config_.seed;
+    read_loader_keys(config_.test_data->node, tc);
     test_loader_ = std::make_unique<Loader>(test_source, tc);
   }
   if (!options_.weights.empty()) load_checkpoint(options_.weights, *net_, nullptr);
@@ -166,7 +168,8 @@ EvalResult Trainer::run() {
       double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
       log.write({{"type", "train"}, {"iter", iter_}, {"epoch", epoch}, {"loss", loss},
                  {"loss_avg", progress.smoothed_loss()}, {"lr", solver_->lr()},
-                 {"images_per_sec", progress.images_per_sec()}, {"elapsed_s", elapsed}});
+                 {"images_per_sec", progress.images_per_sec()}, {"elapsed_s", elapsed},
+                 {"skipped_images", train_loader_->skipped()}});
     }
     if (test_loader_ && config_.test_interval > 0 && iter_ % config_.test_interval == 0 && iter_ < max_iter)
       run_test();
