@@ -5,6 +5,7 @@
 #include <cmath>
 #include <set>
 
+#include "core/model_blocks.h"
 #include "core/registry.h"
 
 namespace poseidon {
@@ -23,8 +24,9 @@ Net::Net(const ConfigNode& model, int64_t batch) : batch_(batch) {
   bind_params();
 }
 
-void Net::build_graph(const ConfigNode& model) {
-  model.check_keys({"name", "description", "inputs", "layers"});
+void Net::build_graph(const ConfigNode& source) {
+  const ConfigNode model = expand_model_blocks(source);
+  model.check_keys({"name", "description", "vars", "blocks", "inputs", "layers"});
   name_ = model.get_string("name", "net");
   ConfigNode inputs = model.child("inputs");
   if (!inputs.is_map() || inputs.keys().empty())

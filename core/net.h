@@ -9,6 +9,8 @@
 //   layers:
 //     - {name: conv1, type: conv, inputs: data, num_output: 20, kernel_size: 5}
 //     - ...
+// `vars` and parameterised `blocks` (core/model_blocks.h) are expanded into
+// plain layers before the graph is built.
 #pragma once
 
 #include <map>
