@@ -27,6 +27,7 @@ int cmd_test(const TestArgs& args) {
   LoaderConfig lc;
   lc.batch_size = d.batch_size;
   lc.shuffle = false;
+  read_loader_keys(d.node, lc);
   auto source = make_source(d.node, config.base_dir);
   check_sample_shape(net, *source, d.node);
   Loader loader(source, lc);
