@@ -120,5 +120,19 @@ TEST_P(TorchvisionForward, EvalOutputsMatch) {
 INSTANTIATE_TEST_SUITE_P(Models, TorchvisionForward, ::testing::Values("vgg19", "inception_v3", "resnet50"),
                          [](const auto& info) { return info.param; });
 
+using TorchvisionTraining = Torchvision;
+
+TEST_P(TorchvisionTraining, StepsMatchPyTorch) {
+  std::string command = std::string(kPython) + " " + quoted(kRoot + "/tests/torch/train_step_reference.py") +
+                        " --case " + GetParam() + " --poseidon " + quoted(POSEIDON_BINARY) + " --repo " +
+                        quoted(kRoot) + " --workdir " + quoted(dir_.string());
+  CommandResult r = run(command);
+  EXPECT_EQ(r.status, 0) << command << "\n" << r.output << "(work files kept in " << dir_.string() << ")";
+  std::printf("%s", r.output.substr(r.output.find("iter    poseidon")).c_str());
+}
+
+INSTANTIATE_TEST_SUITE_P(Models, TorchvisionTraining, ::testing::Values("vgg19_22k_32", "inception_v3_aux"),
+                         [](const auto& info) { return info.param; });
+
 }  // namespace
 }  // namespace poseidon::testing
