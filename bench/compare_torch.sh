@@ -2,7 +2,7 @@
 # The one command for the CPU comparison against PyTorch: builds the engine in
 # Release (incrementally) into build/, makes sure bench/.venv holds PyTorch,
 # then times lenet, cifar10_quick and vgg_small in both at batch 64 on 2
-# threads. Arguments go to compare_torch.py (e.g. --rounds 5, --json out.json).
+# threads. Arguments go to compare_torch.py (e.g. --rounds 9, --json out.json).
 # POSEIDON_BUILD_DIR picks another build folder.
 set -euo pipefail
 
