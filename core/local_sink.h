@@ -1,6 +1,12 @@
 // LocalGradSink: single-process training. Each gradient is applied by the
-// Solver the moment backward reports it.
+// Solver the moment backward reports it, or, when updates are held, all at
+// once by apply_held() after backward: the trainer then checks every gradient
+// for NaN and infinity first, so a rejected iteration changes no parameter.
+// Holding changes no number: each parameter's update reads only its own
+// value, gradient and solver state.
 #pragma once
+
+#include <vector>
 
 #include "core/events.h"
 #include "core/solver.h"
@@ -9,11 +15,25 @@ namespace poseidon {
 
 class LocalGradSink : public GradSink {
  public:
-  explicit LocalGradSink(Solver& solver) : solver_(solver) {}
-  void grad_ready(Param& param) override { solver_.update(param); }
+  explicit LocalGradSink(Solver& solver, bool hold_updates = false) : solver_(solver), hold_(hold_updates) {}
+
+  void grad_ready(Param& param) override {
+    if (hold_)
+      held_.push_back(&param);
+    else
+      solver_.update(param);
+  }
+
+  // Applies the held updates in the order backward reported them.
+  void apply_held() {
+    for (Param* p : held_) solver_.update(*p);
+    held_.clear();  // keeps the capacity: later iterations do not allocate
+  }
 
  private:
   Solver& solver_;
+  bool hold_;
+  std::vector<Param*> held_;
 };
 
 }  // namespace poseidon

@@ -7,7 +7,7 @@ const std::vector<std::string>& SolverConfig::keys() {
   static const std::vector<std::string> k = {
       "type",       "lr",        "momentum",  "nesterov", "weight_decay", "max_iter",
       "lr_policy",  "gamma",     "step_size", "milestones", "power",      "min_lr",
-      "warmup_iters", "warmup_start"};
+      "warmup_iters", "warmup_start", "check_finite"};
   return k;
 }
 
@@ -19,6 +19,7 @@ SolverConfig SolverConfig::parse(const ConfigNode& node) {
   c.nesterov = node.get_bool("nesterov", false);
   c.weight_decay = node.get_double("weight_decay", 0.0);
   c.max_iter = node.get_int("max_iter", c.max_iter);
+  c.check_finite = node.get_bool("check_finite", c.check_finite);
   if (c.max_iter <= 0) node.child("max_iter").fail("expected a positive integer");
   if (c.momentum < 0 || c.momentum >= 1) node.child("momentum").fail("expected 0 <= momentum < 1");
   if (c.nesterov && c.momentum == 0) node.child("nesterov").fail("Nesterov needs momentum > 0");

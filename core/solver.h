@@ -22,6 +22,9 @@ struct SolverConfig {
   bool nesterov = false;
   double weight_decay = 0.0;
   int64_t max_iter = 1000;
+  // Stop training at a NaN or infinite loss or gradient, before any parameter
+  // changes (the trainer then holds updates until every gradient is checked).
+  bool check_finite = true;
   LrSchedule lr;
 
   static SolverConfig parse(const ConfigNode& node);

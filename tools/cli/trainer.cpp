@@ -1,11 +1,13 @@
 // Single-process training loop, testing and checkpoint hooks.
 #include "tools/cli/trainer.h"
 
+#include <charconv>
 #include <cmath>
 #include <filesystem>
 #include <sstream>
 
 #include "core/checkpoint.h"
+#include "core/finite_check.h"
 #include "core/local_sink.h"
 #include "core/math.h"
 #include "tools/cli/progress.h"
@@ -86,21 +88,21 @@ std::string Trainer::checkpoint_path(const std::string& tag) const {
   return (std::filesystem::path(config_.output_dir) / (tag + ".safetensors")).string();
 }
 
-std::map<std::string, std::string> Trainer::checkpoint_metadata() const {
-  std::ostringstream rng;
-  rng << rng_;
-  LoaderPosition pos = train_loader_->position();
+std::map<std::string, std::string> Trainer::checkpoint_metadata(int64_t iter, const LoaderPosition& pos,
+                                                                const std::mt19937_64& rng) const {
+  std::ostringstream rng_text;
+  rng_text << rng;
   return {{"format", "poseidon-checkpoint-1"},
           {"model", net_->name()},
-          {"iteration", std::to_string(iter_)},
+          {"iteration", std::to_string(iter)},
           {"loader_epoch", std::to_string(pos.epoch)},
           {"loader_batch", std::to_string(pos.batch)},
-          {"rng", rng.str()}};
+          {"rng", rng_text.str()}};
 }
 
 void Trainer::save(const std::string& path) {
   std::filesystem::create_directories(std::filesystem::path(path).parent_path());
-  save_checkpoint(path, *net_, solver_.get(), checkpoint_metadata());
+  save_checkpoint(path, *net_, solver_.get(), checkpoint_metadata(iter_, train_loader_->position(), rng_));
 }
 
 void Trainer::restore(const std::string& path) {
@@ -110,26 +112,51 @@ void Trainer::restore(const std::string& path) {
     if (it == meta.end()) throw Error(path + ": not a training checkpoint (metadata '" + key + "' missing)");
     return it->second;
   };
-  try {
-    iter_ = std::stoll(get("iteration"));
-    train_loader_->seek({std::stoll(get("loader_epoch")), std::stoll(get("loader_batch"))});
-  } catch (const std::logic_error&) {
-    throw Error(path + ": corrupt training metadata");
-  }
+  // Whole decimal numbers only: the loader trusts them as positions.
+  auto count = [&](const std::string& key) {
+    const std::string text = get(key);
+    int64_t v = -1;
+    auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+    if (ec != std::errc() || end != text.data() + text.size() || v < 0)
+      throw Error(path + ": corrupt training metadata ('" + key + "' is '" + text + "', expected a count)");
+    return v;
+  };
+  const int64_t iter = count("iteration");
+  const LoaderPosition pos{count("loader_epoch"), count("loader_batch")};
+  // One batch per iteration: a run cannot be further into the data than its iteration count.
+  if (pos.epoch > iter) throw Error(path + ": corrupt training metadata (loader epoch beyond the iteration)");
+  if (pos.batch >= train_loader_->batches_per_epoch())
+    throw Error(path + ": loader position beyond the data set (was it trained on other data?)");
   std::istringstream rng(get("rng"));
   rng >> rng_;
   if (rng.fail()) throw Error(path + ": corrupt RNG state in metadata");
-  if (train_loader_->position().batch >= train_loader_->batches_per_epoch())
-    throw Error(path + ": loader position beyond the data set (was it trained on other data?)");
+  iter_ = iter;
+  train_loader_->seek(pos);
 }
 
 EvalResult Trainer::test() { return evaluate(*net_, *test_loader_, config_.test_iters); }
+
+void Trainer::stop_non_finite(const std::string& what, int64_t epoch, const LoaderPosition& pos,
+                              const std::mt19937_64& rng) {
+  const std::string at =
+      config_.file + ": iteration " + std::to_string(iter_ + 1) + " (epoch " + std::to_string(epoch) + "): " + what;
+  // The parameters are those before this iteration, but an update can itself
+  // overflow (lr * gradient beyond float range): such a state is not worth saving.
+  if (auto bad_value = find_non_finite_value(*net_))
+    throw Error(at + "; no checkpoint written: the " + bad_value->describe("parameters are already non-finite") +
+                " (try a lower solver.lr)");
+  const std::string path = checkpoint_path("iter_" + std::to_string(iter_));
+  std::filesystem::create_directories(config_.output_dir);
+  save_checkpoint(path, *net_, solver_.get(), checkpoint_metadata(iter_, pos, rng));
+  throw Error(at + "; the state before this iteration is saved in " + path + " (--resume repeats it from there)");
+}
 
 EvalResult Trainer::run() {
   MetricsLog log((std::filesystem::path(config_.output_dir) / "metrics.jsonl").string());
   const int64_t max_iter = config_.solver.max_iter;
   Progress progress(iter_, max_iter, config_.display, options_.quiet);
-  LocalGradSink sink(*solver_);
+  const bool check_finite = config_.solver.check_finite;
+  LocalGradSink sink(*solver_, check_finite);  // holds updates until the gradients are checked
   EvalResult last;
   auto run_test = [&] {
     last = test();
@@ -146,22 +173,35 @@ EvalResult Trainer::run() {
   };
 
   const auto start = std::chrono::steady_clock::now();
+  std::mt19937_64 rng_before;  // the RNG state this iteration starts from
   while (iter_ < max_iter) {
-    const int64_t epoch = train_loader_->position().epoch;
+    const LoaderPosition position = train_loader_->position();
+    const int64_t epoch = position.epoch;
+    rng_before = rng_;
     feed_batch(*net_, *train_loader_);
     solver_->set_iteration(iter_);
     RunContext ctx{Phase::train, &rng_, config_.device};
     float loss = 0;
+    std::optional<NonFinite> bad_gradient;
     try {
       loss = net_->forward(ctx);
-      if (!std::isfinite(loss)) throw Error("training diverged: loss is " + std::to_string(loss) + " (try a lower solver.lr)");
-      net_->backward(ctx, sink);
+      if (std::isfinite(loss)) {
+        net_->backward(ctx, sink);
+        if (check_finite) bad_gradient = find_non_finite_gradient(*net_);
+      }
     } catch (const ConfigError&) {
       throw;
     } catch (const Error& e) {
       throw Error(config_.file + ": iteration " + std::to_string(iter_ + 1) + " (epoch " + std::to_string(epoch) +
                   ") of data.train: " + e.what());
     }
+    if (!std::isfinite(loss) || bad_gradient) {
+      progress.finish();
+      stop_non_finite(bad_gradient ? bad_gradient->describe("non-finite gradient")
+                                   : "non-finite loss (" + non_finite_text(loss) + ")",
+                      epoch, position, rng_before);
+    }
+    if (check_finite) sink.apply_held();
     ++iter_;
     progress.step(iter_, epoch, loss, solver_->lr(), net_->batch());
     if (config_.display > 0 && (iter_ % config_.display == 0 || iter_ == max_iter)) {

@@ -3,6 +3,9 @@
 // intervals, and writes metrics and atomic checkpoints. A checkpoint holds
 // parameters, solver state, iteration, loader position and RNG state, so a
 // resumed run computes exactly what an uninterrupted run would.
+// A NaN or infinite loss, or gradient (solver.check_finite), stops training
+// with an Error naming the iteration, layer and tensor, after saving the
+// state from before that iteration as an ordinary snapshot.
 #pragma once
 
 #include <map>
@@ -54,8 +57,15 @@ class Trainer {
 
  private:
   EvalResult test();
-  std::map<std::string, std::string> checkpoint_metadata() const;
+  std::map<std::string, std::string> checkpoint_metadata(int64_t iter, const LoaderPosition& pos,
+                                                         const std::mt19937_64& rng) const;
   void restore(const std::string& path);
+  // Throws the Error for a non-finite `what` found in the iteration after
+  // iter_, saving first the state from before it: parameters and solver
+  // state (untouched by that iteration), the loader position `pos` and RNG
+  // state `rng` it started from.
+  [[noreturn]] void stop_non_finite(const std::string& what, int64_t epoch, const LoaderPosition& pos,
+                                    const std::mt19937_64& rng);
 
   TrainConfig config_;
   TrainOptions options_;

@@ -1,0 +1,66 @@
+// NaN and infinity checks over the Net's gradients and parameters.
+#include "core/finite_check.h"
+
+#include <cmath>
+
+namespace poseidon {
+
+namespace {
+// Below this many elements one thread reads faster than a team starts.
+constexpr int64_t kParallelFrom = int64_t(1) << 18;
+
+// The first non-finite tensor that `view` picks from a parameter, visiting
+// layers last to first when `backward_order`, first to last otherwise.
+template <class Pick>
+std::optional<NonFinite> scan(Net& net, bool backward_order, Pick view) {
+  const size_t n = net.num_layers();
+  for (size_t k = 0; k < n; ++k) {
+    Layer& layer = net.layer(backward_order ? n - 1 - k : k);
+    for (Param& p : layer.params()) {
+      const Tensor* t = view(p);
+      if (!t || !t->defined()) continue;
+      int64_t at = first_non_finite(t->data(), t->numel());
+      if (at >= 0) return NonFinite{layer.name(), p.name, at, t->data()[at]};
+    }
+  }
+  return std::nullopt;
+}
+}  // namespace
+
+bool all_finite(const float* data, int64_t n) {
+  // x * 0 is 0 for every finite x and NaN for NaN and both infinities, so one
+  // sum answers for the whole buffer without a branch per element.
+  float sum = 0.f;
+#pragma omp parallel for simd reduction(+ : sum) if (n >= kParallelFrom)
+  for (int64_t i = 0; i < n; ++i) sum += data[i] * 0.f;
+  return sum == 0.f;
+}
+
+int64_t first_non_finite(const float* data, int64_t n) {
+  if (all_finite(data, n)) return -1;
+  for (int64_t i = 0; i < n; ++i)
+    if (!std::isfinite(data[i])) return i;
+  return -1;
+}
+
+std::string non_finite_text(float v) {
+  if (std::isnan(v)) return "nan";
+  return v > 0 ? "inf" : "-inf";
+}
+
+std::string NonFinite::describe(const std::string& what) const {
+  return what + " in layer '" + layer + "', tensor '" + tensor + "' (first at index " + std::to_string(index) + ": " +
+         non_finite_text(value) + ")";
+}
+
+std::optional<NonFinite> find_non_finite_gradient(Net& net) {
+  const Tensor& grads = net.flat_grads();
+  if (all_finite(grads.data(), grads.numel())) return std::nullopt;
+  return scan(net, true, [](Param& p) { return p.learnable ? &p.grad : nullptr; });
+}
+
+std::optional<NonFinite> find_non_finite_value(Net& net) {
+  return scan(net, false, [](Param& p) { return &p.value; });
+}
+
+}  // namespace poseidon
