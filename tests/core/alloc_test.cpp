@@ -1,0 +1,174 @@
+// Steady-state training iterations allocate nothing: forward, backward, the
+// finite check and the solver updates of a Net (held or immediate), counted
+// after two warm-up iterations (which create the momentum state).
+// Counting replaces the global operator new of this test binary (so of every
+// core test), but counts only inside a CountAllocations scope. Tensor storage
+// is made through std::make_shared, so a new tensor is counted too. The data
+// loader stays outside: it prepares batches on its own threads.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <new>
+#include <random>
+
+#include "core/finite_check.h"
+#include "core/local_sink.h"
+#include "core/net.h"
+#include "tools/cli/train_config.h"
+
+namespace {
+std::atomic<bool> counting{false};
+std::atomic<int64_t> allocations{0};
+
+void* allocate(size_t size, size_t alignment) {
+  if (counting.load(std::memory_order_relaxed)) allocations.fetch_add(1, std::memory_order_relaxed);
+  size = size ? size : 1;
+  void* p = nullptr;
+  if (alignment <= alignof(std::max_align_t))
+    p = std::malloc(size);
+  else if (::posix_memalign(&p, alignment, size) != 0)
+    p = nullptr;
+  return p;
+}
+void* allocate_or_throw(size_t size, size_t alignment) {
+  void* p = allocate(size, alignment);
+  if (!p) throw std::bad_alloc();
+  return p;
+}
+}  // namespace
+
+void* operator new(size_t size) { return allocate_or_throw(size, 0); }
+void* operator new[](size_t size) { return allocate_or_throw(size, 0); }
+void* operator new(size_t size, std::align_val_t a) { return allocate_or_throw(size, static_cast<size_t>(a)); }
+void* operator new[](size_t size, std::align_val_t a) { return allocate_or_throw(size, static_cast<size_t>(a)); }
+void* operator new(size_t size, const std::nothrow_t&) noexcept { return allocate(size, 0); }
+void* operator new[](size_t size, const std::nothrow_t&) noexcept { return allocate(size, 0); }
+void* operator new(size_t size, std::align_val_t a, const std::nothrow_t&) noexcept {
+  return allocate(size, static_cast<size_t>(a));
+}
+void* operator new[](size_t size, std::align_val_t a, const std::nothrow_t&) noexcept {
+  return allocate(size, static_cast<size_t>(a));
+}
+void operator delete(void* p) noexcept { std::free(p); }
+void operator delete[](void* p) noexcept { std::free(p); }
+void operator delete(void* p, size_t) noexcept { std::free(p); }
+void operator delete[](void* p, size_t) noexcept { std::free(p); }
+void operator delete(void* p, std::align_val_t) noexcept { std::free(p); }
+void operator delete[](void* p, std::align_val_t) noexcept { std::free(p); }
+void operator delete(void* p, size_t, std::align_val_t) noexcept { std::free(p); }
+void operator delete[](void* p, size_t, std::align_val_t) noexcept { std::free(p); }
+void operator delete(void* p, const std::nothrow_t&) noexcept { std::free(p); }
+void operator delete[](void* p, const std::nothrow_t&) noexcept { std::free(p); }
+void operator delete(void* p, std::align_val_t, const std::nothrow_t&) noexcept { std::free(p); }
+void operator delete[](void* p, std::align_val_t, const std::nothrow_t&) noexcept { std::free(p); }
+
+namespace poseidon {
+namespace {
+
+// Counts operator new calls, from any thread, while alive.
+class CountAllocations {
+ public:
+  CountAllocations() {
+    allocations = 0;
+    counting = true;
+  }
+  ~CountAllocations() { counting = false; }
+  int64_t count() const { return allocations.load(); }
+};
+
+// Batch norm, dropout, concat, sum, both poolings, adaptive pooling, flatten,
+// softmax and accuracy: every layer with scratch state of its own.
+const char* kMixedModel = R"(name: mixed
+inputs: {data: [3, 12, 12], label: []}
+layers:
+  - {name: conv1, type: conv, inputs: data, num_output: 6, kernel_size: 3, pad: 1}
+  - {name: bn1, type: batch_norm}
+  - {name: relu1, type: relu}
+  - {name: left, type: conv, inputs: relu1, num_output: 4, kernel_size: 1}
+  - {name: right, type: conv, inputs: relu1, num_output: 4, kernel_size: 3, pad: 1, groups: 2, bias: false}
+  - {name: joined, type: concat, inputs: [left, right]}
+  - {name: skip, type: conv, inputs: relu1, num_output: 8, kernel_size: 1}
+  - {name: added, type: sum, inputs: [joined, skip], coefficients: [1, 0.5]}
+  - {name: pool1, type: pool, mode: max, kernel_size: 3, stride: 2, ceil_mode: true}
+  - {name: pool2, type: pool, mode: avg, kernel_size: 2, pad: 1, count_include_pad: false}
+  - {name: squeeze, type: adaptive_avg_pool, output_size: [2, 3]}
+  - {name: flat, type: flatten}
+  - {name: drop, type: dropout, ratio: 0.3}
+  - {name: fc1, type: fc, num_output: 5}
+  - {name: probs, type: softmax, inputs: fc1}
+  - {name: loss, type: softmax_loss, inputs: [fc1, label]}
+  - {name: accuracy, type: accuracy, inputs: [fc1, label]}
+)";
+
+// Allocations of three forward + backward + check + update iterations after
+// two warm-up iterations, for immediate and for held updates.
+void expect_steady_state_allocates_nothing(const ConfigNode& model, bool hold_updates) {
+  Net net(model, 4);
+  net.init_params(1);
+  std::mt19937_64 rng(1);
+  std::normal_distribution<float> normal;
+  Tensor& data = net.blob(net.input_names()[0]).value;
+  Tensor& labels = net.blob(net.input_names()[1]).value;
+  for (int64_t i = 0; i < data.numel(); ++i) data[i] = normal(rng);
+  for (int64_t i = 0; i < labels.numel(); ++i) labels[i] = static_cast<float>(i % 2);
+
+  SolverConfig config;
+  config.momentum = 0.9;
+  config.weight_decay = 1e-4;
+  config.lr.base_lr = 0.01;
+  Solver solver(config);
+  LocalGradSink sink(solver, hold_updates);
+  RunContext train_ctx{Phase::train, &rng, {}};
+  RunContext test_ctx{Phase::test, nullptr, {}};
+  int64_t iter = 0;
+  bool all_finite = true;
+  auto iteration = [&] {
+    solver.set_iteration(iter++);
+    net.forward(train_ctx);
+    net.backward(train_ctx, sink);
+    all_finite = all_finite && !find_non_finite_gradient(net);
+    sink.apply_held();
+    net.forward(test_ctx);
+  };
+  iteration();
+  iteration();
+  int64_t counted = 0;
+  {
+    CountAllocations count;
+    for (int k = 0; k < 3; ++k) iteration();
+    counted = count.count();
+  }
+  EXPECT_TRUE(all_finite);
+  EXPECT_EQ(counted, 0) << net.name() << (hold_updates ? ", held updates" : ", immediate updates");
+}
+
+TEST(Allocations, CountingSeesAllocations) {
+  int64_t counted = 0;
+  {
+    CountAllocations count;
+    Tensor t({3});
+    counted = count.count();
+  }
+  EXPECT_GT(counted, 0);
+}
+
+TEST(Allocations, SteadyStateLenetAllocatesNothing) {
+  ConfigNode model = load_model(std::string(POSEIDON_SOURCE_DIR) + "/models/lenet.yaml", {});
+  expect_steady_state_allocates_nothing(model, true);
+  expect_steady_state_allocates_nothing(model, false);
+}
+
+TEST(Allocations, SteadyStateCifar10QuickAllocatesNothing) {
+  expect_steady_state_allocates_nothing(load_model(std::string(POSEIDON_SOURCE_DIR) + "/models/cifar10_quick.yaml", {}),
+                                        true);
+}
+
+TEST(Allocations, SteadyStateOfEveryStatefulLayerAllocatesNothing) {
+  ConfigNode model = ConfigNode::parse(kMixedModel, "mixed.yaml");
+  expect_steady_state_allocates_nothing(model, true);
+  expect_steady_state_allocates_nothing(model, false);
+}
+
+}  // namespace
+}  // namespace poseidon
