@@ -144,7 +144,12 @@ def measure(args: argparse.Namespace) -> dict:
                     # The engine takes an iteration count: sized from its fastest run
                     # so far, so that a busy moment does not shorten later runs.
                     iters = max(args.min_iters, math.ceil(args.seconds * 1000.0 / entry["fastest_ms"]))
-                    out = run_engine(args.poseidon, name, args.batch, args.threads, iters, warmup=2)
+                    try:
+                        out = run_engine(args.poseidon, name, args.batch, args.threads, iters, warmup=2)
+                    except EngineError as e:
+                        entry["error"] = str(e)
+                        log(f"{name}: engine failed: {e}")
+                        continue
                     entry["fastest_ms"] = min(entry["fastest_ms"], out["iteration_ms"])
                     entry["ours"].append(out["images_per_sec"])
                     entry["ours_json"].append(out)
