@@ -5,7 +5,7 @@ set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 "$root/tools/deps.sh" build-essential cmake ninja-build pkg-config libyaml-cpp-dev libopenblas-dev libopenblas-openmp-dev \
   libcli11-dev nlohmann-json3-dev zlib1g-dev libgtest-dev libopencv-core-dev libopencv-imgproc-dev \
-  libopencv-imgcodecs-dev dataset-fashion-mnist python3 python3-torch python3-numpy
+  libopencv-imgcodecs-dev libopenmpi-dev openmpi-bin dataset-fashion-mnist python3 python3-torch python3-numpy
 "$root/tools/build.sh"
 cd "$root/build"
 ctest --output-on-failure -j "$(nproc)" --timeout 1200

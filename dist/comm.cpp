@@ -1,0 +1,73 @@
+// MPI start-up, shutdown and checked calls.
+#include "dist/comm.h"
+
+#include <cstdlib>
+
+namespace poseidon::dist {
+
+std::string mpi_error_string(int rc) {
+  char text[MPI_MAX_ERROR_STRING];
+  int len = 0;
+  if (MPI_Error_string(rc, text, &len) != MPI_SUCCESS || len <= 0) return "MPI error " + std::to_string(rc);
+  return std::string(text, len);
+}
+
+void check_mpi(int rc, const char* call) {
+  if (rc == MPI_SUCCESS) return;
+  std::string name(call);
+  throw CommError(name.substr(0, name.find('(')) + " failed: " + mpi_error_string(rc));
+}
+
+bool launched_by_mpi() {
+  for (const char* var : {"OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "PMI_SIZE", "PMI_RANK"})
+    if (std::getenv(var)) return true;
+  return false;
+}
+
+World::World(Start start) {
+  if (start == Start::when_launched && !launched_by_mpi()) return;
+  int initialized = 0;
+  POSEIDON_MPI(MPI_Initialized(&initialized));
+  POSEIDON_CHECK(!initialized) << "MPI is initialised already: one World per process";
+  POSEIDON_MPI(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &thread_level_));
+  uses_mpi_ = true;
+  POSEIDON_MPI(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN));
+  POSEIDON_MPI(MPI_Comm_rank(MPI_COMM_WORLD, &rank_));
+  POSEIDON_MPI(MPI_Comm_size(MPI_COMM_WORLD, &size_));
+  if (thread_level_ < MPI_THREAD_SERIALIZED)
+    throw CommError("the MPI library provides thread level " + std::to_string(thread_level_) +
+                    "; the communication thread needs at least MPI_THREAD_SERIALIZED");
+}
+
+World::~World() {
+  if (uses_mpi_) MPI_Finalize();
+}
+
+void World::abort(int status) const {
+  if (uses_mpi_) MPI_Abort(MPI_COMM_WORLD, status);
+  std::_Exit(status);
+}
+
+Comm::Comm(const World& world) {
+  POSEIDON_CHECK(world.uses_mpi()) << "a communicator needs MPI";
+  adopt(MPI_COMM_WORLD);
+}
+
+Comm::Comm(const Comm& other) { adopt(other.comm_); }
+
+void Comm::adopt(MPI_Comm parent) {
+  POSEIDON_MPI(MPI_Comm_dup(parent, &comm_));
+  POSEIDON_MPI(MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN));
+  POSEIDON_MPI(MPI_Comm_rank(comm_, &rank_));
+  POSEIDON_MPI(MPI_Comm_size(comm_, &size_));
+  int* tag_ub = nullptr;
+  int found = 0;
+  POSEIDON_MPI(MPI_Comm_get_attr(comm_, MPI_TAG_UB, &tag_ub, &found));
+  if (found && tag_ub) max_tag_ = *tag_ub;
+}
+
+Comm::~Comm() {
+  if (comm_ != MPI_COMM_NULL) MPI_Comm_free(&comm_);
+}
+
+}  // namespace poseidon::dist

@@ -1,0 +1,56 @@
+// Parsing and validation of the `dist:` section.
+#include "dist/dist_config.h"
+
+namespace poseidon::dist {
+
+std::string scheme_name(Scheme s) {
+  switch (s) {
+    case Scheme::ps:
+      return "ps";
+    case Scheme::sfb:
+      return "sfb";
+    case Scheme::allreduce:
+      return "allreduce";
+  }
+  return "?";
+}
+
+const std::vector<std::string>& DistConfig::keys() {
+  static const std::vector<std::string> k = {"scheme",       "wfbp",           "order",      "block_bytes",
+                                             "bucket_bytes", "bandwidth_gbps", "latency_us", "timeout_s"};
+  return k;
+}
+
+namespace {
+int64_t float_multiple(const ConfigNode& node, const std::string& key, int64_t def) {
+  int64_t v = node.get_int(key, def);
+  if (v < 4 || v % 4 != 0) node.child(key).fail("expected a positive multiple of 4 bytes (whole floats)");
+  return v;
+}
+
+double positive(const ConfigNode& node, const std::string& key) {
+  double v = node.get_double(key);
+  if (!(v > 0)) node.child(key).fail("expected a positive number");
+  return v;
+}
+}  // namespace
+
+DistConfig DistConfig::parse(const ConfigNode& node) {
+  if (!node.is_map()) node.fail("expected a map of dist settings");
+  node.check_keys(keys());
+  DistConfig c;
+  c.scheme = node.get_choice("scheme", {"hybrid", "ps", "sfb", "allreduce"}, c.scheme);
+  c.wfbp = node.get_bool("wfbp", c.wfbp);
+  c.order = node.get_choice("order", {"backward", "priority"}, c.order);
+  c.block_bytes = float_multiple(node, "block_bytes", c.block_bytes);
+  c.bucket_bytes = float_multiple(node, "bucket_bytes", c.bucket_bytes);
+  if (node.has("bandwidth_gbps")) c.bandwidth_gbps = positive(node, "bandwidth_gbps");
+  if (node.has("latency_us")) {
+    c.latency_us = node.get_double("latency_us");
+    if (!(*c.latency_us >= 0)) node.child("latency_us").fail("expected a non-negative number");
+  }
+  if (node.has("timeout_s")) c.timeout_s = positive(node, "timeout_s");
+  return c;
+}
+
+}  // namespace poseidon::dist

@@ -1,0 +1,41 @@
+// DistConfig: the `dist:` section of a training config, which says how
+// parameters are synchronised when the job has more than one rank.
+//
+//   dist:
+//     scheme: hybrid        # hybrid | ps | sfb | allreduce
+//     wfbp: true            # start each layer's transfer as soon as backward produced it
+//     order: backward       # backward | priority (lower layers' blocks first)
+//     block_bytes: 4194304  # PS block and priority partition size
+//     bucket_bytes: 4194304 # all-reduce fuses small tensors up to this size
+//     bandwidth_gbps: 10    # link speed for the planner (omitted: measured)
+//     latency_us: 20        # per-message latency for the planner (omitted: measured)
+//     timeout_s: 300        # a transfer stalled this long stops every rank
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/config_node.h"
+
+namespace poseidon::dist {
+
+enum class Scheme { ps, sfb, allreduce };
+std::string scheme_name(Scheme s);
+
+struct DistConfig {
+  std::string scheme = "hybrid";  // or the name of one Scheme for every parameter
+  bool wfbp = true;
+  std::string order = "backward";
+  int64_t block_bytes = 4 << 20;
+  int64_t bucket_bytes = 4 << 20;
+  std::optional<double> bandwidth_gbps;  // Gbit/s
+  std::optional<double> latency_us;
+  double timeout_s = 300;
+
+  static DistConfig parse(const ConfigNode& node);
+  static const std::vector<std::string>& keys();
+};
+
+}  // namespace poseidon::dist

@@ -1,0 +1,70 @@
+// The table of operations in flight.
+#include "dist/exchange.h"
+
+#include <algorithm>
+
+#include "dist/comm.h"
+
+namespace poseidon::dist {
+
+void Requests::post(MPI_Request request, Exchange& owner, int slot, int64_t sent, int64_t received) {
+  requests_.push_back(request);
+  entries_.push_back(Entry{&owner, slot, std::chrono::steady_clock::now()});
+  ++owner.in_flight_;
+  bytes_sent_ += sent;
+  bytes_received_ += received;
+}
+
+std::vector<Exchange*> Requests::poll() {
+  std::vector<Exchange*> idle;
+  if (requests_.empty()) return idle;
+  const int n = static_cast<int>(requests_.size());
+  indices_.resize(n);
+  statuses_.resize(n);
+  int done = 0;
+  const int rc = MPI_Testsome(n, requests_.data(), &done, indices_.data(), statuses_.data());
+  if (rc != MPI_SUCCESS) {
+    int code = rc;
+    std::string what = "an operation in flight";
+    if (rc == MPI_ERR_IN_STATUS)
+      for (int k = 0; k < done; ++k)
+        if (statuses_[k].MPI_ERROR != MPI_SUCCESS) {
+          code = statuses_[k].MPI_ERROR;
+          what = entries_[indices_[k]].owner->describe(entries_[indices_[k]].slot);
+          break;
+        }
+    throw CommError("MPI_Testsome failed: " + mpi_error_string(code) + " (waiting for " + what + ")");
+  }
+  if (done == MPI_UNDEFINED || done == 0) return idle;
+  std::vector<Entry> finished;
+  finished.reserve(done);
+  for (int k = 0; k < done; ++k) finished.push_back(entries_[indices_[k]]);
+  // Testsome set the finished requests to MPI_REQUEST_NULL: drop them, keeping the order of the rest.
+  size_t kept = 0;
+  for (size_t i = 0; i < requests_.size(); ++i)
+    if (requests_[i] != MPI_REQUEST_NULL) {
+      requests_[kept] = requests_[i];
+      entries_[kept] = entries_[i];
+      ++kept;
+    }
+  requests_.resize(kept);
+  entries_.resize(kept);
+  for (const Entry& e : finished) {
+    --e.owner->in_flight_;
+    e.owner->complete(e.slot, *this);
+    if (e.owner->in_flight_ == 0) idle.push_back(e.owner);
+  }
+  return idle;
+}
+
+const std::string* Requests::stalled(double seconds) {
+  if (entries_.empty()) return nullptr;
+  const auto oldest = std::min_element(entries_.begin(), entries_.end(),
+                                       [](const Entry& a, const Entry& b) { return a.posted < b.posted; });
+  const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - oldest->posted).count();
+  if (waited <= seconds) return nullptr;
+  stall_ = oldest->owner->describe(oldest->slot);
+  return &stall_;
+}
+
+}  // namespace poseidon::dist

@@ -1,0 +1,64 @@
+// Exchange: the transfer of one plan unit as a small state machine that the
+// communication thread drives. start() posts the iteration's first
+// non-blocking operations; complete() hears of each finished one and may post
+// the next; the exchange is over when nothing of it is in flight.
+// Requests is the table of everything in flight, polled with MPI_Testsome.
+#pragma once
+
+#include <mpi.h>
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace poseidon::dist {
+
+class Requests;
+
+class Exchange {
+ public:
+  virtual ~Exchange() = default;
+  virtual void start(Requests& requests) = 0;
+  // The operation posted with `slot` has finished.
+  virtual void complete(int slot, Requests& requests) = 0;
+  // What the operation posted with `slot` waits for, e.g.
+  // "fc1.weight block 2 from rank 3", for stall and failure messages.
+  virtual std::string describe(int slot) const = 0;
+
+  int in_flight() const { return in_flight_; }
+
+ private:
+  friend class Requests;
+  int in_flight_ = 0;
+};
+
+class Requests {
+ public:
+  // Adds a posted operation; `sent` and `received` are its payload bytes.
+  void post(MPI_Request request, Exchange& owner, int slot, int64_t sent, int64_t received);
+  bool empty() const { return requests_.empty(); }
+  // Tests everything in flight (MPI_Testsome), tells the owners of the
+  // finished operations, and returns the exchanges left with nothing in flight.
+  std::vector<Exchange*> poll();
+  // The longest-waiting operation, when it has waited more than `seconds`.
+  const std::string* stalled(double seconds);
+
+  int64_t bytes_sent() const { return bytes_sent_; }
+  int64_t bytes_received() const { return bytes_received_; }
+
+ private:
+  struct Entry {
+    Exchange* owner;
+    int slot;
+    std::chrono::steady_clock::time_point posted;
+  };
+  std::vector<MPI_Request> requests_;
+  std::vector<Entry> entries_;
+  std::vector<int> indices_;
+  std::vector<MPI_Status> statuses_;
+  std::string stall_;
+  int64_t bytes_sent_ = 0, bytes_received_ = 0;
+};
+
+}  // namespace poseidon::dist

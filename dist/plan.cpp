@@ -1,0 +1,103 @@
+// Units of the communication plan: all-reduce buckets and owned PS blocks.
+#include "dist/plan.h"
+
+#include <algorithm>
+
+namespace poseidon::dist {
+
+std::vector<PlannedParam> backward_order(Net& net) {
+  std::vector<PlannedParam> out;
+  const float* base = net.flat_grads().data();
+  for (size_t i = net.num_layers(); i-- > 0;)
+    for (Param& p : net.layer(i).params())
+      if (p.learnable) out.push_back(PlannedParam{&p, i, p.grad.data() - base, Scheme::ps});
+  return out;
+}
+
+namespace {
+
+void add_label(Unit& u, const std::string& name) { u.label += (u.label.empty() ? "" : ", ") + name; }
+
+struct Buckets {
+  CommPlan& plan;
+  int64_t limit;
+  bool open = false;
+
+  void add(size_t index) {
+    const PlannedParam& p = plan.params[index];
+    const int64_t begin = p.offset, end = p.offset + p.param->value.numel();
+    if (open) {
+      Unit& u = plan.units.back();
+      const int64_t lo = std::min(u.begin, begin), hi = std::max(u.end, end);
+      if ((hi - lo) * 4 <= limit) {
+        u.begin = lo;
+        u.end = hi;
+        u.params.push_back(index);
+        add_label(u, p.param->name);
+        return;
+      }
+    }
+    Unit u;
+    u.scheme = Scheme::allreduce;
+    u.params = {index};
+    u.begin = begin;
+    u.end = end;
+    add_label(u, p.param->name);
+    plan.units.push_back(std::move(u));
+    open = true;
+  }
+};
+
+}  // namespace
+
+CommPlan make_comm_plan(Net& net, std::vector<PlannedParam> params, const DistConfig& config, int world_size) {
+  POSEIDON_CHECK(world_size >= 1) << world_size;
+  CommPlan plan;
+  plan.world_size = world_size;
+  plan.params = std::move(params);
+  plan.layer_units.assign(net.num_layers(), {});
+  Buckets buckets{plan, config.bucket_bytes};
+  std::vector<int64_t> served(world_size, 0);  // bytes owned so far, per rank
+  int next_block_id = 0;
+  const int64_t block_elems = config.block_bytes / 4;
+  for (size_t i = 0; i < plan.params.size(); ++i) {
+    const PlannedParam& p = plan.params[i];
+    if (p.scheme == Scheme::allreduce) {
+      buckets.add(i);
+      continue;
+    }
+    buckets.open = false;
+    POSEIDON_CHECK(p.scheme == Scheme::ps) << "scheme " << scheme_name(p.scheme) << " has no units yet";
+    Unit u;
+    u.scheme = Scheme::ps;
+    u.params = {i};
+    u.label = p.param->name;
+    const int64_t n = p.param->value.numel();
+    for (int64_t begin = 0; begin < n; begin += block_elems) {
+      PsBlock b;
+      b.begin = begin;
+      b.count = std::min(block_elems, n - begin);
+      b.owner = static_cast<int>(std::min_element(served.begin(), served.end()) - served.begin());
+      b.id = next_block_id++;
+      served[b.owner] += b.count * 4;
+      u.blocks.push_back(b);
+    }
+    plan.units.push_back(std::move(u));
+  }
+  for (size_t u = 0; u < plan.units.size(); ++u)
+    for (size_t i : plan.units[u].params) {
+      auto& lu = plan.layer_units[plan.params[i].layer];
+      if (lu.empty() || lu.back() != u) lu.push_back(u);
+    }
+  return plan;
+}
+
+CommPlan plan_for_config(Net& net, const DistConfig& config, int world_size) {
+  std::vector<PlannedParam> params = backward_order(net);
+  if (config.scheme != "ps" && config.scheme != "allreduce")
+    throw Error("dist.scheme " + config.scheme + " is not available in this build (use ps or allreduce)");
+  for (PlannedParam& p : params) p.scheme = config.scheme == "ps" ? Scheme::ps : Scheme::allreduce;
+  return make_comm_plan(net, std::move(params), config, world_size);
+}
+
+}  // namespace poseidon::dist

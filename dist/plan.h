@@ -1,0 +1,63 @@
+// CommPlan: what the communication thread does in every iteration, fixed
+// before training and identical on every rank (it depends only on the model,
+// the config and the number of ranks, never on timing): the learnable
+// parameters, the scheme of each, and the units (an all-reduce bucket, one
+// PS parameter cut into owned blocks, one SFB layer) in the order they are
+// started. Collectives match across ranks only because every rank starts the
+// same units in this same order.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/net.h"
+#include "dist/dist_config.h"
+
+namespace poseidon::dist {
+
+struct PlannedParam {
+  Param* param = nullptr;
+  size_t layer = 0;    // index of its layer in the Net
+  int64_t offset = 0;  // into the Net's flat value and gradient buffers
+  Scheme scheme = Scheme::ps;
+};
+
+// A slice of one parameter served by one rank.
+struct PsBlock {
+  int64_t begin = 0, count = 0;  // elements, within the parameter
+  int owner = 0;
+  int id = 0;  // unique over the plan: part of the message tags
+};
+
+struct Unit {
+  Scheme scheme = Scheme::ps;
+  std::vector<size_t> params;   // indices into CommPlan::params, in the order backward reports them
+  std::vector<PsBlock> blocks;  // ps: the cut of its one parameter
+  int64_t begin = 0, end = 0;   // allreduce: the bucket's range of the flat buffers
+  std::string label;            // for messages: its parameters' names
+};
+
+struct CommPlan {
+  std::vector<PlannedParam> params;              // learnable parameters, in the order backward reports them
+  std::vector<Unit> units;                       // in start order
+  std::vector<std::vector<size_t>> layer_units;  // per Net layer: the units holding its parameters
+  int world_size = 1;
+};
+
+// The learnable parameters of `net` in the order Net::backward reports them
+// (last layer first; within a layer, declaration order), all with scheme ps.
+std::vector<PlannedParam> backward_order(Net& net);
+
+// Groups `params` (schemes already chosen) into units: consecutive all-reduce
+// parameters fuse into buckets of at most config.bucket_bytes (a larger
+// parameter is a bucket alone); a PS parameter is cut into blocks of
+// config.block_bytes, each owned by the rank with the fewest bytes so far
+// (ties: the lowest rank).
+CommPlan make_comm_plan(Net& net, std::vector<PlannedParam> params, const DistConfig& config, int world_size);
+
+// The plan `config` asks for on `world_size` ranks: dist.scheme for every
+// parameter.
+CommPlan plan_for_config(Net& net, const DistConfig& config, int world_size);
+
+}  // namespace poseidon::dist

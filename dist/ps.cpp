@@ -1,0 +1,132 @@
+// Sharded parameter server: push gradient blocks, update at the owner, pull values.
+#include "dist/ps.h"
+
+#include <algorithm>
+#include <cstring>
+
+namespace poseidon::dist {
+
+PsExchange::PsExchange(const Comm& comm, Solver& solver, Param& param, std::vector<PsBlock> blocks)
+    : comm_(comm), solver_(solver), param_(param), blocks_(std::move(blocks)) {
+  const int p = comm_.size();
+  for (size_t b = 0; b < blocks_.size(); ++b) {
+    if (blocks_[b].owner != comm_.rank()) continue;
+    OwnedBlock& o = owned_[b];
+    o.received.resize(static_cast<size_t>(blocks_[b].count) * (p - 1));
+    o.sum.resize(blocks_[b].count);
+    if (solver_.config().momentum != 0) o.momentum.assign(blocks_[b].count, 0.f);
+  }
+}
+
+int PsExchange::slot(size_t block, int peer, Kind kind) const {
+  return static_cast<int>((block * comm_.size() + peer) * 2 + kind);
+}
+
+void PsExchange::start(Requests& requests) {
+  parity_ ^= 1;
+  const int me = comm_.rank();
+  float* grad = param_.grad.data();
+  float* value = param_.value.data();
+  for (size_t b = 0; b < blocks_.size(); ++b) {
+    const PsBlock& blk = blocks_[b];
+    const int64_t bytes = blk.count * 4;
+    MPI_Request req;
+    if (blk.owner == me) {
+      OwnedBlock& o = owned_.at(b);
+      o.pushes_left = comm_.size() - 1;
+      for (int peer = 0; peer < comm_.size(); ++peer) {
+        if (peer == me) continue;
+        float* into = o.received.data() + peer_index(peer) * blk.count;
+        POSEIDON_MPI(
+            MPI_Irecv(into, static_cast<int>(blk.count), MPI_FLOAT, peer, tag(blk, false), comm_.handle(), &req));
+        requests.post(req, *this, slot(b, peer, recv), 0, bytes);
+      }
+      if (o.pushes_left == 0) update_owned(b, requests);
+    } else {
+      POSEIDON_MPI(MPI_Isend(grad + blk.begin, static_cast<int>(blk.count), MPI_FLOAT, blk.owner, tag(blk, false),
+                             comm_.handle(), &req));
+      requests.post(req, *this, slot(b, blk.owner, send), bytes, 0);
+      POSEIDON_MPI(MPI_Irecv(value + blk.begin, static_cast<int>(blk.count), MPI_FLOAT, blk.owner, tag(blk, true),
+                             comm_.handle(), &req));
+      requests.post(req, *this, slot(b, blk.owner, recv), 0, bytes);
+    }
+  }
+}
+
+void PsExchange::complete(int s, Requests& requests) {
+  const size_t b = static_cast<size_t>(s / 2 / comm_.size());
+  const bool was_recv = s % 2 == recv;
+  if (blocks_[b].owner == comm_.rank() && was_recv && --owned_.at(b).pushes_left == 0) update_owned(b, requests);
+}
+
+void PsExchange::update_owned(size_t b, Requests& requests) {
+  const PsBlock& blk = blocks_[b];
+  OwnedBlock& o = owned_.at(b);
+  const int me = comm_.rank();
+  const int64_t n = blk.count;
+  float* sum = o.sum.data();
+  // Rank order, whoever's push arrived first: the same sum on every run.
+  for (int r = 0; r < comm_.size(); ++r) {
+    const float* g = r == me ? param_.grad.data() + blk.begin : o.received.data() + peer_index(r) * n;
+    if (r == 0)
+      std::memcpy(sum, g, n * sizeof(float));
+    else
+      for (int64_t i = 0; i < n; ++i) sum[i] += g[i];
+  }
+  const float scale = 1.f / static_cast<float>(comm_.size());
+  for (int64_t i = 0; i < n; ++i) sum[i] *= scale;
+  float* value = param_.value.data() + blk.begin;
+  solver_.update_block(value, sum, o.momentum.empty() ? nullptr : o.momentum.data(), n, param_.lr_mult,
+                       param_.decay_mult);
+  for (int peer = 0; peer < comm_.size(); ++peer) {
+    if (peer == me) continue;
+    MPI_Request req;
+    POSEIDON_MPI(MPI_Isend(value, static_cast<int>(n), MPI_FLOAT, peer, tag(blk, true), comm_.handle(), &req));
+    requests.post(req, *this, slot(b, peer, send), n * 4, 0);
+  }
+}
+
+std::string PsExchange::describe(int s) const {
+  const size_t b = static_cast<size_t>(s / 2 / comm_.size());
+  const int peer = s / 2 % comm_.size();
+  const PsBlock& blk = blocks_[b];
+  const std::string block = param_.name + " block " + std::to_string(b);
+  if (s % 2 == send) return "rank " + std::to_string(peer) + " to receive " + block;
+  if (blk.owner == comm_.rank()) return "rank " + std::to_string(peer) + "'s gradient of " + block;
+  return "rank " + std::to_string(peer) + " (the server of " + block + ") to send its new values";
+}
+
+void PsExchange::import_momentum(const std::map<std::string, Tensor>& state) {
+  auto it = state.find(param_.name);
+  for (auto& [b, o] : owned_) {
+    if (o.momentum.empty()) continue;
+    if (it == state.end())
+      std::fill(o.momentum.begin(), o.momentum.end(), 0.f);
+    else
+      std::memcpy(o.momentum.data(), it->second.data() + blocks_[b].begin, blocks_[b].count * sizeof(float));
+  }
+}
+
+void PsExchange::gather_momentum(std::map<std::string, Tensor>& state, int root) {
+  if (solver_.config().momentum == 0) return;
+  const int me = comm_.rank();
+  float* full = nullptr;
+  if (me == root) {
+    Tensor t(param_.shape);
+    state[param_.name] = t;
+    full = t.data();
+  }
+  for (size_t b = 0; b < blocks_.size(); ++b) {
+    const PsBlock& blk = blocks_[b];
+    const int n = static_cast<int>(blk.count);
+    if (blk.owner == root && me == root) {
+      std::memcpy(full + blk.begin, owned_.at(b).momentum.data(), n * sizeof(float));
+    } else if (me == root) {
+      POSEIDON_MPI(MPI_Recv(full + blk.begin, n, MPI_FLOAT, blk.owner, blk.id, comm_.handle(), MPI_STATUS_IGNORE));
+    } else if (blk.owner == me) {
+      POSEIDON_MPI(MPI_Send(owned_.at(b).momentum.data(), n, MPI_FLOAT, root, blk.id, comm_.handle()));
+    }
+  }
+}
+
+}  // namespace poseidon::dist

@@ -1,0 +1,60 @@
+// PsExchange: one parameter through the sharded parameter server. The
+// parameter is cut into blocks, each owned by one rank (every rank is a
+// server). Each rank pushes its gradient block to the owner (MPI_Isend); the
+// owner sums the P gradients in rank order, averages them, runs the Solver's
+// update on its block (so it alone keeps that block's momentum: optimizer
+// state is sharded) and sends the new values to every other rank. Message
+// tags are (block id, iteration parity, push or pull).
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "core/layer.h"
+#include "core/solver.h"
+#include "dist/comm.h"
+#include "dist/exchange.h"
+#include "dist/plan.h"
+
+namespace poseidon::dist {
+
+class PsExchange : public Exchange {
+ public:
+  PsExchange(const Comm& comm, Solver& solver, Param& param, std::vector<PsBlock> blocks);
+  void start(Requests& requests) override;
+  void complete(int slot, Requests& requests) override;
+  std::string describe(int slot) const override;
+
+  // Momentum of the blocks this rank owns, taken from a full buffer (a
+  // restored checkpoint); absent entries start at zero.
+  void import_momentum(const std::map<std::string, Tensor>& state);
+  // Collective, outside iterations: rank `root` assembles the full momentum
+  // buffer of the parameter into state[name] (other ranks send their blocks).
+  void gather_momentum(std::map<std::string, Tensor>& state, int root);
+
+  // The largest tag a plan with `blocks` block ids uses.
+  static int64_t max_tag(int64_t blocks) { return blocks * 4 - 1; }
+
+ private:
+  struct OwnedBlock {
+    std::vector<float> received;  // (P - 1) gradient blocks, by peer order
+    std::vector<float> sum;
+    std::vector<float> momentum;  // empty without momentum
+    int pushes_left = 0;
+  };
+  enum Kind { recv = 0, send = 1 };
+  int slot(size_t block, int peer, Kind kind) const;
+  int tag(const PsBlock& b, bool pull) const { return (b.id * 2 + parity_) * 2 + (pull ? 1 : 0); }
+  int peer_index(int peer) const { return peer < comm_.rank() ? peer : peer - 1; }  // into `received`
+  void update_owned(size_t block, Requests& requests);
+
+  const Comm& comm_;
+  Solver& solver_;
+  Param& param_;
+  std::vector<PsBlock> blocks_;
+  std::map<size_t, OwnedBlock> owned_;  // by index into blocks_
+  int parity_ = 1;                      // flipped by every start()
+};
+
+}  // namespace poseidon::dist

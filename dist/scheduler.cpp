@@ -1,0 +1,303 @@
+// The communication thread, the per-layer gates and the collectives run
+// between iterations.
+#include "dist/scheduler.h"
+
+#include <chrono>
+#include <cstring>
+#include <utility>
+
+#include "dist/allreduce.h"
+#include "dist/ps.h"
+
+namespace poseidon::dist {
+
+namespace {
+using Clock = std::chrono::steady_clock;
+double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+// After a poll that finished nothing, the thread sleeps this long (or until a
+// unit becomes ready) instead of spinning on a core the compute thread needs.
+constexpr auto kPollPause = std::chrono::microseconds(50);
+
+uint64_t fnv1a(const void* data, size_t bytes) {
+  const auto* p = static_cast<const unsigned char*>(data);
+  uint64_t h = 1469598103934665603ull;
+  for (size_t i = 0; i < bytes; ++i) h = (h ^ p[i]) * 1099511628211ull;
+  return h;
+}
+}  // namespace
+
+Scheduler::Scheduler(Net& net, Solver& solver, const World& world, CommPlan plan, const DistConfig& config,
+                     int64_t first_iteration)
+    : net_(net),
+      solver_(solver),
+      plan_(std::move(plan)),
+      config_(config),
+      comm_(std::make_unique<Comm>(world)),
+      first_iteration_(first_iteration) {
+  POSEIDON_CHECK(plan_.world_size == comm_->size()) << plan_.world_size << " vs " << comm_->size();
+  for (size_t i = 0; i < net_.num_layers(); ++i) layer_index_[&net_.layer(i)] = i;
+  int64_t blocks = 0;
+  for (size_t u = 0; u < plan_.units.size(); ++u) {
+    const Unit& unit = plan_.units[u];
+    for (size_t i : unit.params) unit_of_param_[plan_.params[i].param] = u;
+    std::unique_ptr<Exchange> ex;
+    if (unit.scheme == Scheme::allreduce) {
+      std::vector<Param*> params;
+      for (size_t i : unit.params) params.push_back(plan_.params[i].param);
+      ex = std::make_unique<AllreduceExchange>(
+          *comm_, solver_, std::move(params), net_.flat_grads().data() + unit.begin, unit.end - unit.begin, unit.label);
+    } else if (unit.scheme == Scheme::ps) {
+      auto ps = std::make_unique<PsExchange>(*comm_, solver_, *plan_.params[unit.params[0]].param, unit.blocks);
+      ps->import_momentum(solver_.state());
+      ps_exchanges_.push_back(ps.get());
+      blocks += static_cast<int64_t>(unit.blocks.size());
+      ex = std::move(ps);
+    } else {
+      throw Error("dist.scheme " + scheme_name(unit.scheme) + " is not available in this build");
+    }
+    unit_of_exchange_[ex.get()] = u;
+    exchanges_.push_back(std::move(ex));
+  }
+  if (PsExchange::max_tag(blocks) > comm_->max_tag())
+    throw Error("the parameter server needs " + std::to_string(blocks) + " blocks, more than MPI's tags allow (" +
+                std::to_string(comm_->max_tag()) + "); raise dist.block_bytes");
+  // Each owner keeps the momentum of its blocks; the full buffers are gathered only for checkpoints.
+  for (const Unit& unit : plan_.units)
+    if (unit.scheme == Scheme::ps) solver_.state().erase(plan_.params[unit.params[0]].param->name);
+
+  const size_t n = plan_.units.size();
+  ready_params_.assign(n, 0);
+  ready_.assign(n, false);
+  done_rounds_.assign(n, 0);
+  thread_ = std::thread(&Scheduler::loop, this);
+  try {
+    check_replicas_identical();
+  } catch (...) {
+    stop_thread();
+    throw;
+  }
+}
+
+Scheduler::~Scheduler() { stop_thread(); }
+
+void Scheduler::stop_thread() {
+  {
+    std::lock_guard lock(mutex_);
+    stop_ = true;
+  }
+  work_.notify_all();
+  thread_.join();
+}
+
+void Scheduler::rethrow_locked() const {
+  if (error_) std::rethrow_exception(error_);
+}
+
+bool Scheduler::units_done_locked() const {
+  for (int64_t d : done_rounds_)
+    if (d < handed_rounds_) return false;
+  return true;
+}
+
+void Scheduler::await_params(const Layer& layer) {
+  auto it = layer_index_.find(&layer);
+  POSEIDON_CHECK(it != layer_index_.end()) << "layer '" << layer.name() << "' is not in the scheduled net";
+  const std::vector<size_t>& units = plan_.layer_units[it->second];
+  if (units.empty()) return;
+  std::unique_lock lock(mutex_);
+  auto open = [&] {
+    for (size_t u : units)
+      if (done_rounds_[u] < handed_rounds_) return false;
+    return true;
+  };
+  if (!open()) {
+    const auto t0 = Clock::now();
+    gates_.wait(lock, [&] { return error_ || open(); });
+    stats_.wait_s += seconds_since(t0);
+  }
+  rethrow_locked();
+}
+
+void Scheduler::grad_ready(Param& param) {
+  auto it = unit_of_param_.find(&param);
+  POSEIDON_CHECK(it != unit_of_param_.end()) << "parameter '" << param.name << "' is not in the plan";
+  const size_t u = it->second;
+  std::lock_guard lock(mutex_);
+  rethrow_locked();
+  if (++ready_params_[u] < static_cast<int>(plan_.units[u].params.size())) return;
+  ready_params_[u] = 0;
+  POSEIDON_CHECK(done_rounds_[u] == handed_rounds_) << plan_.units[u].label << ": ready again before it was synced";
+  if (!config_.wfbp) return;  // handed over by backward_done
+  ready_[u] = true;
+  work_.notify_one();
+}
+
+void Scheduler::backward_done() {
+  std::unique_lock lock(mutex_);
+  rethrow_locked();
+  for (size_t u = 0; u < plan_.units.size(); ++u)
+    POSEIDON_CHECK(ready_params_[u] == 0) << "backward did not report every parameter of " << plan_.units[u].label;
+  ++handed_rounds_;
+  ++stats_.iterations;
+  if (config_.wfbp) return;
+  std::fill(ready_.begin(), ready_.end(), true);
+  work_.notify_one();
+  const auto t0 = Clock::now();
+  gates_.wait(lock, [&] { return error_ || units_done_locked(); });
+  stats_.wait_s += seconds_since(t0);
+  rethrow_locked();
+}
+
+void Scheduler::sync() {
+  std::unique_lock lock(mutex_);
+  gates_.wait(lock, [&] { return error_ || units_done_locked(); });
+  rethrow_locked();
+}
+
+void Scheduler::run(const std::function<void(const Comm&)>& task) {
+  sync();
+  std::exception_ptr failure;
+  bool done = false;
+  std::unique_lock lock(mutex_);
+  task_ = [&] {
+    try {
+      task(*comm_);
+    } catch (...) {
+      failure = std::current_exception();
+    }
+    std::lock_guard inner(mutex_);
+    done = true;
+    gates_.notify_all();
+  };
+  work_.notify_one();
+  gates_.wait(lock, [&] { return done || error_; });
+  rethrow_locked();
+  if (failure) std::rethrow_exception(failure);
+}
+
+void Scheduler::start_unit(size_t u) {
+  solver_.set_iteration(first_iteration_ + started_rounds_);
+  if (u + 1 == plan_.units.size()) ++started_rounds_;
+  Exchange& ex = *exchanges_[u];
+  ex.start(requests_);
+  if (ex.in_flight() == 0) finish_unit(u);
+}
+
+void Scheduler::finish_unit(size_t u) {
+  std::lock_guard lock(mutex_);
+  ++done_rounds_[u];
+  stats_.bytes_sent = requests_.bytes_sent();
+  stats_.bytes_received = requests_.bytes_received();
+  gates_.notify_all();
+}
+
+void Scheduler::loop() {
+  bool busy = false;
+  Clock::time_point busy_since;
+  try {
+    for (;;) {
+      std::vector<size_t> starting;
+      std::function<void()> task;
+      {
+        std::unique_lock lock(mutex_);
+        auto wake = [&] { return stop_ || (!ready_.empty() && ready_[next_unit_]) || task_ != nullptr; };
+        if (requests_.empty()) work_.wait(lock, wake);
+        if (stop_) return;
+        while (!ready_.empty() && ready_[next_unit_]) {
+          ready_[next_unit_] = false;
+          starting.push_back(next_unit_);
+          next_unit_ = (next_unit_ + 1) % ready_.size();
+        }
+        if (starting.empty() && requests_.empty()) task = std::exchange(task_, nullptr);
+      }
+      if (task) task();
+      for (size_t u : starting) start_unit(u);
+      if (!requests_.empty()) {
+        for (Exchange* ex : requests_.poll()) finish_unit(unit_of_exchange_.at(ex));
+        if (const std::string* what = requests_.stalled(config_.timeout_s))
+          throw CommError("no progress for " + std::to_string(static_cast<int>(config_.timeout_s)) +
+                          " s (dist.timeout_s) waiting for " + *what);
+      }
+      const bool now_busy = !requests_.empty();
+      if (now_busy && !busy) busy_since = Clock::now();
+      if (!now_busy && busy) {
+        std::lock_guard lock(mutex_);
+        stats_.comm_s += seconds_since(busy_since);
+      }
+      busy = now_busy;
+      if (now_busy) {
+        std::unique_lock lock(mutex_);
+        work_.wait_for(lock, kPollPause, [&] { return stop_ || (!ready_.empty() && ready_[next_unit_]); });
+      }
+    }
+  } catch (const std::exception& e) {
+    std::lock_guard lock(mutex_);
+    error_ = std::make_exception_ptr(CommError("rank " + std::to_string(comm_->rank()) + ": " + e.what()));
+    gates_.notify_all();
+  }
+}
+
+CommStats Scheduler::take_stats() {
+  std::lock_guard lock(mutex_);
+  CommStats out = stats_;
+  out.bytes_sent -= reported_.bytes_sent;
+  out.bytes_received -= reported_.bytes_received;
+  out.comm_s -= reported_.comm_s;
+  out.wait_s -= reported_.wait_s;
+  out.iterations -= reported_.iterations;
+  reported_ = stats_;
+  return out;
+}
+
+std::vector<double> Scheduler::sum_over_ranks(const std::vector<double>& values) {
+  std::vector<double> out(values.size());
+  run([&](const Comm& c) {
+    const int n = static_cast<int>(values.size());
+    POSEIDON_MPI(MPI_Reduce(values.data(), out.data(), n, MPI_DOUBLE, MPI_SUM, 0, c.handle()));
+    POSEIDON_MPI(MPI_Bcast(out.data(), n, MPI_DOUBLE, 0, c.handle()));
+  });
+  return out;
+}
+
+void Scheduler::average_buffers() {
+  std::vector<Param*> buffers;
+  for (Param* p : net_.params())
+    if (!p->learnable) buffers.push_back(p);
+  if (buffers.empty()) return;
+  run([&](const Comm& c) {
+    const float scale = 1.f / static_cast<float>(c.size());
+    for (Param* p : buffers) {
+      const int n = static_cast<int>(p->value.numel());
+      std::vector<float> sum(n);
+      POSEIDON_MPI(MPI_Reduce(p->value.data(), sum.data(), n, MPI_FLOAT, MPI_SUM, 0, c.handle()));
+      for (float& v : sum) v *= scale;
+      POSEIDON_MPI(MPI_Bcast(sum.data(), n, MPI_FLOAT, 0, c.handle()));
+      std::memcpy(p->value.data(), sum.data(), n * sizeof(float));
+    }
+  });
+}
+
+Solver Scheduler::solver_snapshot() {
+  sync();
+  Solver copy = solver_;
+  run([&](const Comm&) {
+    for (PsExchange* ps : ps_exchanges_) ps->gather_momentum(copy.state(), 0);
+  });
+  return copy;
+}
+
+void Scheduler::check_replicas_identical() {
+  const uint64_t mine = fnv1a(net_.flat_values().data(), net_.flat_values().numel() * sizeof(float));
+  std::vector<uint64_t> all(comm_->size());
+  run([&](const Comm& c) {
+    POSEIDON_MPI(MPI_Allgather(&mine, 1, MPI_UINT64_T, all.data(), 1, MPI_UINT64_T, c.handle()));
+  });
+  for (int r = 1; r < comm_->size(); ++r)
+    if (all[r] != all[0])
+      throw Error("rank " + std::to_string(r) +
+                  " starts from other parameters than rank 0 (do all ranks read the "
+                  "same --weights or --resume file?)");
+}
+
+}  // namespace poseidon::dist

@@ -1,0 +1,124 @@
+// Scheduler: the GradSink of a distributed run, after Horovod's background
+// thread. One communication thread makes every MPI call; the compute thread
+// (Net::backward through grad_ready) only marks parameters ready. The
+// communication thread starts the plan's units strictly in plan order as they
+// become ready (so collectives match on every rank), drives them with
+// non-blocking MPI polled by MPI_Testsome, and opens each layer's gate when
+// all of its parameters are synchronised; Net::forward of the next iteration
+// waits on that gate (await_params), layer by layer.
+//
+// With WFBP (dist.wfbp: true) a unit starts the moment backward has produced
+// its gradients and overlaps the rest of backward and the next forward.
+// Without it, backward_done() hands over everything and waits until all is
+// synchronised: the baseline WFBP is measured against.
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <exception>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "core/events.h"
+#include "core/net.h"
+#include "core/solver.h"
+#include "dist/comm.h"
+#include "dist/dist_config.h"
+#include "dist/exchange.h"
+#include "dist/plan.h"
+
+namespace poseidon::dist {
+
+class PsExchange;
+
+// Communication of the iterations since the last take_stats().
+struct CommStats {
+  int64_t iterations = 0;
+  int64_t bytes_sent = 0, bytes_received = 0;  // payload, per rank
+  double comm_s = 0;                           // wall time with some transfer in flight
+  double wait_s = 0;                           // time the compute thread waited for parameters
+  // Share of the communication time the compute thread did not wait for.
+  double hidden_share() const { return comm_s > 0 ? std::max(0.0, 1.0 - wait_s / comm_s) : 1.0; }
+};
+
+class Scheduler : public GradSink {
+ public:
+  // `first_iteration` is the solver iteration of the first update (a resumed
+  // run's iteration). The solver's state for PS parameters moves into their
+  // owners' shards. Replicas must start identical (checked).
+  Scheduler(Net& net, Solver& solver, const World& world, CommPlan plan, const DistConfig& config,
+            int64_t first_iteration);
+  ~Scheduler() override;
+
+  void await_params(const Layer& layer) override;
+  void grad_ready(Param& param) override;
+  void backward_done() override;
+
+  // Returns once every iteration handed over so far is synchronised.
+  void sync();
+  // Runs `task` on the communication thread after sync(), for collectives
+  // outside the iteration (metrics, checkpoints). Rethrows what it throws.
+  void run(const std::function<void(const Comm&)>& task);
+
+  // Sums `values` over all ranks; every rank gets the same result.
+  std::vector<double> sum_over_ranks(const std::vector<double>& values);
+  // A copy of the solver holding the full optimizer state, PS shards
+  // gathered; complete on rank 0 only. Every rank must call it.
+  Solver solver_snapshot();
+  // Averages the Net's buffers (e.g. batch-norm running statistics, which
+  // each rank gathers from its own shard) over the ranks, identically on all.
+  void average_buffers();
+
+  CommStats take_stats();
+  const CommPlan& plan() const { return plan_; }
+  int rank() const { return comm_->rank(); }
+  int size() const { return comm_->size(); }
+
+ private:
+  void loop();
+  void stop_thread();
+  void start_unit(size_t u);
+  void finish_unit(size_t u);
+  bool units_done_locked() const;  // every unit has finished every handed-over iteration
+  void rethrow_locked() const;
+  void check_replicas_identical();
+
+  Net& net_;
+  Solver& solver_;
+  CommPlan plan_;
+  DistConfig config_;
+  std::unique_ptr<Comm> comm_;
+  int64_t first_iteration_;
+  std::unordered_map<const Layer*, size_t> layer_index_;
+  std::unordered_map<const Param*, size_t> unit_of_param_;
+  std::vector<std::unique_ptr<Exchange>> exchanges_;  // per unit
+  std::unordered_map<const Exchange*, size_t> unit_of_exchange_;
+  std::vector<PsExchange*> ps_exchanges_;
+
+  // Shared between the threads, under mutex_.
+  std::mutex mutex_;
+  std::condition_variable gates_;     // the compute thread waits here
+  std::condition_variable work_;      // the communication thread waits here
+  std::vector<int> ready_params_;     // per unit: parameters reported this iteration
+  std::vector<bool> ready_;           // per unit: handed over, not started
+  std::vector<int64_t> done_rounds_;  // per unit: iterations finished
+  int64_t handed_rounds_ = 0;         // iterations handed over (backward_done calls)
+  std::function<void()> task_;
+  bool stop_ = false;
+  std::exception_ptr error_;
+  CommStats stats_;     // totals since the start
+  CommStats reported_;  // totals at the last take_stats()
+
+  // The communication thread's own.
+  Requests requests_;
+  size_t next_unit_ = 0;
+  int64_t started_rounds_ = 0;
+  std::thread thread_;
+};
+
+}  // namespace poseidon::dist

@@ -1,0 +1,45 @@
+// dist/comm: the job's shape as the launcher describes it, and MPI failures
+// turned into exceptions that name the call.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <string>
+
+#include "tests/dist/test_world.h"
+
+namespace poseidon::testing {
+
+TEST(Comm, RankAndSizeMatchTheLauncher) {
+  const dist::World& world = test_world();
+  ASSERT_TRUE(world.uses_mpi());
+  const char* size = std::getenv("OMPI_COMM_WORLD_SIZE");
+  const char* rank = std::getenv("OMPI_COMM_WORLD_RANK");
+  EXPECT_EQ(world.size(), size ? std::atoi(size) : 1);
+  EXPECT_EQ(world.rank(), rank ? std::atoi(rank) : 0);
+  EXPECT_GE(world.thread_level(), MPI_THREAD_SERIALIZED);
+  if (size) {
+    EXPECT_TRUE(dist::launched_by_mpi());
+  }
+}
+
+TEST(Comm, FailedCallThrowsWithItsNameAndMpisMessage) {
+  dist::Comm comm(test_world());
+  float x = 0;
+  try {
+    POSEIDON_MPI(MPI_Send(&x, 1, MPI_FLOAT, comm.size() + 3, 0, comm.handle()));
+    FAIL() << "a send to a rank that does not exist succeeded";
+  } catch (const dist::CommError& e) {
+    const std::string what = e.what();
+    EXPECT_EQ(what.rfind("MPI_Send failed: ", 0), 0u) << what;
+    EXPECT_GT(what.size(), std::string("MPI_Send failed: ").size()) << what;
+  }
+}
+
+TEST(Comm, PrivateCommunicatorSpansTheWorld) {
+  dist::Comm comm(test_world());
+  EXPECT_EQ(comm.size(), test_world().size());
+  EXPECT_EQ(comm.rank(), test_world().rank());
+  EXPECT_GE(comm.max_tag(), 32767);
+}
+
+}  // namespace poseidon::testing

@@ -1,0 +1,105 @@
+// dist/plan: units cover every learnable parameter once, buckets respect
+// their size limit, PS blocks tile their parameter and are balanced by bytes.
+#include "dist/plan.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <set>
+
+namespace poseidon::testing {
+
+namespace {
+Net lenet(int64_t batch) { return Net(ConfigNode::load_file(POSEIDON_SOURCE_DIR "/models/lenet.yaml"), batch); }
+
+dist::CommPlan plan_all(Net& net, dist::Scheme scheme, const dist::DistConfig& config, int ranks) {
+  auto params = dist::backward_order(net);
+  for (auto& p : params) p.scheme = scheme;
+  return dist::make_comm_plan(net, std::move(params), config, ranks);
+}
+}  // namespace
+
+TEST(Plan, BackwardOrderIsLastLayerFirst) {
+  Net net = lenet(2);
+  auto params = dist::backward_order(net);
+  std::vector<std::string> names;
+  for (const auto& p : params) names.push_back(p.param->name);
+  EXPECT_EQ(names, (std::vector<std::string>{"fc2.weight", "fc2.bias", "fc1.weight", "fc1.bias", "conv2.weight",
+                                             "conv2.bias", "conv1.weight", "conv1.bias"}));
+  for (const auto& p : params) EXPECT_EQ(net.flat_grads().data() + p.offset, p.param->grad.data());
+}
+
+TEST(Plan, AllreduceBucketsAreContiguousAndBounded) {
+  Net net = lenet(2);
+  dist::DistConfig config;
+  config.bucket_bytes = 64 << 10;
+  dist::CommPlan plan = plan_all(net, dist::Scheme::allreduce, config, 3);
+  std::vector<int> seen(plan.params.size(), 0);
+  size_t next = 0;
+  for (const auto& u : plan.units) {
+    ASSERT_EQ(u.scheme, dist::Scheme::allreduce);
+    int64_t covered = 0;
+    for (size_t i : u.params) {
+      EXPECT_EQ(i, next++) << "buckets follow backward order";
+      ++seen[i];
+      const auto& p = plan.params[i];
+      EXPECT_GE(p.offset, u.begin);
+      EXPECT_LE(p.offset + p.param->value.numel(), u.end);
+      covered += p.param->value.numel();
+    }
+    EXPECT_LE(u.end - u.begin - covered, 16 * static_cast<int64_t>(u.params.size())) << "only alignment padding";
+    if (u.params.size() > 1) {
+      EXPECT_LE((u.end - u.begin) * 4, config.bucket_bytes) << u.label;
+    }
+  }
+  for (int s : seen) EXPECT_EQ(s, 1);
+  // Small tensors fuse: lenet's eight parameters need fewer buckets than parameters.
+  EXPECT_LT(plan.units.size(), plan.params.size());
+  EXPECT_GT(plan.units.size(), 1u);
+}
+
+TEST(Plan, PsBlocksTileParametersAndBalanceOwners) {
+  Net net = lenet(2);
+  dist::DistConfig config;
+  config.block_bytes = 64 << 10;
+  const int ranks = 3;
+  dist::CommPlan plan = plan_all(net, dist::Scheme::ps, config, ranks);
+  ASSERT_EQ(plan.units.size(), plan.params.size());
+  std::vector<int64_t> served(ranks, 0);
+  std::set<int> ids;
+  for (const auto& u : plan.units) {
+    ASSERT_EQ(u.params.size(), 1u);
+    int64_t at = 0;
+    for (const auto& b : u.blocks) {
+      EXPECT_EQ(b.begin, at);
+      EXPECT_GT(b.count, 0);
+      EXPECT_LE(b.count * 4, config.block_bytes);
+      at += b.count;
+      ASSERT_GE(b.owner, 0);
+      ASSERT_LT(b.owner, ranks);
+      served[b.owner] += b.count * 4;
+      EXPECT_TRUE(ids.insert(b.id).second) << "block id " << b.id << " twice";
+    }
+    EXPECT_EQ(at, plan.params[u.params[0]].param->value.numel()) << u.label;
+  }
+  EXPECT_EQ(*ids.rbegin() + 1, static_cast<int>(ids.size()));
+  const auto [lo, hi] = std::minmax_element(served.begin(), served.end());
+  EXPECT_LE(*hi - *lo, config.block_bytes) << "owners balanced by bytes to within one block";
+  EXPECT_GT(*lo, 0);
+}
+
+TEST(Plan, LayerUnitsNameEveryUnitOfTheLayer) {
+  Net net = lenet(2);
+  dist::DistConfig config;
+  config.bucket_bytes = 64 << 10;
+  dist::CommPlan plan = plan_all(net, dist::Scheme::allreduce, config, 2);
+  for (size_t l = 0; l < net.num_layers(); ++l) {
+    std::set<size_t> expect;
+    for (size_t u = 0; u < plan.units.size(); ++u)
+      for (size_t i : plan.units[u].params)
+        if (plan.params[i].layer == l) expect.insert(u);
+    EXPECT_EQ(std::set<size_t>(plan.layer_units[l].begin(), plan.layer_units[l].end()), expect) << net.layer(l).name();
+  }
+}
+
+}  // namespace poseidon::testing
