@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
-# The test job: installs what is missing (including Debian's python3-torch for
-# the reference numerics), builds, and runs the whole suite with ctest.
+# The test job: installs what is missing (including Debian's python3-torch and
+# python3-torchvision for the reference numerics), builds, and runs the whole
+# suite with ctest.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 "$root/tools/deps.sh" build-essential cmake ninja-build pkg-config libyaml-cpp-dev libopenblas-dev libopenblas-openmp-dev \
   libcli11-dev nlohmann-json3-dev zlib1g-dev libgtest-dev libopencv-core-dev libopencv-imgproc-dev \
-  libopencv-imgcodecs-dev libopenmpi-dev openmpi-bin dataset-fashion-mnist python3 python3-torch python3-numpy
+  libopencv-imgcodecs-dev libopenmpi-dev openmpi-bin dataset-fashion-mnist python3 python3-torch \
+  python3-torchvision python3-numpy
 "$root/tools/build.sh"
 cd "$root/build"
 ctest --output-on-failure -j "$(nproc)" --timeout 1200

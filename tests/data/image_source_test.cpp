@@ -1,12 +1,14 @@
 // Image folder and list-file sources on small image sets written with OpenCV
 // at test time (PNG, JPEG and BMP, odd sizes, grey and colour, a corrupt
-// file): labels, shapes, values, determinism of loading under a seed for any
-// number of workers, and the error, skip and config-error behaviour.
+// file): labels, shapes, values (also against torchvision's transforms),
+// determinism of loading under a seed for any number of workers, and the
+// error, skip and config-error behaviour.
 #include "data/image_source.h"
 
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -341,6 +343,58 @@ TEST(LoaderKeys, WorkersAndPrefetchAreReadAndChecked) {
   EXPECT_EQ(d.prefetch, 2);
   EXPECT_THROW(read_loader_keys(data_node("{workers: 0}"), d), ConfigError);
   EXPECT_THROW(read_loader_keys(data_node("{prefetch: 0}"), d), ConfigError);
+}
+
+// torchvision's tensor form of the same transforms, run by Debian's python3-torchvision:
+// ImageFolder labels and, image by image, the normalised pixels.
+const char* const kTorchvisionScript = R"(
+import sys, numpy as np, torchvision.transforms as T
+from torchvision.datasets import ImageFolder
+root, out = sys.argv[1], sys.argv[2]
+mean, std = [0.485, 0.456, 0.406], [0.229, 0.224, 0.225]
+tf = T.Compose([T.ToTensor(), T.Resize(40, antialias=False), T.CenterCrop((36, 30)), T.Normalize(mean, std)])
+ds = ImageFolder(root, tf)
+with open(out, "wb") as f:
+    for x, label in ds:
+        f.write(np.float32(label).tobytes() + x.numpy().astype(np.float32).tobytes())
+)";
+
+TEST(ImageSource, AgreesWithTorchvisionTensorTransforms) {
+  const std::string python = "/usr/bin/python3";
+  if (std::system((python + " -c 'import torchvision' 2>/dev/null").c_str()) != 0) {
+    const char* skip = std::getenv("POSEIDON_SKIP_TORCH");
+    if (skip && std::string(skip) == "1") GTEST_SKIP() << "torchvision is not importable and POSEIDON_SKIP_TORCH=1";
+    FAIL() << python << " cannot import torchvision; install python3-torchvision, or set POSEIDON_SKIP_TORCH=1";
+  }
+  TempDir dir;
+  std::mt19937 rng(3);
+  cv::Mat noise(60, 80, CV_8UC3);
+  for (auto it = noise.begin<cv::Vec3b>(); it != noise.end<cv::Vec3b>(); ++it)
+    *it = cv::Vec3b(rng() % 256, rng() % 256, rng() % 256);
+  write_image(dir / "images/a/photo.jpg", picture(375, 500, 3, 1));  // JPEG: both decode with libjpeg-turbo
+  write_image(dir / "images/a/noise.png", noise);
+  write_image(dir / "images/b/grey.png", picture(53, 37, 1, 2));
+  write_text(dir / "reference.py", kTorchvisionScript);
+  const std::string command = python + " " + (dir / "reference.py") + " " + (dir / "images") + " " + (dir / "ref.bin");
+  ASSERT_EQ(std::system(command.c_str()), 0) << command;
+
+  auto s = source_from(
+      "{source: image_folder, root: images, resize: 40, crop: [36, 30], "
+      "mean: [0.485, 0.456, 0.406], std: [0.229, 0.224, 0.225]}",
+      dir.path().string());
+  const int64_t n = shape_numel(s->sample_shape());
+  std::ifstream in(dir / "ref.bin", std::ios::binary);
+  std::vector<float> ref(1 + n);
+  for (int64_t i = 0; i < s->size(); ++i) {
+    ASSERT_TRUE(in.read(reinterpret_cast<char*>(ref.data()), ref.size() * sizeof(float))) << "reference too short";
+    int64_t label = -1;
+    std::vector<float> ours = read_one(*s, i, 0, &label);
+    EXPECT_EQ(label, static_cast<int64_t>(ref[0])) << "example " << i;
+    // Both interpolate with single-precision source coordinates, computed in a
+    // different order: up to 500 * 2^-24 of a pixel, so at most about 3e-5 of a
+    // neighbour's difference (<= 1), 1.4e-4 after dividing by the smallest std.
+    for (int64_t k = 0; k < n; ++k) ASSERT_NEAR(ours[k], ref[1 + k], 2e-4) << "example " << i << " value " << k;
+  }
 }
 
 }  // namespace
