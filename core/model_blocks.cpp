@@ -110,8 +110,7 @@ std::optional<int64_t> integer_of(const YAML::Node& node) {
 // Integer arithmetic of `${...}`: + - * and parentheses over integers and variables.
 class Arithmetic {
  public:
-  Arithmetic(const std::string& text, const ConfigNode& where, const Env& env)
-      : s_(text), where_(where), env_(env) {}
+  Arithmetic(const std::string& text, const ConfigNode& where, const Env& env) : s_(text), where_(where), env_(env) {}
 
   int64_t evaluate() {
     int64_t v = sum();
@@ -136,9 +135,12 @@ class Arithmetic {
   int64_t sum() {
     int64_t v = product();
     for (;;) {
-      if (take('+')) v += product();
-      else if (take('-')) v -= product();
-      else return v;
+      if (take('+'))
+        v += product();
+      else if (take('-'))
+        v -= product();
+      else
+        return v;
     }
   }
   int64_t product() {
@@ -216,11 +218,11 @@ class Expander {
 
     std::string prefix;  // prepended to every layer name: "Mixed_5b." inside that instance
     const Env* env;
-    bool top;            // literal input names may name any blob of the net
-    std::string block;   // the block being expanded; empty at the top
+    bool top;                                               // literal input names may name any blob of the net
+    std::string block;                                      // the block being expanded; empty at the top
     std::map<std::string, std::vector<std::string>> blobs;  // local name -> global blob names
-    std::set<std::string> pending;  // names that must be defined before they are read
-    std::vector<std::string> previous;  // outputs of the last item: the default inputs
+    std::set<std::string> pending;                          // names that must be defined before they are read
+    std::vector<std::string> previous;                      // outputs of the last item: the default inputs
   };
 
   void read_vars(const ConfigNode& vars) {
@@ -242,8 +244,8 @@ class Expander {
         if (!args->is_map()) args->fail("expected a map of argument names to defaults (null: required)");
         for (const std::string& arg : args->keys())
           if (!is_identifier(arg) || is_reserved(arg))
-            args->child(arg).fail("'" + arg +
-                                  "' cannot be an argument name (letters, digits and _; in, in0, in1, ... are reserved)");
+            args->child(arg).fail(
+                "'" + arg + "' cannot be an argument name (letters, digits and _; in, in0, in1, ... are reserved)");
       }
       ConfigNode layers = def.child("layers");
       if (!layers.is_sequence() || layers.size() == 0) layers.fail("expected a non-empty list of layers");
@@ -262,9 +264,9 @@ class Expander {
       const std::string name = it->first.Scalar();
       if (used.count(name)) continue;
       YAML::Mark m = it->first.Mark();
-      throw ConfigError({model_.file(), m.line + 1, m.column + 1, "vars." + name},
-                        "variable '" + name + "' is not used by the model (variables: " +
-                            join(model_.child("vars").keys()) + ")");
+      throw ConfigError(
+          {model_.file(), m.line + 1, m.column + 1, "vars." + name},
+          "variable '" + name + "' is not used by the model (variables: " + join(model_.child("vars").keys()) + ")");
     }
   }
 
@@ -309,7 +311,8 @@ class Expander {
 
   std::string scalar_text(const std::string& name, const ConfigNode& where, const Env& env) const {
     const YAML::Node& v = lookup(name, where, env);
-    if (!v.IsScalar()) where.fail("variable '" + name + "' is a list or map; only a whole value '$" + name + "' can use it");
+    if (!v.IsScalar())
+      where.fail("variable '" + name + "' is a list or map; only a whole value '$" + name + "' can use it");
     return v.Scalar();
   }
 
@@ -357,8 +360,7 @@ class Expander {
     if (!local.empty() && scope.blobs.count(local))
       item.child("name").fail("duplicate layer name '" + local + "'" +
                               (scope.block.empty() ? "" : " in block '" + scope.block + "'"));
-    std::vector<std::string> inputs =
-        item.has("inputs") ? resolve_inputs(item.child("inputs"), scope) : scope.previous;
+    std::vector<std::string> inputs = item.has("inputs") ? resolve_inputs(item.child("inputs"), scope) : scope.previous;
 
     std::vector<std::string> outputs;
     bool enabled = !item.has("if") ||
@@ -460,8 +462,8 @@ class Expander {
     if (it != blocks_.end()) return it->second;
     std::vector<std::string> known;
     for (const auto& [k, v] : blocks_) known.push_back(k);
-    name_node.fail("unknown block '" + name + "' (" + (known.empty() ? "the model defines no blocks" : "blocks: " + join(known)) +
-                   ")");
+    name_node.fail("unknown block '" + name + "' (" +
+                   (known.empty() ? "the model defines no blocks" : "blocks: " + join(known)) + ")");
   }
 
   std::vector<std::string> expand_instance(const ConfigNode& item, const std::string& local,

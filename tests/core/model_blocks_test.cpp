@@ -1,9 +1,10 @@
 // Model vars and parameterised blocks: expansion into named layers, variable
 // substitution and arithmetic, switchable layers, overrides, and errors that
 // name the file, line and key the user wrote.
+#include "core/model_blocks.h"
+
 #include <gtest/gtest.h>
 
-#include "core/model_blocks.h"
 #include "core/net.h"
 
 namespace poseidon {
@@ -199,8 +200,8 @@ struct ErrorCase {
   std::string name;
   std::string layers;  // appended to kHead
   int line, column;
-  std::string key;     // the key path the error names
-  std::string message; // a phrase of the message
+  std::string key;      // the key path the error names
+  std::string message;  // a phrase of the message
 };
 
 void PrintTo(const ErrorCase& c, std::ostream* os) { *os << c.name; }
@@ -221,28 +222,28 @@ TEST_P(ModelBlockErrors, NameFileLineAndKey) {
 
 INSTANTIATE_TEST_SUITE_P(
     Cases, ModelBlockErrors,
-    ::testing::Values(
-        ErrorCase{"unknown_block", "  - {name: a, block: densse, out: $n}\n", 11, 22, "layers[0].block",
-                  "unknown block 'densse' (blocks: dense)"},
-        ErrorCase{"missing_argument", "  - {name: a, block: dense, scale: $n}\n", 11, 5, "layers[0].out",
-                  "block 'dense' needs argument 'out'"},
-        ErrorCase{"unknown_argument", "  - {name: a, block: dense, out: $n, scal: 2}\n", 11, 38, "layers[0].scal",
-                  "unknown argument 'scal' of block 'dense' (arguments: out, scale"},
-        ErrorCase{"unknown_variable", "  - {name: a, type: fc, num_output: $m}\n", 11, 37, "layers[0].num_output",
-                  "unknown variable '$m' (known: n)"},
-        ErrorCase{"unknown_variable_in_block", "  - {name: a, block: dense, out: $nn}\n", 11, 34, "layers[0].out",
-                  "unknown variable '$nn'"},
-        ErrorCase{"bad_expression", "  - {name: a, type: fc, num_output: \"${n +}\"}\n", 11, 37,
-                  "layers[0].num_output", "cannot evaluate '${n +}'"},
-        ErrorCase{"reads_later_instance",
-                  "  - {name: x, type: fc, inputs: a, num_output: $n}\n  - {name: a, block: dense, out: 2}\n", 11,
-                  33, "layers[0].inputs", "'a' is defined after this layer"},
-        ErrorCase{"unused_variable", "  - {name: a, block: dense, out: 2}\n", 2, 8, "vars.n",
-                  "variable 'n' is not used by the model"},
-        // Line and column are where the value was written; the key is the expanded layer's.
-        ErrorCase{"value_error_points_at_argument",
-                  "  - {name: a, block: dense, out: $n}\n  - {name: b, block: dense, out: -2}\n", 12, 34,
-                  "layers[2].num_output", "num_output must be at least 1"}),
+    ::testing::Values(ErrorCase{"unknown_block", "  - {name: a, block: densse, out: $n}\n", 11, 22, "layers[0].block",
+                                "unknown block 'densse' (blocks: dense)"},
+                      ErrorCase{"missing_argument", "  - {name: a, block: dense, scale: $n}\n", 11, 5, "layers[0].out",
+                                "block 'dense' needs argument 'out'"},
+                      ErrorCase{"unknown_argument", "  - {name: a, block: dense, out: $n, scal: 2}\n", 11, 38,
+                                "layers[0].scal", "unknown argument 'scal' of block 'dense' (arguments: out, scale"},
+                      ErrorCase{"unknown_variable", "  - {name: a, type: fc, num_output: $m}\n", 11, 37,
+                                "layers[0].num_output", "unknown variable '$m' (known: n)"},
+                      ErrorCase{"unknown_variable_in_block", "  - {name: a, block: dense, out: $nn}\n", 11, 34,
+                                "layers[0].out", "unknown variable '$nn'"},
+                      ErrorCase{"bad_expression", "  - {name: a, type: fc, num_output: \"${n +}\"}\n", 11, 37,
+                                "layers[0].num_output", "cannot evaluate '${n +}'"},
+                      ErrorCase{
+                          "reads_later_instance",
+                          "  - {name: x, type: fc, inputs: a, num_output: $n}\n  - {name: a, block: dense, out: 2}\n",
+                          11, 33, "layers[0].inputs", "'a' is defined after this layer"},
+                      ErrorCase{"unused_variable", "  - {name: a, block: dense, out: 2}\n", 2, 8, "vars.n",
+                                "variable 'n' is not used by the model"},
+                      // Line and column are where the value was written; the key is the expanded layer's.
+                      ErrorCase{"value_error_points_at_argument",
+                                "  - {name: a, block: dense, out: $n}\n  - {name: b, block: dense, out: -2}\n", 12, 34,
+                                "layers[2].num_output", "num_output must be at least 1"}),
     [](const ::testing::TestParamInfo<ErrorCase>& info) { return info.param.name; });
 
 TEST(ModelBlocks, ErrorsInsideBlocksPointAtTheBlockDefinition) {

@@ -44,9 +44,10 @@ INSTANTIATE_TEST_SUITE_P(
                       SizeCase{"inception_v3_without_aux", "models/inception_v3.yaml --set vars.aux=false", 23'834'568},
                       SizeCase{"resnet50", "models/resnet50.yaml", 25'557'032},
                       // Through a training config: 10 classes shrink the classifier from 2048x1000+1000.
-                      SizeCase{"inception_v3_config_10_classes",
-                               "configs/inception_v3_synthetic.yaml --set net.vars.aux=false --set net.vars.num_classes=10",
-                               23'834'568 - 2049 * (1000 - 10)}),
+                      SizeCase{
+                          "inception_v3_config_10_classes",
+                          "configs/inception_v3_synthetic.yaml --set net.vars.aux=false --set net.vars.num_classes=10",
+                          23'834'568 - 2049 * (1000 - 10)}),
     [](const auto& info) { return info.param.name; });
 
 struct ConfigCase {
@@ -97,17 +98,17 @@ const std::string kImages32 =
 
 INSTANTIATE_TEST_SUITE_P(
     Configs, ModelConfigs,
-    ::testing::Values(
-        ConfigCase{"vgg19_synthetic", kSynthetic32 + kNarrowVgg},
-        ConfigCase{"vgg19_22k_synthetic", kSynthetic32 + kNarrowVgg},
-        ConfigCase{"inception_v3_synthetic",
-                   " --set net.vars.aux=false --set net.vars.size=75 --set 'data.train.shape=[3,75,75]'"},
-        ConfigCase{"resnet50_synthetic", kSynthetic32},
-        ConfigCase{"vgg19_images", kImages32 + kNarrowVgg}, ConfigCase{"vgg19_22k_images", kImages32 + kNarrowVgg},
-        ConfigCase{"inception_v3_images",
-                   " --set net.vars.aux=false --set net.vars.size=75 --set data.train.resize=80"
-                   " --set data.train.crop=75 --set data.test.resize=80 --set data.test.crop=75"},
-        ConfigCase{"resnet50_images", kImages32}),
+    ::testing::Values(ConfigCase{"vgg19_synthetic", kSynthetic32 + kNarrowVgg},
+                      ConfigCase{"vgg19_22k_synthetic", kSynthetic32 + kNarrowVgg},
+                      ConfigCase{"inception_v3_synthetic",
+                                 " --set net.vars.aux=false --set net.vars.size=75 --set 'data.train.shape=[3,75,75]'"},
+                      ConfigCase{"resnet50_synthetic", kSynthetic32},
+                      ConfigCase{"vgg19_images", kImages32 + kNarrowVgg},
+                      ConfigCase{"vgg19_22k_images", kImages32 + kNarrowVgg},
+                      ConfigCase{"inception_v3_images",
+                                 " --set net.vars.aux=false --set net.vars.size=75 --set data.train.resize=80"
+                                 " --set data.train.crop=75 --set data.test.resize=80 --set data.test.crop=75"},
+                      ConfigCase{"resnet50_images", kImages32}),
     [](const auto& info) { return info.param.config; });
 
 }  // namespace

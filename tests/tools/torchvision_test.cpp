@@ -112,8 +112,8 @@ TEST_P(TorchvisionForward, EvalOutputsMatch) {
     ASSERT_EQ(shape_numel(ours.shape()), static_cast<int64_t>(ref.data.size())) << blob;
     const double error = relative_error(ours, ref);
     EXPECT_LE(error, kTolerance) << model << " blob " << blob;
-    std::printf("%-14s %-22s %-20s relative error %.2e\n", model.c_str(), blob.c_str(),
-                shape_str(ours.shape()).c_str(), error);
+    std::printf("%-14s %-22s %-20s relative error %.2e\n", model.c_str(), blob.c_str(), shape_str(ours.shape()).c_str(),
+                error);
   }
 }
 
