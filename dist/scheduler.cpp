@@ -6,6 +6,7 @@
 #include <cstring>
 #include <utility>
 
+#include "core/finite_check.h"
 #include "dist/allreduce.h"
 #include "dist/ps.h"
 
@@ -28,13 +29,14 @@ uint64_t fnv1a(const void* data, size_t bytes) {
 }  // namespace
 
 Scheduler::Scheduler(Net& net, Solver& solver, const World& world, CommPlan plan, const DistConfig& config,
-                     int64_t first_iteration)
+                     int64_t first_iteration, bool check_finite)
     : net_(net),
       solver_(solver),
       plan_(std::move(plan)),
       config_(config),
       comm_(std::make_unique<Comm>(world)),
-      first_iteration_(first_iteration) {
+      first_iteration_(first_iteration),
+      check_finite_(check_finite) {
   POSEIDON_CHECK(plan_.world_size == comm_->size()) << plan_.world_size << " vs " << comm_->size();
   for (size_t i = 0; i < net_.num_layers(); ++i) layer_index_[&net_.layer(i)] = i;
   int64_t blocks = 0;
@@ -123,6 +125,11 @@ void Scheduler::grad_ready(Param& param) {
   auto it = unit_of_param_.find(&param);
   POSEIDON_CHECK(it != unit_of_param_.end()) << "parameter '" << param.name << "' is not in the plan";
   const size_t u = it->second;
+  if (check_finite_ && !all_finite(param.grad.data(), param.grad.numel())) {
+    const int64_t at = first_non_finite(param.grad.data(), param.grad.numel());
+    throw Error("rank " + std::to_string(comm_->rank()) + ": non-finite gradient of '" + param.name +
+                "' (first at index " + std::to_string(at) + ": " + non_finite_text(param.grad[at]) + ")");
+  }
   std::lock_guard lock(mutex_);
   rethrow_locked();
   if (++ready_params_[u] < static_cast<int>(plan_.units[u].params.size())) return;

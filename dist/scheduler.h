@@ -50,9 +50,11 @@ class Scheduler : public GradSink {
  public:
   // `first_iteration` is the solver iteration of the first update (a resumed
   // run's iteration). The solver's state for PS parameters moves into their
-  // owners' shards. Replicas must start identical (checked).
+  // owners' shards. Replicas must start identical (checked). With
+  // `check_finite`, a gradient holding a NaN or an infinity is refused before
+  // it leaves this rank (grad_ready throws), so it reaches no replica.
   Scheduler(Net& net, Solver& solver, const World& world, CommPlan plan, const DistConfig& config,
-            int64_t first_iteration);
+            int64_t first_iteration, bool check_finite = false);
   ~Scheduler() override;
 
   void await_params(const Layer& layer) override;
@@ -94,6 +96,7 @@ class Scheduler : public GradSink {
   DistConfig config_;
   std::unique_ptr<Comm> comm_;
   int64_t first_iteration_;
+  bool check_finite_;
   std::unordered_map<const Layer*, size_t> layer_index_;
   std::unordered_map<const Param*, size_t> unit_of_param_;
   std::vector<std::unique_ptr<Exchange>> exchanges_;  // per unit

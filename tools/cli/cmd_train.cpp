@@ -1,19 +1,29 @@
 // The train and test verbs.
 #include <cstdio>
-
 #include <nlohmann/json.hpp>
 
 #include "core/checkpoint.h"
 #include "core/math.h"
+#include "dist/comm.h"
 #include "tools/cli/commands.h"
 #include "tools/cli/trainer.h"
 
 namespace poseidon {
 
 int cmd_train(const TrainArgs& args) {
-  TrainConfig config = TrainConfig::load(args.config, args.overrides);
-  Trainer trainer(std::move(config), TrainOptions{args.resume, args.weights, args.quiet});
-  trainer.run();
+  dist::World world;  // an MPI job when mpirun or srun started this process
+  try {
+    TrainConfig config = TrainConfig::load(args.config, args.overrides);
+    Trainer trainer(std::move(config), TrainOptions{args.resume, args.weights, args.quiet, &world});
+    trainer.run();
+  } catch (const std::exception& e) {
+    // The other ranks would wait for this one forever: end the whole job.
+    if (world.size() > 1) {
+      std::fprintf(stderr, "error: rank %d: %s\n", world.rank(), e.what());
+      world.abort(dynamic_cast<const Error*>(&e) ? 2 : 1);
+    }
+    throw;
+  }
   return 0;
 }
 

@@ -38,7 +38,7 @@ static std::string format_duration(double seconds) {
   return buf;
 }
 
-void Progress::step(int64_t iter, int64_t epoch, float loss, double lr, int64_t images) {
+void Progress::step(int64_t iter, int64_t epoch, float loss, double lr, int64_t images, const std::string& extra) {
   smoothed_ = iter == first_ + 1 ? loss : 0.95 * smoothed_ + 0.05 * loss;
   window_images_ += images;
   auto now = std::chrono::steady_clock::now();
@@ -59,7 +59,7 @@ void Progress::step(int64_t iter, int64_t epoch, float loss, double lr, int64_t 
   std::snprintf(buf, sizeof buf, "iter %lld/%lld  epoch %lld  loss %.4f (avg %.4f)  lr %.3g  %.0f img/s  ETA %s",
                 static_cast<long long>(iter), static_cast<long long>(max_), static_cast<long long>(epoch),
                 loss, smoothed_, lr, rate_, format_duration(per_iter * (max_ - iter)).c_str());
-  draw(buf, permanent);
+  draw(extra.empty() ? std::string(buf) : std::string(buf) + "  " + extra, permanent);
 }
 
 void Progress::note(const std::string& line) {

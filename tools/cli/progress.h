@@ -24,8 +24,9 @@ class MetricsLog {
 class Progress {
  public:
   Progress(int64_t first_iter, int64_t max_iter, int64_t display, bool quiet);
-  // After each iteration: `iter` completed iterations so far.
-  void step(int64_t iter, int64_t epoch, float loss, double lr, int64_t images);
+  // After each iteration: `iter` completed iterations so far; `extra` is
+  // appended to the line (e.g. communication figures of a distributed run).
+  void step(int64_t iter, int64_t epoch, float loss, double lr, int64_t images, const std::string& extra = "");
   void note(const std::string& line);  // a permanent line (test results, snapshots)
   void finish();
   double smoothed_loss() const { return smoothed_; }

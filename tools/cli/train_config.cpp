@@ -45,7 +45,7 @@ TrainConfig TrainConfig::load(const std::string& file, const std::vector<std::st
     if (o.rfind("net.", 0) == 0) net_overrides.push_back(o.substr(4));
     else apply_override(root.yaml(), o);
   }
-  root.check_keys({"model", "seed", "threads", "device", "data", "solver", "train"});
+  root.check_keys({"model", "seed", "threads", "device", "data", "solver", "train", "dist"});
 
   std::filesystem::path model_path(root.get_string("model"));
   if (model_path.is_relative() && !c.base_dir.empty()) model_path = std::filesystem::path(c.base_dir) / model_path;
@@ -81,6 +81,7 @@ TrainConfig TrainConfig::load(const std::string& file, const std::vector<std::st
     c.snapshot_interval = non_negative(*train, "snapshot_interval", 0);
     c.output_dir = train->get_string("output_dir", c.output_dir);
   }
+  if (auto dist = root.find("dist")) c.dist = dist::DistConfig::parse(*dist);
   return c;
 }
 

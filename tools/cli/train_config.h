@@ -11,6 +11,7 @@
 //   solver: {type: sgd, lr: 0.01, momentum: 0.9, max_iter: 5000, ...}
 //   train: {display: 100, test_interval: 1000, test_iters: 0, snapshot_interval: 0,
 //           output_dir: runs/lenet}
+//   dist: {scheme: hybrid, wfbp: true, ...}   # used under mpirun; see dist/dist_config.h
 #pragma once
 
 #include <optional>
@@ -20,6 +21,7 @@
 #include "core/config_node.h"
 #include "core/solver.h"
 #include "core/tensor.h"
+#include "dist/dist_config.h"
 
 namespace poseidon {
 
@@ -45,6 +47,7 @@ struct TrainConfig {
   int64_t test_iters = 0;      // 0: the whole test set
   int64_t snapshot_interval = 0;
   std::string output_dir = "runs/default";
+  dist::DistConfig dist;  // how ranks synchronise when the job has several
 
   // Loads `file`; each override is "key=value" for the config ("solver.lr=0.1")
   // or, prefixed "net.", for the model ("net.layers.fc2.num_output=5").

@@ -1,4 +1,4 @@
-// Single-process training loop, testing and checkpoint hooks.
+// The training loop, alone or as one rank of an MPI job; testing and checkpoint hooks.
 #include "tools/cli/trainer.h"
 
 #include <charconv>
@@ -13,6 +13,16 @@
 #include "tools/cli/progress.h"
 
 namespace poseidon {
+namespace {
+// "comm 1.23 MB/it sent, 4.5 ms/it, 87% hidden"
+std::string comm_summary(const dist::CommStats& s) {
+  const double n = static_cast<double>(std::max<int64_t>(1, s.iterations));
+  char buf[128];
+  std::snprintf(buf, sizeof buf, "comm %.3g MB/it sent, %.3g ms/it, %.0f%% hidden", s.bytes_sent / n / 1e6,
+                s.comm_s / n * 1e3, s.hidden_share() * 100);
+  return buf;
+}
+}  // namespace
 
 void check_sample_shape(Net& net, const Source& source, const ConfigNode& where) {
   const std::string& input = net.input_names().front();
@@ -55,6 +65,10 @@ EvalResult evaluate(Net& net, Loader& loader, int64_t max_batches) {
 Trainer::Trainer(TrainConfig config, TrainOptions options)
     : config_(std::move(config)), options_(std::move(options)), rng_(config_.seed) {
   set_num_threads(config_.threads);
+  if (options_.world) {
+    rank_ = options_.world->rank();
+    world_size_ = options_.world->size();
+  }
   net_ = std::make_unique<Net>(config_.model, config_.train_data.batch_size);
   net_->init_params(config_.seed);
   solver_ = std::make_unique<Solver>(config_.solver);
@@ -66,6 +80,8 @@ Trainer::Trainer(TrainConfig config, TrainOptions options)
   lc.shuffle = config_.train_data.shuffle;
   lc.seed = config_.seed;
   lc.drop_last = true;
+  lc.rank = rank_;
+  lc.world_size = world_size_;
   read_loader_keys(config_.train_data.node, lc);
   train_loader_ = std::make_unique<Loader>(train_source, lc);
   if (config_.test_data) {
@@ -75,11 +91,17 @@ Trainer::Trainer(TrainConfig config, TrainOptions options)
     tc.batch_size = config_.test_data->batch_size;
     tc.shuffle = config_.test_data->shuffle;
     tc.seed = config_.seed;
+    tc.rank = rank_;
+    tc.world_size = world_size_;
     read_loader_keys(config_.test_data->node, tc);
     test_loader_ = std::make_unique<Loader>(test_source, tc);
   }
   if (!options_.weights.empty()) load_checkpoint(options_.weights, *net_, nullptr);
   if (!options_.resume.empty()) restore(options_.resume);
+  if (world_size_ > 1)
+    scheduler_ = std::make_unique<dist::Scheduler>(*net_, *solver_, *options_.world,
+                                                   dist::plan_for_config(*net_, config_.dist, world_size_),
+                                                   config_.dist, iter_, config_.solver.check_finite);
 }
 
 Trainer::~Trainer() = default;
@@ -97,10 +119,20 @@ std::map<std::string, std::string> Trainer::checkpoint_metadata(int64_t iter, co
           {"iteration", std::to_string(iter)},
           {"loader_epoch", std::to_string(pos.epoch)},
           {"loader_batch", std::to_string(pos.batch)},
+          {"world_size", std::to_string(world_size_)},
+          {"batch_size", std::to_string(config_.train_data.batch_size)},
           {"rng", rng_text.str()}};
 }
 
 void Trainer::save(const std::string& path) {
+  if (scheduler_) {
+    scheduler_->average_buffers();
+    const Solver full = scheduler_->solver_snapshot();
+    if (rank_ != 0) return;
+    std::filesystem::create_directories(std::filesystem::path(path).parent_path());
+    save_checkpoint(path, *net_, &full, checkpoint_metadata(iter_, train_loader_->position(), rng_));
+    return;
+  }
   std::filesystem::create_directories(std::filesystem::path(path).parent_path());
   save_checkpoint(path, *net_, solver_.get(), checkpoint_metadata(iter_, train_loader_->position(), rng_));
 }
@@ -122,7 +154,17 @@ void Trainer::restore(const std::string& path) {
     return v;
   };
   const int64_t iter = count("iteration");
-  const LoaderPosition pos{count("loader_epoch"), count("loader_batch")};
+  LoaderPosition pos{count("loader_epoch"), count("loader_batch")};
+  // Rank r reads examples r, r + P, r + 2P, ... of each epoch's order, so
+  // `batch` batches of K on P ranks consumed the first batch * P * K
+  // examples. With another rank count or batch size the run continues at the
+  // batch that starts there (rounded down: a few examples are seen twice
+  // rather than skipped).
+  if (meta.count("world_size") && meta.count("batch_size")) {
+    const int64_t saved = count("world_size") * count("batch_size");
+    if (saved < 1) throw Error(path + ": corrupt training metadata (world_size or batch_size is 0)");
+    pos.batch = pos.batch * saved / (world_size_ * config_.train_data.batch_size);
+  }
   // One batch per iteration: a run cannot be further into the data than its iteration count.
   if (pos.epoch > iter) throw Error(path + ": corrupt training metadata (loader epoch beyond the iteration)");
   if (pos.batch >= train_loader_->batches_per_epoch())
@@ -134,12 +176,31 @@ void Trainer::restore(const std::string& path) {
   train_loader_->seek(pos);
 }
 
-EvalResult Trainer::test() { return evaluate(*net_, *test_loader_, config_.test_iters); }
+EvalResult Trainer::test() {
+  if (!scheduler_) return evaluate(*net_, *test_loader_, config_.test_iters);
+  // Each rank tests its shard of the test set; the sums are combined.
+  scheduler_->average_buffers();
+  const EvalResult local = evaluate(*net_, *test_loader_, config_.test_iters);
+  const double n = static_cast<double>(local.examples);
+  std::vector<double> sums = {local.loss * n, n};
+  for (const auto& [name, v] : local.metrics) sums.push_back(v * n);
+  sums = scheduler_->sum_over_ranks(sums);
+  EvalResult all;
+  all.examples = static_cast<int64_t>(sums[1]);
+  const double total = std::max(1.0, sums[1]);
+  all.loss = sums[0] / total;
+  size_t i = 2;
+  for (const auto& [name, v] : local.metrics) all.metrics[name] = sums[i++] / total;
+  return all;
+}
 
 void Trainer::stop_non_finite(const std::string& what, int64_t epoch, const LoaderPosition& pos,
                               const std::mt19937_64& rng) {
   const std::string at =
       config_.file + ": iteration " + std::to_string(iter_ + 1) + " (epoch " + std::to_string(epoch) + "): " + what;
+  if (scheduler_)
+    throw Error(at + " on rank " + std::to_string(rank_) +
+                "; no checkpoint written (every rank stops; --resume from the last snapshot)");
   // The parameters are those before this iteration, but an update can itself
   // overflow (lr * gradient beyond float range): such a state is not worth saving.
   if (auto bad_value = find_non_finite_value(*net_))
@@ -152,11 +213,20 @@ void Trainer::stop_non_finite(const std::string& what, int64_t epoch, const Load
 }
 
 EvalResult Trainer::run() {
-  MetricsLog log((std::filesystem::path(config_.output_dir) / "metrics.jsonl").string());
+  std::optional<MetricsLog> log;
+  if (rank_ == 0) log.emplace((std::filesystem::path(config_.output_dir) / "metrics.jsonl").string());
+  auto write_log = [&](const nlohmann::json& record) {
+    if (log) log->write(record);
+  };
   const int64_t max_iter = config_.solver.max_iter;
-  Progress progress(iter_, max_iter, config_.display, options_.quiet);
+  Progress progress(iter_, max_iter, config_.display, options_.quiet || rank_ != 0);
+  // Alone, updates are held until the gradients are checked; in an MPI job
+  // the scheduler checks each gradient before it leaves the rank.
   const bool check_finite = config_.solver.check_finite;
-  LocalGradSink sink(*solver_, check_finite);  // holds updates until the gradients are checked
+  const bool hold_updates = check_finite && !scheduler_;
+  LocalGradSink local_sink(*solver_, hold_updates);
+  GradSink& sink = scheduler_ ? static_cast<GradSink&>(*scheduler_) : local_sink;
+  std::string comm_text;
   EvalResult last;
   auto run_test = [&] {
     last = test();
@@ -168,7 +238,7 @@ EvalResult Trainer::run() {
       line << "  " << k << " " << v;
     }
     line << "  (" << last.examples << " examples)";
-    log.write(rec);
+    write_log(rec);
     progress.note(line.str());
   };
 
@@ -179,15 +249,17 @@ EvalResult Trainer::run() {
     const int64_t epoch = position.epoch;
     rng_before = rng_;
     feed_batch(*net_, *train_loader_);
-    solver_->set_iteration(iter_);
+    // The scheduler sets the solver's iteration itself, on its own thread.
+    if (!scheduler_) solver_->set_iteration(iter_);
+    const double lr = config_.solver.lr.at(iter_);
     RunContext ctx{Phase::train, &rng_, config_.device};
     float loss = 0;
     std::optional<NonFinite> bad_gradient;
     try {
-      loss = net_->forward(ctx);
+      loss = net_->forward(ctx, scheduler_.get());
       if (std::isfinite(loss)) {
         net_->backward(ctx, sink);
-        if (check_finite) bad_gradient = find_non_finite_gradient(*net_);
+        if (hold_updates) bad_gradient = find_non_finite_gradient(*net_);
       }
     } catch (const ConfigError&) {
       throw;
@@ -201,18 +273,37 @@ EvalResult Trainer::run() {
                                    : "non-finite loss (" + non_finite_text(loss) + ")",
                       epoch, position, rng_before);
     }
-    if (check_finite) sink.apply_held();
+    if (hold_updates) local_sink.apply_held();
     ++iter_;
-    progress.step(iter_, epoch, loss, solver_->lr(), net_->batch());
-    if (config_.display > 0 && (iter_ % config_.display == 0 || iter_ == max_iter)) {
-      double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-      log.write({{"type", "train"}, {"iter", iter_}, {"epoch", epoch}, {"loss", loss},
-                 {"loss_avg", progress.smoothed_loss()}, {"lr", solver_->lr()},
-                 {"images_per_sec", progress.images_per_sec()}, {"elapsed_s", elapsed},
-                 {"skipped_images", train_loader_->skipped()}});
+    const bool display_now = config_.display > 0 && (iter_ % config_.display == 0 || iter_ == max_iter);
+    std::optional<dist::CommStats> comm;
+    if (scheduler_ && display_now) {
+      comm = scheduler_->take_stats();
+      comm_text = comm_summary(*comm);
     }
-    if (test_loader_ && config_.test_interval > 0 && iter_ % config_.test_interval == 0 && iter_ < max_iter)
-      run_test();
+    progress.step(iter_, epoch, loss, lr, net_->batch() * world_size_, comm_text);
+    if (display_now) {
+      double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      nlohmann::json record = {{"type", "train"},
+                               {"iter", iter_},
+                               {"epoch", epoch},
+                               {"loss", loss},
+                               {"loss_avg", progress.smoothed_loss()},
+                               {"lr", lr},
+                               {"images_per_sec", progress.images_per_sec()},
+                               {"elapsed_s", elapsed},
+                               {"skipped_images", train_loader_->skipped()}};
+      if (comm) {
+        const double n = static_cast<double>(std::max<int64_t>(1, comm->iterations));
+        record["comm_bytes_sent"] = comm->bytes_sent / n;
+        record["comm_bytes_received"] = comm->bytes_received / n;
+        record["comm_s"] = comm->comm_s / n;
+        record["comm_wait_s"] = comm->wait_s / n;
+        record["comm_hidden_share"] = comm->hidden_share();
+      }
+      write_log(record);
+    }
+    if (test_loader_ && config_.test_interval > 0 && iter_ % config_.test_interval == 0 && iter_ < max_iter) run_test();
     if (config_.snapshot_interval > 0 && iter_ % config_.snapshot_interval == 0 && iter_ < max_iter) {
       save(checkpoint_path("iter_" + std::to_string(iter_)));
       progress.note("checkpoint " + checkpoint_path("iter_" + std::to_string(iter_)));

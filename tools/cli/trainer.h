@@ -1,6 +1,9 @@
-// Trainer: the single-process training loop. Feeds batches from the loader
-// into the Net, runs forward and backward with the LocalGradSink, tests at
-// intervals, and writes metrics and atomic checkpoints. A checkpoint holds
+// Trainer: the training loop. Feeds batches from the loader into the Net,
+// runs forward and backward with the LocalGradSink (one process) or the
+// dist::Scheduler (an MPI job: each rank trains on its shard of every epoch,
+// test results are summed over the ranks, rank 0 alone writes metrics,
+// progress and checkpoints), tests at intervals, and writes metrics and
+// atomic checkpoints. A checkpoint holds
 // parameters, solver state, iteration, loader position and RNG state, so a
 // resumed run computes exactly what an uninterrupted run would.
 // A NaN or infinite loss, or gradient (solver.check_finite), stops training
@@ -16,6 +19,7 @@
 #include "core/net.h"
 #include "core/solver.h"
 #include "data/loader.h"
+#include "dist/scheduler.h"
 #include "tools/cli/train_config.h"
 
 namespace poseidon {
@@ -41,6 +45,7 @@ struct TrainOptions {
   std::string resume;   // checkpoint to continue from
   std::string weights;  // initial parameters (e.g. exported from PyTorch)
   bool quiet = false;
+  const dist::World* world = nullptr;  // the MPI job; null or one rank: training in this process alone
 };
 
 class Trainer {
@@ -64,6 +69,8 @@ class Trainer {
   // iter_, saving first the state from before it: parameters and solver
   // state (untouched by that iteration), the loader position `pos` and RNG
   // state `rng` it started from.
+  // In an MPI job every rank stops together and nothing is saved (the
+  // optimizer state is sharded across ranks).
   [[noreturn]] void stop_non_finite(const std::string& what, int64_t epoch, const LoaderPosition& pos,
                                     const std::mt19937_64& rng);
 
@@ -72,6 +79,8 @@ class Trainer {
   std::unique_ptr<Net> net_;
   std::unique_ptr<Solver> solver_;
   std::unique_ptr<Loader> train_loader_, test_loader_;
+  int rank_ = 0, world_size_ = 1;
+  std::unique_ptr<dist::Scheduler> scheduler_;  // only in a job of several ranks
   std::mt19937_64 rng_;
   int64_t iter_ = 0;
 };

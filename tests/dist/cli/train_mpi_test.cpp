@@ -1,0 +1,145 @@
+// `mpirun -np N poseidon train`: each rank trains on its shard, rank 0 alone
+// writes metrics and checkpoints, test results are summed over the ranks,
+// and a run continues from a checkpoint on another rank count. The final
+// parameters and optimizer state equal those of one process trained on the
+// combined batch, to relative 1e-4 (L2 norm per tensor).
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <cmath>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "core/safetensors.h"
+#include "tools/cli_runner.h"
+
+namespace poseidon::testing {
+namespace {
+
+CliResult run_mpi(int ranks, const std::string& args) {
+  TempDir tmp;
+  const std::string cmd = std::string(POSEIDON_MPIEXEC) + " -np " + std::to_string(ranks) + " " + POSEIDON_BINARY +
+                          " " + args + " >" + tmp.file("out") + " 2>" + tmp.file("err") + " </dev/null";
+  const int raw = std::system(cmd.c_str());
+  CliResult r;
+  r.status = WIFEXITED(raw) ? WEXITSTATUS(raw) : 128 + WTERMSIG(raw);
+  std::ifstream out(tmp.file("out")), err(tmp.file("err"));
+  std::stringstream o, e;
+  o << out.rdbuf();
+  e << err.rdbuf();
+  r.out = o.str();
+  r.err = e.str();
+  return r;
+}
+
+// A small conv net without dropout on 48 random training and 30 test images.
+class MpiTrain : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    write_idx_dataset(dir.file("train.idx"), dir.file("train_labels.idx"), 48, 10, 5);
+    write_idx_dataset(dir.file("test.idx"), dir.file("test_labels.idx"), 30, 10, 6);
+    dir.write("model.yaml", R"(name: tiny
+inputs: {data: [1, 28, 28], label: []}
+layers:
+  - {name: conv1, type: conv, inputs: data, num_output: 4, kernel_size: 5, stride: 2}
+  - {name: relu1, type: relu}
+  - {name: pool1, type: pool, kernel_size: 2}
+  - {name: fc1, type: fc, num_output: 16}
+  - {name: relu2, type: relu}
+  - {name: fc2, type: fc, num_output: 10}
+  - {name: loss, type: softmax_loss, inputs: [fc2, label]}
+  - {name: accuracy, type: accuracy, inputs: [fc2, label]}
+)");
+    config = dir.write("config.yaml",
+                       "model: model.yaml\nseed: 3\nthreads: 1\ndata:\n"
+                       "  train: {source: idx, images: " +
+                           dir.file("train.idx") + ", labels: " + dir.file("train_labels.idx") +
+                           ", shuffle: true}\n"
+                           "  test: {source: idx, images: " +
+                           dir.file("test.idx") + ", labels: " + dir.file("test_labels.idx") +
+                           ", batch_size: 100}\n"
+                           "solver: {lr: 0.01, momentum: 0.9, weight_decay: 0.001, max_iter: 12}\n"
+                           "train: {display: 1, snapshot_interval: 5}\n"
+                           "dist: {block_bytes: 1024, bucket_bytes: 1024}\n");
+  }
+
+  // 48 examples at a combined batch of 8: 6 iterations an epoch, so 12 cross an epoch boundary.
+  std::string train_args(int per_rank_batch, const std::string& out, const std::string& extra = "") const {
+    return "train " + config + " --quiet --set data.train.batch_size=" + std::to_string(per_rank_batch) +
+           " --set train.output_dir=" + dir.file(out) + " " + extra;
+  }
+
+  TempDir dir;
+  std::string config;
+};
+
+double relative_l2(const std::vector<float>& a, const std::vector<float>& b) {
+  double diff = 0, norm = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    diff += (double(a[i]) - b[i]) * (double(a[i]) - b[i]);
+    norm += double(b[i]) * b[i];
+  }
+  return std::sqrt(diff) / std::max(std::sqrt(norm), 1e-30);
+}
+
+// Every tensor of `got` (parameters and optimizer state) matches `want`.
+void expect_same_state(const std::string& got, const std::string& want) {
+  SafetensorsFile a = read_safetensors(got), b = read_safetensors(want);
+  ASSERT_EQ(a.tensors.size(), b.tensors.size());
+  EXPECT_GT(a.tensors.count("optimizer.fc1.weight.momentum_buffer"), 0u);
+  for (const auto& [name, t] : b.tensors) {
+    ASSERT_TRUE(a.tensors.count(name)) << name << " missing from " << got;
+    ASSERT_EQ(a.tensors.at(name).shape, t.shape) << name;
+    EXPECT_LE(relative_l2(a.tensors.at(name).data, t.data), 1e-4) << name;
+  }
+  EXPECT_EQ(a.metadata.at("iteration"), b.metadata.at("iteration"));
+}
+
+std::vector<nlohmann::json> records(const std::string& metrics, const std::string& type) {
+  std::vector<nlohmann::json> out;
+  std::ifstream in(metrics);
+  for (std::string line; std::getline(in, line);) {
+    auto j = nlohmann::json::parse(line);
+    if (j["type"] == type) out.push_back(j);
+  }
+  return out;
+}
+
+TEST_F(MpiTrain, TwoRanksMatchOneProcessOnTheCombinedBatch) {
+  CliResult single = run_poseidon(train_args(8, "single"));
+  ASSERT_EQ(single.status, 0) << single.err;
+  for (const std::string scheme : {"ps", "allreduce"}) {
+    SCOPED_TRACE(scheme);
+    CliResult mpi = run_mpi(2, train_args(4, scheme, "--set dist.scheme=" + scheme));
+    ASSERT_EQ(mpi.status, 0) << mpi.err;
+    expect_same_state(dir.file(scheme + "/final.safetensors"), dir.file("single/final.safetensors"));
+
+    // Rank 0 alone writes the log; the test covered both shards of the test set.
+    auto train = records(dir.file(scheme + "/metrics.jsonl"), "train");
+    auto test = records(dir.file(scheme + "/metrics.jsonl"), "test");
+    ASSERT_EQ(train.size(), 12u);
+    EXPECT_GT(train.back()["comm_bytes_sent"].get<double>(), 0);
+    ASSERT_EQ(test.size(), 1u);
+    EXPECT_EQ(test[0]["examples"], 30);
+    auto single_test = records(dir.file("single/metrics.jsonl"), "test");
+    EXPECT_NEAR(test[0]["loss"].get<double>(), single_test[0]["loss"].get<double>(),
+                1e-4 * std::abs(single_test[0]["loss"].get<double>()));
+  }
+}
+
+TEST_F(MpiTrain, ResumesOnAnotherRankCount) {
+  CliResult straight = run_poseidon(train_args(8, "straight"));
+  ASSERT_EQ(straight.status, 0) << straight.err;
+  // Two ranks resume one process's snapshot, and one process resumes two ranks' snapshot.
+  CliResult two =
+      run_mpi(2, train_args(4, "two", "--set dist.scheme=ps --resume " + dir.file("straight/iter_5.safetensors")));
+  ASSERT_EQ(two.status, 0) << two.err;
+  expect_same_state(dir.file("two/final.safetensors"), dir.file("straight/final.safetensors"));
+  CliResult one = run_poseidon(train_args(8, "one", "--resume " + dir.file("two/iter_10.safetensors")));
+  ASSERT_EQ(one.status, 0) << one.err;
+  expect_same_state(dir.file("one/final.safetensors"), dir.file("straight/final.safetensors"));
+}
+
+}  // namespace
+}  // namespace poseidon::testing
