@@ -44,6 +44,10 @@ struct Param {
   bool learnable = true;  // false: a buffer such as running statistics
   float lr_mult = 1.f;
   float decay_mult = 1.f;
+  // The gradient is formed outside backward (sufficient-factor broadcasting
+  // rebuilds an FC weight's gradient from the layer's input and output
+  // gradient, which are read from the Net's blobs): backward may skip it.
+  bool grad_formed_elsewhere = false;
   Tensor value;  // views into the Net's flat buffers
   Tensor grad;   // empty for buffers
 };

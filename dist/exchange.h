@@ -19,6 +19,9 @@ class Requests;
 class Exchange {
  public:
   virtual ~Exchange() = default;
+  // On the compute thread, when backward has reported all of the unit's
+  // parameters: a chance to copy what the next forward would overwrite.
+  virtual void capture() {}
   virtual void start(Requests& requests) = 0;
   // The operation posted with `slot` has finished.
   virtual void complete(int slot, Requests& requests) = 0;

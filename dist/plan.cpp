@@ -67,7 +67,18 @@ CommPlan make_comm_plan(Net& net, std::vector<PlannedParam> params, const DistCo
       continue;
     }
     buckets.open = false;
-    POSEIDON_CHECK(p.scheme == Scheme::ps) << "scheme " << scheme_name(p.scheme) << " has no units yet";
+    if (p.scheme == Scheme::sfb) {
+      POSEIDON_CHECK(sfb_applicable(net, p.layer)) << p.param->name << " cannot use sufficient factors";
+      if (plan.units.empty() || plan.units.back().scheme != Scheme::sfb ||
+          plan.params[plan.units.back().params[0]].layer != p.layer) {
+        Unit u;
+        u.scheme = Scheme::sfb;
+        plan.units.push_back(std::move(u));
+      }
+      plan.units.back().params.push_back(i);
+      add_label(plan.units.back(), p.param->name);
+      continue;
+    }
     Unit u;
     u.scheme = Scheme::ps;
     u.params = {i};
@@ -92,11 +103,28 @@ CommPlan make_comm_plan(Net& net, std::vector<PlannedParam> params, const DistCo
   return plan;
 }
 
+bool sfb_applicable(Net& net, size_t layer) {
+  const Layer& l = net.layer(layer);
+  const auto& params = l.params();
+  if (l.type() != "fc" || params.empty() || params.size() > 2 || !net.runs_backward(layer)) return false;
+  const Param& w = params[0];
+  if (!w.learnable || w.shape.size() != 2) return false;
+  if (params.size() == 2 && (!params[1].learnable || params[1].shape != Shape{w.shape[0]})) return false;
+  const Blob& out = net.blob(l.outputs()[0]);
+  return out.grad.defined() && net.blob(l.inputs()[0]).value.numel() == net.batch() * w.shape[1];
+}
+
 CommPlan plan_for_config(Net& net, const DistConfig& config, int world_size) {
   std::vector<PlannedParam> params = backward_order(net);
-  if (config.scheme != "ps" && config.scheme != "allreduce")
-    throw Error("dist.scheme " + config.scheme + " is not available in this build (use ps or allreduce)");
-  for (PlannedParam& p : params) p.scheme = config.scheme == "ps" ? Scheme::ps : Scheme::allreduce;
+  if (config.scheme == "hybrid") throw Error("dist.scheme hybrid is not available in this build");
+  for (PlannedParam& p : params) {
+    if (config.scheme == "allreduce")
+      p.scheme = Scheme::allreduce;
+    else if (config.scheme == "sfb" && sfb_applicable(net, p.layer))
+      p.scheme = Scheme::sfb;
+    else
+      p.scheme = Scheme::ps;
+  }
   return make_comm_plan(net, std::move(params), config, world_size);
 }
 

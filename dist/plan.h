@@ -33,6 +33,7 @@ struct PsBlock {
 struct Unit {
   Scheme scheme = Scheme::ps;
   std::vector<size_t> params;   // indices into CommPlan::params, in the order backward reports them
+                                // (sfb: the weight, then the bias)
   std::vector<PsBlock> blocks;  // ps: the cut of its one parameter
   int64_t begin = 0, end = 0;   // allreduce: the bucket's range of the flat buffers
   std::string label;            // for messages: its parameters' names
@@ -56,8 +57,13 @@ std::vector<PlannedParam> backward_order(Net& net);
 // (ties: the lowest rank).
 CommPlan make_comm_plan(Net& net, std::vector<PlannedParam> params, const DistConfig& config, int world_size);
 
-// The plan `config` asks for on `world_size` ranks: dist.scheme for every
-// parameter.
+// Whether layer `layer` can synchronise by sufficient factors: an FC layer
+// (weight [M, N], optional bias [M]) that runs backward, whose input holds
+// batch x N numbers and whose output has a gradient.
+bool sfb_applicable(Net& net, size_t layer);
+
+// The plan `config` asks for on `world_size` ranks: `ps` or `allreduce` for
+// every parameter; `sfb` for FC layers that allow it and `ps` for the rest.
 CommPlan plan_for_config(Net& net, const DistConfig& config, int world_size);
 
 }  // namespace poseidon::dist

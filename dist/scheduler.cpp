@@ -9,6 +9,7 @@
 #include "core/finite_check.h"
 #include "dist/allreduce.h"
 #include "dist/ps.h"
+#include "dist/sfb.h"
 
 namespace poseidon::dist {
 
@@ -56,7 +57,11 @@ Scheduler::Scheduler(Net& net, Solver& solver, const World& world, CommPlan plan
       blocks += static_cast<int64_t>(unit.blocks.size());
       ex = std::move(ps);
     } else {
-      throw Error("dist.scheme " + scheme_name(unit.scheme) + " is not available in this build");
+      const Layer& layer = net_.layer(plan_.params[unit.params[0]].layer);
+      Param& weight = *plan_.params[unit.params[0]].param;
+      Param* bias = unit.params.size() > 1 ? plan_.params[unit.params[1]].param : nullptr;
+      ex = std::make_unique<SfbExchange>(*comm_, solver_, weight, bias, net_.blob(layer.inputs()[0]).value,
+                                         net_.blob(layer.outputs()[0]).grad, unit.label);
     }
     unit_of_exchange_[ex.get()] = u;
     exchanges_.push_back(std::move(ex));
@@ -125,17 +130,20 @@ void Scheduler::grad_ready(Param& param) {
   auto it = unit_of_param_.find(&param);
   POSEIDON_CHECK(it != unit_of_param_.end()) << "parameter '" << param.name << "' is not in the plan";
   const size_t u = it->second;
-  if (check_finite_ && !all_finite(param.grad.data(), param.grad.numel())) {
+  if (check_finite_ && !param.grad_formed_elsewhere && !all_finite(param.grad.data(), param.grad.numel())) {
     const int64_t at = first_non_finite(param.grad.data(), param.grad.numel());
     throw Error("rank " + std::to_string(comm_->rank()) + ": non-finite gradient of '" + param.name +
                 "' (first at index " + std::to_string(at) + ": " + non_finite_text(param.grad[at]) + ")");
   }
-  std::lock_guard lock(mutex_);
+  std::unique_lock lock(mutex_);
   rethrow_locked();
   if (++ready_params_[u] < static_cast<int>(plan_.units[u].params.size())) return;
   ready_params_[u] = 0;
   POSEIDON_CHECK(done_rounds_[u] == handed_rounds_) << plan_.units[u].label << ": ready again before it was synced";
+  lock.unlock();
+  exchanges_[u]->capture();   // the communication thread does not touch the exchange until it is started
   if (!config_.wfbp) return;  // handed over by backward_done
+  lock.lock();
   ready_[u] = true;
   work_.notify_one();
 }

@@ -47,7 +47,8 @@ class FcLayer : public Layer {
 
   void backward(LayerIO& io, RunContext&) override {
     const float* dy = io.out_grad[0]->data();
-    gemm(true, false, num_output_, features_, batch_, 1.f, dy, io.in[0]->data(), 0.f, param(0).grad.data());
+    if (!param(0).grad_formed_elsewhere)
+      gemm(true, false, num_output_, features_, batch_, 1.f, dy, io.in[0]->data(), 0.f, param(0).grad.data());
     if (has_bias_) {
       float* db = param(1).grad.data();
       std::fill(db, db + num_output_, 0.f);

@@ -102,4 +102,25 @@ TEST(Plan, LayerUnitsNameEveryUnitOfTheLayer) {
   }
 }
 
+TEST(Plan, SfbTakesFcLayersWholeAndPsTheRest) {
+  Net net = lenet(2);
+  dist::DistConfig config;
+  config.scheme = "sfb";
+  dist::CommPlan plan = dist::plan_for_config(net, config, 2);
+  std::vector<std::string> sfb_units;
+  for (const auto& u : plan.units) {
+    if (u.scheme == dist::Scheme::sfb) {
+      sfb_units.push_back(u.label);
+      ASSERT_EQ(u.params.size(), 2u) << "an FC layer's weight and bias travel together";
+      EXPECT_EQ(plan.params[u.params[0]].param->shape.size(), 2u);
+    } else {
+      EXPECT_EQ(u.scheme, dist::Scheme::ps) << u.label;
+      EXPECT_EQ(u.label.rfind("conv", 0), 0u) << u.label;
+    }
+  }
+  EXPECT_EQ(sfb_units, (std::vector<std::string>{"fc2.weight, fc2.bias", "fc1.weight, fc1.bias"}));
+  for (size_t l = 0; l < net.num_layers(); ++l)
+    EXPECT_EQ(dist::sfb_applicable(net, l), net.layer(l).type() == "fc") << net.layer(l).name();
+}
+
 }  // namespace poseidon::testing
