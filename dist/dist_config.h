@@ -25,7 +25,7 @@ enum class Scheme { ps, sfb, allreduce };
 std::string scheme_name(Scheme s);
 
 struct DistConfig {
-  std::string scheme = "allreduce";  // or hybrid: the planner picks per parameter
+  std::string scheme = "hybrid";  // or the name of one Scheme for every parameter
   bool wfbp = true;
   std::string order = "backward";
   int64_t block_bytes = 4 << 20;

@@ -2,6 +2,7 @@
 #include "dist/plan.h"
 
 #include <algorithm>
+#include <map>
 
 namespace poseidon::dist {
 
@@ -16,7 +17,13 @@ std::vector<PlannedParam> backward_order(Net& net) {
 
 namespace {
 
-void add_label(Unit& u, const std::string& name) { u.label += (u.label.empty() ? "" : ", ") + name; }
+// Appends `item` to a list written "a, b, c".
+void append(std::string& list, const std::string& item, const char* separator = ", ") {
+  if (!list.empty()) list += separator;
+  list += item;
+}
+
+void add_label(Unit& u, const std::string& name) { append(u.label, name); }
 
 struct Buckets {
   CommPlan& plan;
@@ -114,11 +121,15 @@ bool sfb_applicable(Net& net, size_t layer) {
   return out.grad.defined() && net.blob(l.inputs()[0]).value.numel() == net.batch() * w.shape[1];
 }
 
-CommPlan plan_for_config(Net& net, const DistConfig& config, int world_size) {
+CommPlan plan_for_config(Net& net, const DistConfig& config, int world_size, const LinkModel& link) {
   std::vector<PlannedParam> params = backward_order(net);
-  if (config.scheme == "hybrid") throw Error("dist.scheme hybrid is not available in this build");
+  std::map<size_t, Scheme> chosen;  // hybrid: by layer
+  if (config.scheme == "hybrid")
+    for (const LayerPlan& lp : plan_layers(net, net.batch(), world_size, link)) chosen[lp.layer] = lp.scheme;
   for (PlannedParam& p : params) {
-    if (config.scheme == "allreduce")
+    if (config.scheme == "hybrid")
+      p.scheme = chosen.at(p.layer);
+    else if (config.scheme == "allreduce")
       p.scheme = Scheme::allreduce;
     else if (config.scheme == "sfb" && sfb_applicable(net, p.layer))
       p.scheme = Scheme::sfb;
@@ -126,6 +137,19 @@ CommPlan plan_for_config(Net& net, const DistConfig& config, int world_size) {
       p.scheme = Scheme::ps;
   }
   return make_comm_plan(net, std::move(params), config, world_size);
+}
+
+std::string describe_schemes(const CommPlan& plan, Net& net) {
+  std::map<size_t, Scheme> by_layer;
+  for (const PlannedParam& p : plan.params) by_layer[p.layer] = p.scheme;
+  std::string out;
+  for (Scheme scheme : {Scheme::sfb, Scheme::ps, Scheme::allreduce}) {
+    std::string names;
+    for (const auto& [layer, s] : by_layer)
+      if (s == scheme) append(names, net.layer(layer).name());
+    if (!names.empty()) append(out, scheme_name(scheme) + ": " + names, "; ");
+  }
+  return out;
 }
 
 }  // namespace poseidon::dist

@@ -13,6 +13,7 @@
 
 #include "core/net.h"
 #include "dist/dist_config.h"
+#include "dist/planner.h"
 
 namespace poseidon::dist {
 
@@ -63,7 +64,11 @@ CommPlan make_comm_plan(Net& net, std::vector<PlannedParam> params, const DistCo
 bool sfb_applicable(Net& net, size_t layer);
 
 // The plan `config` asks for on `world_size` ranks: `ps` or `allreduce` for
-// every parameter; `sfb` for FC layers that allow it and `ps` for the rest.
-CommPlan plan_for_config(Net& net, const DistConfig& config, int world_size);
+// every parameter; `sfb` for FC layers that allow it and `ps` for the rest;
+// `hybrid`: each layer's scheme chosen by the planner for `link`.
+CommPlan plan_for_config(Net& net, const DistConfig& config, int world_size, const LinkModel& link = {});
+
+// "sfb: fc1, fc2; ps: conv1, conv2": the layers of each scheme, in layer order.
+std::string describe_schemes(const CommPlan& plan, Net& net);
 
 }  // namespace poseidon::dist

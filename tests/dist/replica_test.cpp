@@ -164,7 +164,8 @@ TEST_P(Replicas, IdenticalOnEveryRankAndEqualToTheCombinedBatch) {
 
 INSTANTIATE_TEST_SUITE_P(Schemes, Replicas,
                          ::testing::Values(Case{"ps", true}, Case{"ps", false}, Case{"allreduce", true},
-                                           Case{"allreduce", false}, Case{"sfb", true}, Case{"sfb", false}),
+                                           Case{"allreduce", false}, Case{"sfb", true}, Case{"sfb", false},
+                                           Case{"hybrid", true}),
                          [](const auto& info) { return info.param.scheme + (info.param.wfbp ? "_wfbp" : "_no_wfbp"); });
 
 }  // namespace

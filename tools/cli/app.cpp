@@ -48,6 +48,26 @@ int run_cli(int argc, char** argv) {
   s->add_option("--batch", summary.batch, "batch size for shapes and FLOPs")->check(CLI::PositiveNumber);
   s->add_flag("--json", summary.json, "machine-readable output");
 
+  PlanArgs plan;
+  auto* pl =
+      app.add_subcommand("plan", "per layer: the communication scheme HybComm picks, bytes moved, estimated time");
+  pl->add_option("file", plan.file, "model or training config (YAML)")->required();
+  pl->add_option("--workers", plan.workers, "ranks P (workers, each also a server)")
+      ->required()
+      ->check(CLI::Range(1, 1 << 20));
+  pl->add_option("--batch", plan.batch, "examples per rank K (default: the config's, or 32)")
+      ->check(CLI::PositiveNumber);
+  pl->add_option("--bandwidth", plan.bandwidth_gbps,
+                 "link bandwidth, Gbit/s (default: the config's dist.bandwidth_gbps, or 10)")
+      ->check(CLI::PositiveNumber);
+  pl->add_option("--latency", plan.latency_us, "per-message latency, microseconds (default: the config's, or 20)")
+      ->check(CLI::NonNegativeNumber);
+  pl->add_option("--gflops", plan.gemm_gflops,
+                 "GEMM rate that rebuilds SFB gradients, GFLOP/s (default: measured here)")
+      ->check(CLI::PositiveNumber);
+  pl->add_option("--set", plan.overrides, "override a key");
+  pl->add_flag("--json", plan.json, "machine-readable output");
+
   bool layers_json = false;
   auto* l = app.add_subcommand("layers", "list the registered layer types and their keys");
   l->add_flag("--json", layers_json, "machine-readable output");
@@ -69,6 +89,7 @@ int run_cli(int argc, char** argv) {
     if (*ti) return cmd_time(time);
     if (*s) return cmd_summary(summary);
     if (*l) return cmd_layers(layers_json);
+    if (*pl) return cmd_plan(plan);
   } catch (const Error& e) {
     std::fprintf(stderr, "error: %s\n", e.what());
     return 2;

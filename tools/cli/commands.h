@@ -41,4 +41,16 @@ struct SummaryArgs {
 int cmd_summary(const SummaryArgs& args);
 int cmd_layers(bool json);
 
+struct PlanArgs {
+  std::string file;  // a model or a training config
+  std::vector<std::string> overrides;
+  int workers = 0;
+  int64_t batch = 0;          // 0: the config's batch size, or 32 for a model file
+  double bandwidth_gbps = 0;  // 0: the config's, or 10
+  double latency_us = -1;     // < 0: the config's, or 20
+  double gemm_gflops = 0;     // 0: measured
+  bool json = false;
+};
+int cmd_plan(const PlanArgs& args);
+
 }  // namespace poseidon

@@ -98,10 +98,13 @@ Trainer::Trainer(TrainConfig config, TrainOptions options)
   }
   if (!options_.weights.empty()) load_checkpoint(options_.weights, *net_, nullptr);
   if (!options_.resume.empty()) restore(options_.resume);
-  if (world_size_ > 1)
-    scheduler_ = std::make_unique<dist::Scheduler>(*net_, *solver_, *options_.world,
-                                                   dist::plan_for_config(*net_, config_.dist, world_size_),
-                                                   config_.dist, iter_, config_.solver.check_finite);
+  if (world_size_ > 1) {
+    if (config_.dist.scheme == "hybrid") link_ = dist::measure_link(*options_.world, config_.dist);
+    scheduler_ = std::make_unique<dist::Scheduler>(
+        *net_, *solver_, *options_.world,
+        dist::plan_for_config(*net_, config_.dist, world_size_, link_.value_or(dist::LinkModel{})), config_.dist, iter_,
+        config_.solver.check_finite);
+  }
 }
 
 Trainer::~Trainer() = default;
@@ -227,6 +230,17 @@ EvalResult Trainer::run() {
   LocalGradSink local_sink(*solver_, hold_updates);
   GradSink& sink = scheduler_ ? static_cast<GradSink&>(*scheduler_) : local_sink;
   std::string comm_text;
+  if (scheduler_) {
+    std::string line = "dist: " + std::to_string(world_size_) + " ranks, " + config_.dist.scheme + " (" +
+                       dist::describe_schemes(scheduler_->plan(), *net_) + ")" + (config_.dist.wfbp ? ", WFBP" : "");
+    if (link_) {
+      char figures[128];
+      std::snprintf(figures, sizeof figures, "; link %.3g Gbit/s, %.3g us, GEMM %.3g GFLOP/s", link_->bandwidth_gbps,
+                    link_->latency_us, link_->gemm_gflops);
+      line += figures;
+    }
+    progress.note(line);
+  }
   EvalResult last;
   auto run_test = [&] {
     last = test();

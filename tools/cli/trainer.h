@@ -13,6 +13,7 @@
 
 #include <map>
 #include <memory>
+#include <optional>
 #include <random>
 #include <string>
 
@@ -81,6 +82,7 @@ class Trainer {
   std::unique_ptr<Loader> train_loader_, test_loader_;
   int rank_ = 0, world_size_ = 1;
   std::unique_ptr<dist::Scheduler> scheduler_;  // only in a job of several ranks
+  std::optional<dist::LinkModel> link_;         // what the hybrid planner assumed
   std::mt19937_64 rng_;
   int64_t iter_ = 0;
 };

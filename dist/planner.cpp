@@ -1,0 +1,127 @@
+// HybComm cost model, the per-layer choice, and the link and GEMM probes.
+#include "dist/planner.h"
+
+#include <chrono>
+#include <vector>
+
+#include "core/math.h"
+#include "dist/plan.h"
+
+namespace poseidon::dist {
+
+namespace {
+double transfer_seconds(double numbers, const LinkModel& link) {
+  return numbers / 2 * 4 / (link.bandwidth_gbps * 1e9 / 8);
+}
+}  // namespace
+
+SchemeCost ps_cost(int64_t elements, int ranks, const LinkModel& link) {
+  SchemeCost c;
+  if (ranks < 2) return c;
+  c.numbers = 4.0 * static_cast<double>(elements) * (ranks - 1) / ranks;
+  c.seconds = transfer_seconds(c.numbers, link) + 2 * link.latency_us * 1e-6;
+  return c;
+}
+
+SchemeCost allreduce_cost(int64_t elements, int ranks, const LinkModel& link) {
+  SchemeCost c;
+  if (ranks < 2) return c;
+  c.numbers = 4.0 * static_cast<double>(elements) * (ranks - 1) / ranks;
+  c.seconds = transfer_seconds(c.numbers, link) + 2.0 * (ranks - 1) * link.latency_us * 1e-6;
+  return c;
+}
+
+SchemeCost sfb_cost(int64_t outputs, int64_t inputs, int64_t batch, int ranks, const LinkModel& link) {
+  SchemeCost c;
+  if (ranks < 2) return c;
+  c.numbers = 2.0 * static_cast<double>(batch) * (ranks - 1) * static_cast<double>(outputs + inputs);
+  const double rebuild_flops = 2.0 * outputs * inputs * static_cast<double>(ranks) * batch;
+  c.seconds = transfer_seconds(c.numbers, link) + (ranks - 1) * link.latency_us * 1e-6 +
+              rebuild_flops / (link.gemm_gflops * 1e9);
+  return c;
+}
+
+std::vector<LayerPlan> plan_layers(Net& net, int64_t batch, int ranks, const LinkModel& link) {
+  std::vector<LayerPlan> out;
+  for (size_t i = 0; i < net.num_layers(); ++i) {
+    LayerPlan lp;
+    lp.layer = i;
+    int64_t elements = 0;
+    for (const Param& p : net.layer(i).params())
+      if (p.learnable) {
+        lp.shapes.push_back(p.shape);
+        elements += shape_numel(p.shape);
+      }
+    if (lp.shapes.empty()) continue;
+    lp.ps = ps_cost(elements, ranks, link);
+    lp.scheme = Scheme::ps;
+    lp.cost = lp.ps;
+    const SchemeCost ar = allreduce_cost(elements, ranks, link);
+    if (ar.seconds < lp.cost.seconds) {
+      lp.scheme = Scheme::allreduce;
+      lp.cost = ar;
+    }
+    lp.sfb_possible = sfb_applicable(net, i);
+    if (lp.sfb_possible) {
+      const Shape& w = lp.shapes[0];
+      const SchemeCost sfb = sfb_cost(w[0], w[1], batch, ranks, link);
+      if (sfb.seconds <= lp.cost.seconds) {
+        lp.scheme = Scheme::sfb;
+        lp.cost = sfb;
+      }
+    }
+    out.push_back(std::move(lp));
+  }
+  return out;
+}
+
+double measure_gemm_gflops() {
+  const int64_t n = 384;
+  std::vector<float> a(n * n, 0.5f), b(n * n, 0.25f), c(n * n);
+  gemm(false, false, n, n, n, 1.f, a.data(), b.data(), 0.f, c.data());  // warm-up
+  const int reps = 4;
+  const auto t0 = std::chrono::steady_clock::now();
+  for (int r = 0; r < reps; ++r) gemm(false, false, n, n, n, 1.f, a.data(), b.data(), 0.f, c.data());
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return 2.0 * n * n * n * reps / std::max(s, 1e-9) / 1e9;
+}
+
+LinkModel measure_link(const World& world, const DistConfig& config) {
+  LinkModel link;
+  Comm comm(world);
+  const bool probe = comm.size() > 1 && (!config.bandwidth_gbps || !config.latency_us);
+  double figures[3] = {config.bandwidth_gbps.value_or(link.bandwidth_gbps), config.latency_us.value_or(link.latency_us),
+                       0};
+  if (probe && comm.rank() < 2) {
+    const int peer = 1 - comm.rank();
+    auto round_trips = [&](std::vector<char>& buf, int reps) {
+      const auto t0 = std::chrono::steady_clock::now();
+      for (int r = 0; r < reps; ++r) {
+        const int n = static_cast<int>(buf.size());
+        if (comm.rank() == 0) {
+          POSEIDON_MPI(MPI_Send(buf.data(), n, MPI_BYTE, peer, 0, comm.handle()));
+          POSEIDON_MPI(MPI_Recv(buf.data(), n, MPI_BYTE, peer, 0, comm.handle(), MPI_STATUS_IGNORE));
+        } else {
+          POSEIDON_MPI(MPI_Recv(buf.data(), n, MPI_BYTE, peer, 0, comm.handle(), MPI_STATUS_IGNORE));
+          POSEIDON_MPI(MPI_Send(buf.data(), n, MPI_BYTE, peer, 0, comm.handle()));
+        }
+      }
+      return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / reps;
+    };
+    std::vector<char> small(8), large(4 << 20);
+    round_trips(small, 10);  // warm-up: connections are made lazily
+    const double latency = round_trips(small, 200) / 2;
+    round_trips(large, 1);
+    const double one_way = round_trips(large, 5) / 2;
+    if (!config.latency_us) figures[1] = latency * 1e6;
+    if (!config.bandwidth_gbps) figures[0] = large.size() * 8 / std::max(one_way - latency, 1e-9) / 1e9;
+  }
+  if (comm.rank() == 0) figures[2] = measure_gemm_gflops();
+  POSEIDON_MPI(MPI_Bcast(figures, 3, MPI_DOUBLE, 0, comm.handle()));
+  link.bandwidth_gbps = figures[0];
+  link.latency_us = figures[1];
+  link.gemm_gflops = figures[2];
+  return link;
+}
+
+}  // namespace poseidon::dist
