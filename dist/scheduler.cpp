@@ -2,6 +2,7 @@
 // between iterations.
 #include "dist/scheduler.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <utility>
@@ -20,6 +21,9 @@ double seconds_since(Clock::time_point t) { return std::chrono::duration<double>
 // After a poll that finished nothing, the thread sleeps this long (or until a
 // unit becomes ready) instead of spinning on a core the compute thread needs.
 constexpr auto kPollPause = std::chrono::microseconds(50);
+// With nothing in flight the thread still wakes this often to answer other
+// ranks' stall questions.
+constexpr auto kIdlePause = std::chrono::milliseconds(10);
 
 uint64_t fnv1a(const void* data, size_t bytes) {
   const auto* p = static_cast<const unsigned char*>(data);
@@ -73,6 +77,7 @@ Scheduler::Scheduler(Net& net, Solver& solver, const World& world, CommPlan plan
   for (const Unit& unit : plan_.units)
     if (unit.scheme == Scheme::ps) solver_.state().erase(plan_.params[unit.params[0]].param->name);
 
+  inspector_ = std::make_unique<StallInspector>(*comm_);
   const size_t n = plan_.units.size();
   ready_params_.assign(n, 0);
   ready_.assign(n, false);
@@ -132,8 +137,8 @@ void Scheduler::grad_ready(Param& param) {
   const size_t u = it->second;
   if (check_finite_ && !param.grad_formed_elsewhere && !all_finite(param.grad.data(), param.grad.numel())) {
     const int64_t at = first_non_finite(param.grad.data(), param.grad.numel());
-    throw Error("rank " + std::to_string(comm_->rank()) + ": non-finite gradient of '" + param.name +
-                "' (first at index " + std::to_string(at) + ": " + non_finite_text(param.grad[at]) + ")");
+    throw Error("non-finite gradient of '" + param.name + "' (first at index " + std::to_string(at) + ": " +
+                non_finite_text(param.grad[at]) + ")");
   }
   std::unique_lock lock(mutex_);
   rethrow_locked();
@@ -214,11 +219,13 @@ void Scheduler::loop() {
     for (;;) {
       std::vector<size_t> starting;
       std::function<void()> task;
+      int64_t progress = 0;
       {
         std::unique_lock lock(mutex_);
         auto wake = [&] { return stop_ || (!ready_.empty() && ready_[next_unit_]) || task_ != nullptr; };
-        if (requests_.empty()) work_.wait(lock, wake);
+        if (requests_.empty()) work_.wait_for(lock, kIdlePause, wake);
         if (stop_) return;
+        progress = handed_rounds_;
         while (!ready_.empty() && ready_[next_unit_]) {
           ready_[next_unit_] = false;
           starting.push_back(next_unit_);
@@ -226,13 +233,18 @@ void Scheduler::loop() {
         }
         if (starting.empty() && requests_.empty()) task = std::exchange(task_, nullptr);
       }
+      inspector_->answer(progress);
       if (task) task();
       for (size_t u : starting) start_unit(u);
       if (!requests_.empty()) {
         for (Exchange* ex : requests_.poll()) finish_unit(unit_of_exchange_.at(ex));
-        if (const std::string* what = requests_.stalled(config_.timeout_s))
-          throw CommError("no progress for " + std::to_string(static_cast<int>(config_.timeout_s)) +
-                          " s (dist.timeout_s) waiting for " + *what);
+        if (const std::string* what = requests_.stalled(config_.timeout_s)) {
+          std::string message = "no progress for " + std::to_string(static_cast<int>(config_.timeout_s)) +
+                                " s (dist.timeout_s) waiting for " + *what;
+          const std::string culprits = inspector_->inspect(progress, std::min(10.0, config_.timeout_s));
+          if (!culprits.empty()) message += "; " + culprits;
+          throw CommError(message);
+        }
       }
       const bool now_busy = !requests_.empty();
       if (now_busy && !busy) busy_since = Clock::now();
@@ -248,7 +260,7 @@ void Scheduler::loop() {
     }
   } catch (const std::exception& e) {
     std::lock_guard lock(mutex_);
-    error_ = std::make_exception_ptr(CommError("rank " + std::to_string(comm_->rank()) + ": " + e.what()));
+    error_ = std::make_exception_ptr(CommError(e.what()));
     gates_.notify_all();
   }
 }

@@ -31,6 +31,7 @@
 #include "dist/dist_config.h"
 #include "dist/exchange.h"
 #include "dist/plan.h"
+#include "dist/stall.h"
 
 namespace poseidon::dist {
 
@@ -119,6 +120,7 @@ class Scheduler : public GradSink {
 
   // The communication thread's own.
   Requests requests_;
+  std::unique_ptr<StallInspector> inspector_;
   size_t next_unit_ = 0;
   int64_t started_rounds_ = 0;
   std::thread thread_;

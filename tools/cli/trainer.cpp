@@ -277,6 +277,8 @@ EvalResult Trainer::run() {
       }
     } catch (const ConfigError&) {
       throw;
+    } catch (const dist::CommError&) {
+      throw;  // about the job, not the data
     } catch (const Error& e) {
       throw Error(config_.file + ": iteration " + std::to_string(iter_ + 1) + " (epoch " + std::to_string(epoch) +
                   ") of data.train: " + e.what());
