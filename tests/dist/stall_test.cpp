@@ -15,6 +15,7 @@ namespace poseidon::testing {
 TEST(StallInspector, RanksAskingAtOnceHearEachOtherAndNameThoseBehind) {
   const int me = test_world().rank(), n = test_world().size();
   dist::StallInspector inspector{dist::Comm(test_world())};
+  dist::Comm sync(test_world());  // made before: a rank blocked in a collective could not answer
   const std::string found = inspector.inspect(/*progress=*/me, /*grace=*/20);
   // Everyone answered, so only lower ranks (fewer iterations) are named.
   for (int r = 0; r < n; ++r) {
@@ -22,8 +23,7 @@ TEST(StallInspector, RanksAskingAtOnceHearEachOtherAndNameThoseBehind) {
     EXPECT_EQ(named, r < me) << "rank " << r << " in: " << found;
   }
   EXPECT_EQ(found.find("not answer"), std::string::npos) << found;
-  // Late questions of slower ranks are answered before the communicator goes.
-  dist::Comm sync(test_world());
+  // Questions of ranks that ask later are answered until every rank is done.
   MPI_Request barrier;
   POSEIDON_MPI(MPI_Ibarrier(sync.handle(), &barrier));
   for (int done = 0; !done;) {
