@@ -20,6 +20,10 @@ class GradSink {
   virtual void grad_ready(Param& param) = 0;
   // Every grad_ready of this iteration has been issued.
   virtual void backward_done() {}
+  // Around each layer's forward (after await_params) and backward (before
+  // its grad_ready calls), for timelines.
+  virtual void layer_begin(const Layer& layer, bool backward) {}
+  virtual void layer_end(const Layer& layer, bool backward) {}
 };
 
 }  // namespace poseidon

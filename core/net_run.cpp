@@ -12,8 +12,12 @@ void Net::backward_layer(size_t i, RunContext& ctx) {
 
 float Net::forward(RunContext& ctx, GradSink* gate) {
   for (size_t i = 0; i < layers_.size(); ++i) {
-    if (gate) gate->await_params(*layers_[i]);
+    if (gate) {
+      gate->await_params(*layers_[i]);
+      gate->layer_begin(*layers_[i], false);
+    }
     forward_layer(i, ctx);
+    if (gate) gate->layer_end(*layers_[i], false);
   }
   float loss = 0.f;
   for (size_t i = 0; i < layers_.size(); ++i) {
@@ -43,7 +47,9 @@ void Net::backward(RunContext& ctx, GradSink& sink) {
   for (size_t i = layers_.size(); i-- > 0;) {
     Layer& l = *layers_[i];
     if (runs_backward_[i]) {
+      sink.layer_begin(l, true);
       l.backward(io_[i], ctx);
+      sink.layer_end(l, true);
     } else {
       for (auto& p : l.params())
         if (p.learnable) p.grad.zero();

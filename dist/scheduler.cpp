@@ -82,6 +82,7 @@ Scheduler::Scheduler(Net& net, Solver& solver, const World& world, CommPlan plan
   ready_params_.assign(n, 0);
   ready_.assign(n, false);
   done_rounds_.assign(n, 0);
+  unit_started_.resize(n);
   thread_ = std::thread(&Scheduler::loop, this);
   try {
     check_replicas_identical();
@@ -198,6 +199,7 @@ void Scheduler::run(const std::function<void(const Comm&)>& task) {
 
 void Scheduler::start_unit(size_t u) {
   solver_.set_iteration(first_iteration_ + started_rounds_);
+  unit_started_[u] = Timeline::Clock::now();
   if (u + 1 == plan_.units.size()) ++started_rounds_;
   Exchange& ex = *exchanges_[u];
   ex.start(requests_);
@@ -205,6 +207,9 @@ void Scheduler::start_unit(size_t u) {
 }
 
 void Scheduler::finish_unit(size_t u) {
+  if (Timeline* t = timeline_.load())
+    t->add(plan_.units[u].label, scheme_name(plan_.units[u].scheme), Timeline::communication, unit_started_[u],
+           Timeline::Clock::now(), {{"iteration", first_iteration_ + done_rounds_[u]}});
   std::lock_guard lock(mutex_);
   ++done_rounds_[u];
   stats_.bytes_sent = requests_.bytes_sent();

@@ -13,6 +13,7 @@
 // synchronised: the baseline WFBP is measured against.
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <exception>
@@ -32,6 +33,7 @@
 #include "dist/exchange.h"
 #include "dist/plan.h"
 #include "dist/stall.h"
+#include "dist/timeline.h"
 
 namespace poseidon::dist {
 
@@ -78,6 +80,8 @@ class Scheduler : public GradSink {
   void average_buffers();
 
   CommStats take_stats();
+  // Records each unit's transfer on `timeline` (set before training; null: none).
+  void set_timeline(Timeline* timeline) { timeline_ = timeline; }
   const CommPlan& plan() const { return plan_; }
   int rank() const { return comm_->rank(); }
   int size() const { return comm_->size(); }
@@ -118,8 +122,11 @@ class Scheduler : public GradSink {
   CommStats stats_;     // totals since the start
   CommStats reported_;  // totals at the last take_stats()
 
+  std::atomic<Timeline*> timeline_ = nullptr;
+
   // The communication thread's own.
   Requests requests_;
+  std::vector<Timeline::Clock::time_point> unit_started_;
   std::unique_ptr<StallInspector> inspector_;
   size_t next_unit_ = 0;
   int64_t started_rounds_ = 0;

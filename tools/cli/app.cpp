@@ -23,6 +23,8 @@ int run_cli(int argc, char** argv) {
   t->add_option("--resume", train.resume, "continue from a checkpoint");
   t->add_option("--weights", train.weights, "initial parameters (safetensors)");
   t->add_flag("--quiet", train.quiet, "no progress output");
+  t->add_option("--timeline", train.timeline,
+                "write a Chrome trace (layers, waits, transfers); FILE.rankN.json per rank under mpirun");
 
   TestArgs test;
   auto* te = app.add_subcommand("test", "evaluate weights on the config's test data");

@@ -14,7 +14,7 @@ int cmd_train(const TrainArgs& args) {
   dist::World world;  // an MPI job when mpirun or srun started this process
   try {
     TrainConfig config = TrainConfig::load(args.config, args.overrides);
-    Trainer trainer(std::move(config), TrainOptions{args.resume, args.weights, args.quiet, &world});
+    Trainer trainer(std::move(config), TrainOptions{args.resume, args.weights, args.quiet, &world, args.timeline});
     trainer.run();
   } catch (const std::exception& e) {
     // The other ranks would wait for this one forever: end the whole job.

@@ -12,6 +12,7 @@ struct TrainArgs {
   std::vector<std::string> overrides;
   std::string resume, weights;
   bool quiet = false;
+  std::string timeline;  // Chrome trace file (one per rank under mpirun)
 };
 int cmd_train(const TrainArgs& args);
 

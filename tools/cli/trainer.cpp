@@ -105,6 +105,10 @@ Trainer::Trainer(TrainConfig config, TrainOptions options)
         dist::plan_for_config(*net_, config_.dist, world_size_, link_.value_or(dist::LinkModel{})), config_.dist, iter_,
         config_.solver.check_finite);
   }
+  if (!options_.timeline.empty()) {
+    timeline_ = std::make_unique<dist::Timeline>(rank_);
+    if (scheduler_) scheduler_->set_timeline(timeline_.get());
+  }
 }
 
 Trainer::~Trainer() = default;
@@ -228,7 +232,12 @@ EvalResult Trainer::run() {
   const bool check_finite = config_.solver.check_finite;
   const bool hold_updates = check_finite && !scheduler_;
   LocalGradSink local_sink(*solver_, hold_updates);
-  GradSink& sink = scheduler_ ? static_cast<GradSink&>(*scheduler_) : local_sink;
+  GradSink& untraced = scheduler_ ? static_cast<GradSink&>(*scheduler_) : local_sink;
+  std::optional<dist::TracingSink> traced;
+  if (timeline_) traced.emplace(untraced, *timeline_);
+  GradSink& sink = traced ? static_cast<GradSink&>(*traced) : untraced;
+  // Forward waits at the scheduler's gates; alone it needs no gate unless traced.
+  GradSink* gate = traced || scheduler_ ? &sink : nullptr;
   std::string comm_text;
   if (scheduler_) {
     std::string line = "dist: " + std::to_string(world_size_) + " ranks, " + config_.dist.scheme + " (" +
@@ -270,7 +279,7 @@ EvalResult Trainer::run() {
     float loss = 0;
     std::optional<NonFinite> bad_gradient;
     try {
-      loss = net_->forward(ctx, scheduler_.get());
+      loss = net_->forward(ctx, gate);
       if (std::isfinite(loss)) {
         net_->backward(ctx, sink);
         if (hold_updates) bad_gradient = find_non_finite_gradient(*net_);
@@ -329,6 +338,11 @@ EvalResult Trainer::run() {
   save(checkpoint_path("final"));
   progress.note("checkpoint " + checkpoint_path("final"));
   if (test_loader_) run_test();
+  if (timeline_) {
+    const std::string path = dist::Timeline::path_for_rank(options_.timeline, rank_, world_size_);
+    timeline_->write(path);
+    progress.note("timeline " + path);
+  }
   return last;
 }
 

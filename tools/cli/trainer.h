@@ -47,6 +47,7 @@ struct TrainOptions {
   std::string weights;  // initial parameters (e.g. exported from PyTorch)
   bool quiet = false;
   const dist::World* world = nullptr;  // the MPI job; null or one rank: training in this process alone
+  std::string timeline;                // Chrome trace to write at the end ("" : none)
 };
 
 class Trainer {
@@ -83,6 +84,7 @@ class Trainer {
   int rank_ = 0, world_size_ = 1;
   std::unique_ptr<dist::Scheduler> scheduler_;  // only in a job of several ranks
   std::optional<dist::LinkModel> link_;         // what the hybrid planner assumed
+  std::unique_ptr<dist::Timeline> timeline_;    // with --timeline
   std::mt19937_64 rng_;
   int64_t iter_ = 0;
 };

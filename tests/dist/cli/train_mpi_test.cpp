@@ -8,6 +8,7 @@
 
 #include <cmath>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
@@ -111,7 +112,8 @@ TEST_F(MpiTrain, TwoRanksMatchOneProcessOnTheCombinedBatch) {
   ASSERT_EQ(single.status, 0) << single.err;
   for (const std::string scheme : {"ps", "allreduce"}) {
     SCOPED_TRACE(scheme);
-    CliResult mpi = run_mpi(2, train_args(4, scheme, "--set dist.scheme=" + scheme));
+    CliResult mpi = run_mpi(
+        2, train_args(4, scheme, "--set dist.scheme=" + scheme + " --timeline " + dir.file(scheme + "/trace.json")));
     ASSERT_EQ(mpi.status, 0) << mpi.err;
     expect_same_state(dir.file(scheme + "/final.safetensors"), dir.file("single/final.safetensors"));
 
@@ -125,6 +127,24 @@ TEST_F(MpiTrain, TwoRanksMatchOneProcessOnTheCombinedBatch) {
     auto single_test = records(dir.file("single/metrics.jsonl"), "test");
     EXPECT_NEAR(test[0]["loss"].get<double>(), single_test[0]["loss"].get<double>(),
                 1e-4 * std::abs(single_test[0]["loss"].get<double>()));
+
+    // A trace per rank: 12 iterations of 8 layers forward, 7 backward (not accuracy), and one
+    // transfer per unit (PS: each of the 6 parameters; all-reduce: 1 KiB buckets) and iteration.
+    for (int rank = 0; rank < 2; ++rank) {
+      std::ifstream in(dir.file(scheme + "/trace.rank" + std::to_string(rank) + ".json"));
+      ASSERT_TRUE(in) << "no timeline of rank " << rank;
+      const auto trace = nlohmann::json::parse(in);
+      std::map<std::string, int> spans;
+      for (const auto& e : trace["traceEvents"])
+        if (e["ph"] == "X") ++spans[e["cat"].get<std::string>()];
+      EXPECT_EQ(spans["forward"], 12 * 8);
+      EXPECT_EQ(spans["backward"], 12 * 7);
+      EXPECT_GT(spans[scheme], 0);
+      EXPECT_EQ(spans[scheme] % 12, 0);
+      if (scheme == "ps") {
+        EXPECT_EQ(spans["ps"], 12 * 6);
+      }
+    }
   }
 }
 
