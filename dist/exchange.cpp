@@ -15,6 +15,11 @@ void Requests::post(MPI_Request request, Exchange& owner, int slot, int64_t sent
   bytes_received_ += received;
 }
 
+void Requests::post_held(MPI_Request request, Exchange& owner, int slot, int64_t sent, int64_t received) {
+  post(request, owner, slot, sent, received);
+  --owner.in_flight_;  // counted since hold()
+}
+
 std::vector<Exchange*> Requests::poll() {
   std::vector<Exchange*> idle;
   if (requests_.empty()) return idle;

@@ -40,6 +40,10 @@ class Requests {
  public:
   // Adds a posted operation; `sent` and `received` are its payload bytes.
   void post(MPI_Request request, Exchange& owner, int slot, int64_t sent, int64_t received);
+  // An operation `owner` will post later (a held send) counts as in flight
+  // from now: the exchange is not over while it waits. post_held() posts it.
+  void hold(Exchange& owner) { ++owner.in_flight_; }
+  void post_held(MPI_Request request, Exchange& owner, int slot, int64_t sent, int64_t received);
   bool empty() const { return requests_.empty(); }
   // Tests everything in flight (MPI_Testsome), tells the owners of the
   // finished operations, and returns the exchanges left with nothing in flight.

@@ -6,8 +6,9 @@
 
 namespace poseidon::dist {
 
-PsExchange::PsExchange(const Comm& comm, Solver& solver, Param& param, std::vector<PsBlock> blocks)
-    : comm_(comm), solver_(solver), param_(param), blocks_(std::move(blocks)) {
+PsExchange::PsExchange(const Comm& comm, Solver& solver, Param& param, std::vector<PsBlock> blocks,
+                       PrioritySends* sends, int64_t priority)
+    : comm_(comm), solver_(solver), param_(param), blocks_(std::move(blocks)), sends_(sends), priority_(priority) {
   const int p = comm_.size();
   for (size_t b = 0; b < blocks_.size(); ++b) {
     if (blocks_[b].owner != comm_.rank()) continue;
@@ -43,9 +44,7 @@ void PsExchange::start(Requests& requests) {
       }
       if (o.pushes_left == 0) update_owned(b, requests);
     } else {
-      POSEIDON_MPI(MPI_Isend(grad + blk.begin, static_cast<int>(blk.count), MPI_FLOAT, blk.owner, tag(blk, false),
-                             comm_.handle(), &req));
-      requests.post(req, *this, slot(b, blk.owner, send), bytes, 0);
+      send_block(requests, b, blk.owner, grad + blk.begin, false);
       POSEIDON_MPI(MPI_Irecv(value + blk.begin, static_cast<int>(blk.count), MPI_FLOAT, blk.owner, tag(blk, true),
                              comm_.handle(), &req));
       requests.post(req, *this, slot(b, blk.owner, recv), 0, bytes);
@@ -53,9 +52,26 @@ void PsExchange::start(Requests& requests) {
   }
 }
 
+void PsExchange::send_block(Requests& requests, size_t b, int peer, const float* data, bool pull) {
+  const PsBlock& blk = blocks_[b];
+  auto post = [this, &requests, b, peer, data, message_tag = tag(blk, pull)](bool held) {
+    const PsBlock& blk = blocks_[b];
+    MPI_Request req;
+    POSEIDON_MPI(MPI_Isend(data, static_cast<int>(blk.count), MPI_FLOAT, peer, message_tag, comm_.handle(), &req));
+    if (held)
+      requests.post_held(req, *this, slot(b, peer, send), blk.count * 4, 0);
+    else
+      requests.post(req, *this, slot(b, peer, send), blk.count * 4, 0);
+  };
+  if (!sends_) return post(false);
+  requests.hold(*this);
+  sends_->submit(priority_, blk.id, blk.count * 4, [post] { post(true); });
+}
+
 void PsExchange::complete(int s, Requests& requests) {
   const size_t b = static_cast<size_t>(s / 2 / comm_.size());
   const bool was_recv = s % 2 == recv;
+  if (!was_recv && sends_) sends_->sent(blocks_[b].count * 4);
   if (blocks_[b].owner == comm_.rank() && was_recv && --owned_.at(b).pushes_left == 0) update_owned(b, requests);
 }
 
@@ -78,12 +94,8 @@ void PsExchange::update_owned(size_t b, Requests& requests) {
   float* value = param_.value.data() + blk.begin;
   solver_.update_block(value, sum, o.momentum.empty() ? nullptr : o.momentum.data(), n, param_.lr_mult,
                        param_.decay_mult);
-  for (int peer = 0; peer < comm_.size(); ++peer) {
-    if (peer == me) continue;
-    MPI_Request req;
-    POSEIDON_MPI(MPI_Isend(value, static_cast<int>(n), MPI_FLOAT, peer, tag(blk, true), comm_.handle(), &req));
-    requests.post(req, *this, slot(b, peer, send), n * 4, 0);
-  }
+  for (int peer = 0; peer < comm_.size(); ++peer)
+    if (peer != me) send_block(requests, b, peer, value, true);
 }
 
 std::string PsExchange::describe(int s) const {

@@ -16,12 +16,16 @@
 #include "dist/comm.h"
 #include "dist/exchange.h"
 #include "dist/plan.h"
+#include "dist/priority.h"
 
 namespace poseidon::dist {
 
 class PsExchange : public Exchange {
  public:
-  PsExchange(const Comm& comm, Solver& solver, Param& param, std::vector<PsBlock> blocks);
+  // With `sends`, pushes and value sends wait in that queue at `priority`
+  // (the parameter's layer index); without, they go out at once.
+  PsExchange(const Comm& comm, Solver& solver, Param& param, std::vector<PsBlock> blocks,
+             PrioritySends* sends = nullptr, int64_t priority = 0);
   void start(Requests& requests) override;
   void complete(int slot, Requests& requests) override;
   std::string describe(int slot) const override;
@@ -48,6 +52,8 @@ class PsExchange : public Exchange {
   int tag(const PsBlock& b, bool pull) const { return (b.id * 2 + parity_) * 2 + (pull ? 1 : 0); }
   int peer_index(int peer) const { return peer < comm_.rank() ? peer : peer - 1; }  // into `received`
   void update_owned(size_t block, Requests& requests);
+  // Sends `count` floats of block `b` to `peer` (a push, or a pull's values), now or through the queue.
+  void send_block(Requests& requests, size_t b, int peer, const float* data, bool pull);
 
   const Comm& comm_;
   Solver& solver_;
@@ -55,6 +61,8 @@ class PsExchange : public Exchange {
   std::vector<PsBlock> blocks_;
   std::map<size_t, OwnedBlock> owned_;  // by index into blocks_
   int parity_ = 1;                      // flipped by every start()
+  PrioritySends* sends_;
+  int64_t priority_;
 };
 
 }  // namespace poseidon::dist

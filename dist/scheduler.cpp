@@ -44,6 +44,7 @@ Scheduler::Scheduler(Net& net, Solver& solver, const World& world, CommPlan plan
       check_finite_(check_finite) {
   POSEIDON_CHECK(plan_.world_size == comm_->size()) << plan_.world_size << " vs " << comm_->size();
   for (size_t i = 0; i < net_.num_layers(); ++i) layer_index_[&net_.layer(i)] = i;
+  if (config_.order == "priority") priority_sends_ = std::make_unique<PrioritySends>(2 * config_.block_bytes);
   int64_t blocks = 0;
   for (size_t u = 0; u < plan_.units.size(); ++u) {
     const Unit& unit = plan_.units[u];
@@ -55,7 +56,9 @@ Scheduler::Scheduler(Net& net, Solver& solver, const World& world, CommPlan plan
       ex = std::make_unique<AllreduceExchange>(
           *comm_, solver_, std::move(params), net_.flat_grads().data() + unit.begin, unit.end - unit.begin, unit.label);
     } else if (unit.scheme == Scheme::ps) {
-      auto ps = std::make_unique<PsExchange>(*comm_, solver_, *plan_.params[unit.params[0]].param, unit.blocks);
+      const PlannedParam& p = plan_.params[unit.params[0]];
+      auto ps = std::make_unique<PsExchange>(*comm_, solver_, *p.param, unit.blocks, priority_sends_.get(),
+                                             static_cast<int64_t>(p.layer));
       ps->import_momentum(solver_.state());
       ps_exchanges_.push_back(ps.get());
       blocks += static_cast<int64_t>(unit.blocks.size());
@@ -241,8 +244,10 @@ void Scheduler::loop() {
       inspector_->answer(progress);
       if (task) task();
       for (size_t u : starting) start_unit(u);
+      if (priority_sends_) priority_sends_->pump();
       if (!requests_.empty()) {
         for (Exchange* ex : requests_.poll()) finish_unit(unit_of_exchange_.at(ex));
+        if (priority_sends_) priority_sends_->pump();
         if (const std::string* what = requests_.stalled(config_.timeout_s)) {
           std::string message = "no progress for " + std::to_string(static_cast<int>(config_.timeout_s)) +
                                 " s (dist.timeout_s) waiting for " + *what;

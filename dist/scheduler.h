@@ -11,6 +11,10 @@
 // its gradients and overlaps the rest of backward and the next forward.
 // Without it, backward_done() hands over everything and waits until all is
 // synchronised: the baseline WFBP is measured against.
+//
+// With dist.order: priority the parameter server's sends go out lowest layer
+// first through a window of two blocks (PrioritySends); collectives (all-reduce
+// buckets, SFB layers) start as soon as they are ready either way.
 #pragma once
 
 #include <atomic>
@@ -32,6 +36,7 @@
 #include "dist/dist_config.h"
 #include "dist/exchange.h"
 #include "dist/plan.h"
+#include "dist/priority.h"
 #include "dist/stall.h"
 #include "dist/timeline.h"
 
@@ -126,6 +131,7 @@ class Scheduler : public GradSink {
 
   // The communication thread's own.
   Requests requests_;
+  std::unique_ptr<PrioritySends> priority_sends_;  // dist.order: priority
   std::vector<Timeline::Clock::time_point> unit_started_;
   std::unique_ptr<StallInspector> inspector_;
   size_t next_unit_ = 0;

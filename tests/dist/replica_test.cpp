@@ -125,6 +125,7 @@ double relative_l2(const float* a, const float* b, int64_t n) {
 struct Case {
   std::string scheme;
   bool wfbp;
+  std::string order = "backward";
 };
 
 class Replicas : public ::testing::TestWithParam<Case> {};
@@ -133,6 +134,7 @@ TEST_P(Replicas, IdenticalOnEveryRankAndEqualToTheCombinedBatch) {
   dist::DistConfig config;
   config.scheme = GetParam().scheme;
   config.wfbp = GetParam().wfbp;
+  config.order = GetParam().order;
   config.block_bytes = 64 << 10;   // fc1.weight spans many blocks and every owner
   config.bucket_bytes = 64 << 10;  // several buckets
   DistRun run = train_distributed(config);
@@ -165,8 +167,12 @@ TEST_P(Replicas, IdenticalOnEveryRankAndEqualToTheCombinedBatch) {
 INSTANTIATE_TEST_SUITE_P(Schemes, Replicas,
                          ::testing::Values(Case{"ps", true}, Case{"ps", false}, Case{"allreduce", true},
                                            Case{"allreduce", false}, Case{"sfb", true}, Case{"sfb", false},
-                                           Case{"hybrid", true}),
-                         [](const auto& info) { return info.param.scheme + (info.param.wfbp ? "_wfbp" : "_no_wfbp"); });
+                                           Case{"hybrid", true}, Case{"ps", true, "priority"},
+                                           Case{"ps", false, "priority"}, Case{"sfb", true, "priority"}),
+                         [](const auto& info) {
+                           return info.param.scheme + (info.param.wfbp ? "_wfbp" : "_no_wfbp") +
+                                  (info.param.order == "priority" ? "_priority" : "");
+                         });
 
 }  // namespace
 }  // namespace poseidon::testing

@@ -1,0 +1,43 @@
+// PrioritySends: with dist.order: priority, the parameter server's sends wait
+// here and leave lowest layer first, at most `window` bytes in flight (after
+// P3 and ByteScheduler). Backward reports the top layers first, so without
+// this their large blocks would occupy the link while the lowest layers'
+// blocks, which the next forward needs first, queue behind them. The order
+// is the plan's (layer, then block), the same on every rank. Receives are
+// never held back: every send can complete whatever its peer's queue holds,
+// so holding sends cannot deadlock.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <queue>
+#include <vector>
+
+namespace poseidon::dist {
+
+class PrioritySends {
+ public:
+  explicit PrioritySends(int64_t window_bytes) : window_(window_bytes) {}
+  // Queues a send of `bytes`; `post` issues it. Lower `priority`, then lower
+  // `sequence`, goes first.
+  void submit(int64_t priority, int64_t sequence, int64_t bytes, std::function<void()> post);
+  // A send that went out from here has completed.
+  void sent(int64_t bytes) { in_flight_ -= bytes; }
+  // Issues queued sends while the window has room (always one when empty).
+  void pump();
+  bool empty() const { return queue_.empty(); }
+
+ private:
+  struct Entry {
+    int64_t priority, sequence, bytes;
+    std::function<void()> post;
+    bool operator>(const Entry& o) const {
+      return priority != o.priority ? priority > o.priority : sequence > o.sequence;
+    }
+  };
+  int64_t window_;
+  int64_t in_flight_ = 0;
+  std::priority_queue<Entry, std::vector<Entry>, std::greater<Entry>> queue_;
+};
+
+}  // namespace poseidon::dist
