@@ -303,6 +303,7 @@ EvalResult Trainer::run() {
     const bool display_now = config_.display > 0 && (iter_ % config_.display == 0 || iter_ == max_iter);
     std::optional<dist::CommStats> comm;
     if (scheduler_ && display_now) {
+      scheduler_->sync();  // the record then covers whole iterations, the last one's transfers included
       comm = scheduler_->take_stats();
       comm_text = comm_summary(*comm);
     }
