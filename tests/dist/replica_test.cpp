@@ -1,8 +1,9 @@
-// Acceptance of the schemes: LeNet trained 20 iterations on P ranks with K
-// examples each ends with parameters that are bitwise identical on every rank
-// and equal, to relative 1e-4 (L2 norm per tensor), to one process trained
-// on the combined batch of P*K; the gathered optimizer state matches too.
-// Each rank computes the single-process reference itself.
+// Acceptance of the schemes: LeNet, and VGG19-22K at reduced width and input
+// size, trained 20 iterations on P ranks with K examples each end with
+// parameters that are bitwise identical on every rank and equal, to relative
+// 1e-4 (L2 norm per tensor), to one process trained on the combined batch of
+// P*K; the gathered optimizer state matches too. Each rank computes the
+// single-process reference itself.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -19,7 +20,17 @@ namespace {
 constexpr int64_t kPerRank = 4;
 constexpr int kIterations = 20;
 
-ConfigNode lenet() { return ConfigNode::load_file(POSEIDON_SOURCE_DIR "/models/lenet.yaml"); }
+// "lenet", or "vgg": vgg19_22k's 16 convolutions, 5 pools and 3 FC layers at
+// 32x32, 8 to 16 channels, FC widths 32 and 10 classes, without dropout.
+ConfigNode model_config(const std::string& model) {
+  if (model == "lenet") return ConfigNode::load_file(POSEIDON_SOURCE_DIR "/models/lenet.yaml");
+  ConfigNode vgg = ConfigNode::load_file(POSEIDON_SOURCE_DIR "/models/vgg19_22k.yaml");
+  for (const char* o :
+       {"vars.size=32", "vars.num_classes=10", "vars.dropout=0", "layers.0.out=8", "layers.1.out=8", "layers.2.out=16",
+        "layers.3.out=16", "layers.4.out=16", "layers.6.num_output=32", "layers.9.num_output=32"})
+    apply_override(vgg.yaml(), o);
+  return vgg;
+}
 
 SolverConfig solver_config() {
   SolverConfig c;
@@ -60,12 +71,13 @@ Trained copy_of(Net& net, const Solver& solver) {
   return t;
 }
 
-Trained train_single(int ranks) {
-  Net net(lenet(), kPerRank * ranks);
+Trained train_single(const std::string& model, int ranks) {
+  Net net(model_config(model), kPerRank * ranks);
   net.init_params(7);
   Solver solver(solver_config());
   LocalGradSink sink(solver);
-  RunContext ctx{Phase::train, nullptr, {}};
+  std::mt19937_64 rng(11);  // dropout layers need one even at ratio 0
+  RunContext ctx{Phase::train, &rng, {}};
   for (int it = 0; it < kIterations; ++it) {
     fill_examples(net, it * kPerRank * ranks);
     solver.set_iteration(it);
@@ -88,13 +100,14 @@ uint64_t hash_of(const std::vector<float>& v) {
   return h;
 }
 
-DistRun train_distributed(const dist::DistConfig& config) {
+DistRun train_distributed(const std::string& model, const dist::DistConfig& config) {
   const dist::World& world = test_world();
-  Net net(lenet(), kPerRank);
+  Net net(model_config(model), kPerRank);
   net.init_params(7);
   Solver solver(solver_config());
   dist::Scheduler scheduler(net, solver, world, dist::plan_for_config(net, config, world.size()), config, 0);
-  RunContext ctx{Phase::train, nullptr, {}};
+  std::mt19937_64 rng(11);  // dropout layers need one even at ratio 0
+  RunContext ctx{Phase::train, &rng, {}};
   for (int it = 0; it < kIterations; ++it) {
     fill_examples(net, (it * world.size() + world.rank()) * kPerRank);
     net.forward(ctx, &scheduler);
@@ -123,6 +136,7 @@ double relative_l2(const float* a, const float* b, int64_t n) {
 }
 
 struct Case {
+  std::string model;
   std::string scheme;
   bool wfbp;
   std::string order = "backward";
@@ -135,14 +149,15 @@ TEST_P(Replicas, IdenticalOnEveryRankAndEqualToTheCombinedBatch) {
   config.scheme = GetParam().scheme;
   config.wfbp = GetParam().wfbp;
   config.order = GetParam().order;
-  config.block_bytes = 64 << 10;   // fc1.weight spans many blocks and every owner
+  config.block_bytes = 64 << 10;   // lenet's fc1.weight spans many blocks and every owner
   config.bucket_bytes = 64 << 10;  // several buckets
-  DistRun run = train_distributed(config);
-  Trained single = train_single(test_world().size());
+  const std::string& model = GetParam().model;
+  DistRun run = train_distributed(model, config);
+  Trained single = train_single(model, test_world().size());
 
   for (size_t r = 1; r < run.hashes.size(); ++r)
     EXPECT_EQ(run.hashes[r], run.hashes[0]) << "rank " << r << "'s parameters differ from rank 0's";
-  Net shapes(lenet(), 1);
+  Net shapes(model_config(model), 1);
   for (Param* p : shapes.params()) {
     const int64_t at = p->value.data() - shapes.flat_values().data();
     EXPECT_LE(relative_l2(run.trained.values.data() + at, single.values.data() + at, p->value.numel()), 1e-4)
@@ -155,7 +170,7 @@ TEST_P(Replicas, IdenticalOnEveryRankAndEqualToTheCombinedBatch) {
         << "momentum of " << p->name;
   }
   // The parameters moved: training happened.
-  Net fresh(lenet(), 1);
+  Net fresh(model_config(model), 1);
   fresh.init_params(7);
   EXPECT_GT(relative_l2(run.trained.values.data(), fresh.flat_values().data(), fresh.flat_values().numel()), 1e-3);
   EXPECT_EQ(run.stats.iterations, kIterations);
@@ -164,15 +179,23 @@ TEST_P(Replicas, IdenticalOnEveryRankAndEqualToTheCombinedBatch) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Schemes, Replicas,
-                         ::testing::Values(Case{"ps", true}, Case{"ps", false}, Case{"allreduce", true},
-                                           Case{"allreduce", false}, Case{"sfb", true}, Case{"sfb", false},
-                                           Case{"hybrid", true}, Case{"ps", true, "priority"},
-                                           Case{"ps", false, "priority"}, Case{"sfb", true, "priority"}),
-                         [](const auto& info) {
-                           return info.param.scheme + (info.param.wfbp ? "_wfbp" : "_no_wfbp") +
-                                  (info.param.order == "priority" ? "_priority" : "");
-                         });
+std::vector<Case> cases() {
+  std::vector<Case> out;
+  for (const char* model : {"lenet", "vgg"})
+    for (Case c :
+         {Case{"", "ps", true}, Case{"", "ps", false}, Case{"", "allreduce", true}, Case{"", "allreduce", false},
+          Case{"", "sfb", true}, Case{"", "sfb", false}, Case{"", "hybrid", true}, Case{"", "hybrid", false},
+          Case{"", "ps", true, "priority"}, Case{"", "ps", false, "priority"}, Case{"", "hybrid", true, "priority"}}) {
+      c.model = model;
+      out.push_back(c);
+    }
+  return out;
+}
+
+INSTANTIATE_TEST_SUITE_P(Schemes, Replicas, ::testing::ValuesIn(cases()), [](const auto& info) {
+  return info.param.model + "_" + info.param.scheme + (info.param.wfbp ? "_wfbp" : "_no_wfbp") +
+         (info.param.order == "priority" ? "_priority" : "");
+});
 
 }  // namespace
 }  // namespace poseidon::testing
