@@ -1,4 +1,5 @@
-// Units of the communication plan: all-reduce buckets and owned PS blocks.
+// Units of the communication plan (all-reduce buckets, owned PS blocks, SFB
+// layers) and the plan a config asks for.
 #include "dist/plan.h"
 
 #include <algorithm>
