@@ -198,7 +198,7 @@ class Expander {
       } else if (key == "layers" && value.is_sequence()) {
         const YAML::Node& inputs = model_.yaml()["inputs"];
         std::vector<std::string> first_input;
-        if (inputs.IsMap() && inputs.size() > 0) first_input = {inputs.begin()->first.Scalar()};
+        if (inputs.IsDefined() && inputs.IsMap() && inputs.size() > 0) first_input = {inputs.begin()->first.Scalar()};
         Scope top("", &vars_, true, "", first_input);
         layers_ = node_marked(value.yaml().Mark());  // stays null, for the Net to reject, if nothing is kept
         expand_list(value, top);

@@ -52,8 +52,8 @@ std::vector<int64_t> read_idx(const std::string& path, std::vector<uint8_t>& byt
     int64_t v = (int64_t(p[0]) << 24) | (int64_t(p[1]) << 16) | (int64_t(p[2]) << 8) | p[3];
     if (v <= 0 || v > (int64_t(1) << 31)) throw Error(path + ": IDX dimension " + std::to_string(d) + " is " + std::to_string(v));
     dims.push_back(v);
+    if (total > (int64_t(1) << 40) / v) throw Error(path + ": IDX header declares an absurd size");
     total *= v;
-    if (total > (int64_t(1) << 40)) throw Error(path + ": IDX header declares an absurd size");
   }
   if (static_cast<int64_t>(raw.size() - header) != total)
     throw Error(path + ": IDX payload has " + std::to_string(raw.size() - header) +

@@ -103,6 +103,7 @@ def torch_training(model, images, labels, batch, steps, aux, dtype):
         loss.backward()
         opt.step()
         losses.append(loss.item())
+    opt.zero_grad(set_to_none=True)  # the momentum buffers hold what is compared; free the memory
     tensors = {
         "parameter": {name: p.detach() for name, p in model.named_parameters()},
         "running statistic": {name: b for name, b in model.named_buffers() if not name.endswith("num_batches_tracked")},
