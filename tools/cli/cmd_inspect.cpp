@@ -6,6 +6,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/finite_check.h"
 #include "core/math.h"
 #include "core/net.h"
 #include "core/registry.h"
@@ -70,7 +71,7 @@ int cmd_time(const TimeArgs& args) {
   Solver solver(sc);
   const size_t n = net.num_layers();
   std::vector<double> fwd(n, 0), bwd(n, 0);
-  double update_ms = 0;
+  double update_ms = 0, check_ms = 0;
   RunContext ctx{Phase::train, nullptr, {}};
   std::mt19937_64 rng(1);
   ctx.rng = &rng;
@@ -89,19 +90,24 @@ int cmd_time(const TimeArgs& args) {
       net.backward_layer(i, ctx);
       if (timed) bwd[i] += ms_since(t0);
     }
+    // The trainer's solver.check_finite scan, timed on its own to show its share.
     auto t0 = Clock::now();
+    if (auto bad = find_non_finite_gradient(net)) throw Error(bad->describe("non-finite gradient"));
+    if (timed) check_ms += ms_since(t0);
+    t0 = Clock::now();
     for (Param* p : params) solver.update(*p);
     if (timed) update_ms += ms_since(t0);
   }
   const double k = static_cast<double>(args.iters);
   double fwd_total = 0, bwd_total = 0;
   for (size_t i = 0; i < n; ++i) fwd_total += fwd[i] / k, bwd_total += bwd[i] / k;
-  const double iter_ms = fwd_total + bwd_total + update_ms / k;
+  const double iter_ms = fwd_total + bwd_total + check_ms / k + update_ms / k;
   const double ips = batch * 1000.0 / iter_ms;
   if (args.json) {
     nlohmann::json out = {{"model", net.name()}, {"batch", batch}, {"threads", num_threads()},
                           {"iters", args.iters}, {"forward_ms", fwd_total}, {"backward_ms", bwd_total},
-                          {"update_ms", update_ms / k}, {"iteration_ms", iter_ms}, {"images_per_sec", ips}};
+                          {"update_ms", update_ms / k}, {"check_finite_ms", check_ms / k},
+                          {"iteration_ms", iter_ms}, {"images_per_sec", ips}};
     out["layers"] = nlohmann::json::array();
     for (size_t i = 0; i < n; ++i)
       out["layers"].push_back({{"name", net.layer(i).name()}, {"type", net.layer(i).type()},
@@ -115,8 +121,8 @@ int cmd_time(const TimeArgs& args) {
   for (size_t i = 0; i < n; ++i)
     std::printf("%-24s %-14s %12.3f %12.3f\n", net.layer(i).name().c_str(), net.layer(i).type().c_str(), fwd[i] / k,
                 bwd[i] / k);
-  std::printf("forward %.3f ms  backward %.3f ms  update %.3f ms  iteration %.3f ms  %.1f img/s\n", fwd_total,
-              bwd_total, update_ms / k, iter_ms, ips);
+  std::printf("forward %.3f ms  backward %.3f ms  finite check %.3f ms  update %.3f ms  iteration %.3f ms  %.1f img/s\n",
+              fwd_total, bwd_total, check_ms / k, update_ms / k, iter_ms, ips);
   return 0;
 }
 

@@ -1,0 +1,45 @@
+// `poseidon time --json`: one entry per layer in the model's order, and
+// totals that are the sums of their parts (forward, backward, the finite
+// check and the update make the iteration), so that benchmark scripts can
+// trust what they read.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "tools/cli_runner.h"
+
+namespace poseidon::testing {
+
+const std::string kRoot = POSEIDON_SOURCE_DIR;
+
+TEST(TimeVerb, JsonHasEveryLayerAndConsistentTotals) {
+  CliResult r = run_poseidon("time " + kRoot + "/models/lenet.yaml --batch 4 --iters 2 --warmup 1 --threads 1 --json");
+  ASSERT_EQ(r.status, 0) << r.err;
+  const nlohmann::json t = nlohmann::json::parse(r.out);
+  EXPECT_EQ(t.at("model"), "lenet");
+  EXPECT_EQ(t.at("batch"), 4);
+  EXPECT_EQ(t.at("iters"), 2);
+
+  CliResult summary = run_poseidon("summary " + kRoot + "/models/lenet.yaml --json");
+  ASSERT_EQ(summary.status, 0) << summary.err;
+  const nlohmann::json s = nlohmann::json::parse(summary.out);
+  ASSERT_EQ(t.at("layers").size(), s.at("layers").size());
+  double forward = 0, backward = 0;
+  for (size_t i = 0; i < t.at("layers").size(); ++i) {
+    const nlohmann::json& layer = t.at("layers")[i];
+    EXPECT_EQ(layer.at("name"), s.at("layers")[i].at("name"));
+    EXPECT_GE(layer.at("forward_ms").get<double>(), 0.0);
+    EXPECT_GE(layer.at("backward_ms").get<double>(), 0.0);
+    forward += layer.at("forward_ms").get<double>();
+    backward += layer.at("backward_ms").get<double>();
+  }
+  EXPECT_NEAR(t.at("forward_ms").get<double>(), forward, 1e-9 * (1 + forward));
+  EXPECT_NEAR(t.at("backward_ms").get<double>(), backward, 1e-9 * (1 + backward));
+  const double check = t.at("check_finite_ms"), update = t.at("update_ms"), iteration = t.at("iteration_ms");
+  EXPECT_GT(check, 0.0);
+  EXPECT_GT(update, 0.0);
+  EXPECT_NEAR(iteration, forward + backward + check + update, 1e-9 * iteration);
+  EXPECT_NEAR(t.at("images_per_sec").get<double>(), 4 * 1000.0 / iteration, 1e-6 * t.at("images_per_sec").get<double>());
+}
+
+}  // namespace poseidon::testing
