@@ -70,6 +70,38 @@ int run_cli(int argc, char** argv) {
   pl->add_option("--set", plan.overrides, "override a key");
   pl->add_flag("--json", plan.json, "machine-readable output");
 
+  SimulateArgs sim;
+  auto* si = app.add_subcommand("simulate", "predict iteration time and speed-up on P ranks (discrete-event model)");
+  si->add_option("file", sim.file, "model or training config (YAML)")->required();
+  si->add_option("--workers", sim.workers, "ranks P, e.g. 1,2,4,8")
+      ->required()
+      ->delimiter(',')
+      ->check(CLI::Range(1, 1 << 20));
+  si->add_option("--bandwidth", sim.bandwidth_gbps, "each rank's link, Gbit/s each way, e.g. 10,40")
+      ->required()
+      ->delimiter(',')
+      ->check(CLI::PositiveNumber);
+  si->add_option("--latency", sim.latency_us, "per-message latency, microseconds (default: the config's, or 20)")
+      ->check(CLI::NonNegativeNumber);
+  si->add_option("--profile", sim.profile, "per-layer times (poseidon time --json; default: FLOPs at --gflops)");
+  si->add_option("--scheme", sim.schemes, "hybrid, ps, sfb, allreduce (default: the config's)")
+      ->delimiter(',')
+      ->check(CLI::IsMember({"hybrid", "ps", "sfb", "allreduce"}));
+  si->add_option("--wfbp", sim.wfbp, "true, false (default: the config's)")
+      ->delimiter(',')
+      ->check(CLI::IsMember({"true", "false"}));
+  si->add_option("--order", sim.order, "backward or priority (default: the config's)")
+      ->check(CLI::IsMember({"backward", "priority"}));
+  si->add_option("--gflops", sim.gemm_gflops, "compute rate, GFLOP/s (default: the profile's, or measured here)")
+      ->check(CLI::PositiveNumber);
+  si->add_option("--batch", sim.batch, "examples per rank (default: the profile's, the config's, or 32)")
+      ->check(CLI::PositiveNumber);
+  si->add_option("--iterations", sim.iterations, "iterations simulated (steady state: the second half)")
+      ->check(CLI::Range(2, 1000));
+  si->add_option("--set", sim.overrides, "override a key");
+  si->add_flag("--per-rank", sim.per_rank, "each rank's link busy time");
+  si->add_flag("--json", sim.json, "machine-readable output");
+
   bool layers_json = false;
   auto* l = app.add_subcommand("layers", "list the registered layer types and their keys");
   l->add_flag("--json", layers_json, "machine-readable output");
@@ -92,6 +124,7 @@ int run_cli(int argc, char** argv) {
     if (*s) return cmd_summary(summary);
     if (*l) return cmd_layers(layers_json);
     if (*pl) return cmd_plan(plan);
+    if (*si) return cmd_simulate(sim);
   } catch (const Error& e) {
     std::fprintf(stderr, "error: %s\n", e.what());
     return 2;

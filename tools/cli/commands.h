@@ -54,4 +54,20 @@ struct PlanArgs {
 };
 int cmd_plan(const PlanArgs& args);
 
+struct SimulateArgs {
+  std::string file;  // a model or a training config
+  std::vector<std::string> overrides;
+  std::vector<int> workers;               // one row per value
+  std::vector<double> bandwidth_gbps;     // one row per value
+  double latency_us = -1;                 // < 0: the config's, or 20
+  std::string profile;                    // `poseidon time --json` output; empty: FLOPs at gemm_gflops
+  std::vector<std::string> schemes, wfbp;  // one row per value; empty: the config's
+  std::string order;                      // empty: the config's
+  double gemm_gflops = 0;                 // 0: the profile's, or measured
+  int64_t batch = 0;                      // without a profile: 0 is the config's batch size, or 32
+  int iterations = 8;
+  bool json = false, per_rank = false;
+};
+int cmd_simulate(const SimulateArgs& args);
+
 }  // namespace poseidon

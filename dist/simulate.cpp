@@ -1,0 +1,401 @@
+// The discrete-event engine behind dist/simulate.h: events in time order
+// (ties in the order they were scheduled), each rank's compute thread a small
+// state machine, links reserved first come, first served.
+#include "dist/simulate.h"
+
+#include <algorithm>
+#include <functional>
+#include <limits>
+#include <map>
+#include <memory>
+
+#include "core/error.h"
+#include "dist/priority.h"
+
+namespace poseidon::dist {
+
+double SimResult::mean_utilisation() const {
+  if (links.empty() || iteration_s <= 0) return 0;
+  double busy = 0;
+  for (const LinkBusy& l : links) busy += l.send_s + l.recv_s;
+  return busy / (2.0 * static_cast<double>(links.size())) / iteration_s;
+}
+
+double SimResult::max_utilisation() const {
+  double busiest = 0;
+  for (const LinkBusy& l : links) busiest = std::max({busiest, l.send_s, l.recv_s});
+  return iteration_s > 0 ? busiest / iteration_s : 0;
+}
+
+CommPlan simulation_plan(Net& net, const DistConfig& config, int workers, const LinkModel& link, int64_t batch) {
+  if (config.scheme != "hybrid" || batch == net.batch()) return plan_for_config(net, config, workers, link);
+  // plan_for_config asks the planner at the Net's own batch; this Net holds
+  // another (shapes only), so the same per-layer choice is made at `batch`.
+  std::map<size_t, Scheme> chosen;
+  for (const LayerPlan& lp : plan_layers(net, batch, workers, link)) chosen[lp.layer] = lp.scheme;
+  std::vector<PlannedParam> params = backward_order(net);
+  for (PlannedParam& p : params) p.scheme = chosen.at(p.layer);
+  return make_comm_plan(net, std::move(params), config, workers);
+}
+
+namespace {
+
+class Simulation {
+ public:
+  Simulation(const Net& net, const CommPlan& plan, const ComputeProfile& profile, const SimConfig& config);
+  void run();
+  // The steady-state iteration, the links' busy time and the bytes moved.
+  void fill(SimResult& result) const;
+
+ private:
+  using Action = std::function<void()>;
+  struct Event {
+    double time;
+    uint64_t sequence;
+    Action action;
+  };
+  struct Rank {
+    // Compute thread.
+    int iteration = 0;
+    size_t layer = 0;
+    bool backward = false, computing = false;
+    std::vector<double> backward_end;  // per iteration
+    // Communication thread.
+    std::vector<size_t> reported;  // per unit: parameters backward reported this iteration
+    std::vector<bool> ready;       // per unit: all reported, not yet started
+    size_t next_unit = 0;
+    std::vector<int> started, done;  // per unit: iterations started, finished
+    std::vector<int> pending;        // per unit: operations of its running iteration
+    double thread_free = 0;          // solver updates and SFB rebuilds run one at a time
+    std::unique_ptr<PrioritySends> sends;
+    // Links.
+    double send_free = 0, recv_free = 0;
+    double bytes = 0;            // sent plus received, all iterations
+    std::vector<LinkBusy> busy;  // per iteration
+  };
+  struct UnitCost {
+    double numel = 0;
+    double update_s = 0;  // its share of the profile's update
+    int64_t priority = 0;  // its layer: PrioritySends sends lower layers first
+    int steps = 0;         // collectives: ring steps
+    double step_bytes = 0;  // collectives: each way, per step
+    double rebuild_s = 0;   // sfb: the GEMM that rebuilds the gradient
+  };
+
+  static bool later(const Event& a, const Event& b);  // the heap's order: earliest first
+  void at(double time, Action action);
+  void advance(int n);
+  void forward_done(int n);
+  void backward_done(int n);
+  bool gate_open(const Rank& r, size_t layer) const;
+  void start_ready(int n);
+  void start_unit(int n, size_t u);
+  void push_arrived(size_t u, size_t b, int round);
+  void operation_done(int n, size_t u);
+  void send(int from, int to, size_t u, size_t b, int round, Action on_arrival);
+  void transmit(int from, int to, double bytes, int round, Action on_arrival);
+  void run_collective(size_t u, int round);
+
+  const CommPlan& plan_;
+  const ComputeProfile& profile_;
+  const SimConfig& config_;
+  const int ranks_count_;
+  const int iterations_;
+  const double seconds_per_byte_;
+  const double latency_s_;
+  std::vector<Rank> ranks_;
+  std::vector<UnitCost> costs_;
+  std::vector<std::vector<size_t>> reports_;  // per layer: the unit of each parameter backward reports
+  std::vector<std::vector<int>> pushes_;      // per PS unit and block: gradients at the owner
+  std::vector<int> collective_started_;       // per unit: ranks that started it
+  std::vector<Event> events_;                 // a heap, earliest on top
+  uint64_t sequence_ = 0;
+  double now_ = 0;
+};
+
+Simulation::Simulation(const Net& net, const CommPlan& plan, const ComputeProfile& profile, const SimConfig& config)
+    : plan_(plan),
+      profile_(profile),
+      config_(config),
+      ranks_count_(config.workers),
+      iterations_(config.iterations),
+      seconds_per_byte_(8 / (config.link.bandwidth_gbps * 1e9)),
+      latency_s_(config.link.latency_us * 1e-6),
+      ranks_(config.workers) {
+  const size_t units = plan.units.size();
+  for (Rank& r : ranks_) {
+    r.backward_end.assign(iterations_, 0);
+    r.reported.assign(units, 0);
+    r.ready.assign(units, false);
+    r.started.assign(units, 0);
+    r.done.assign(units, 0);
+    r.pending.assign(units, 0);
+    r.busy.assign(iterations_, {});
+    if (config.dist.order == "priority") r.sends = std::make_unique<PrioritySends>(2 * config.dist.block_bytes);
+  }
+  reports_.assign(net.num_layers(), {});
+  costs_.assign(units, {});
+  pushes_.assign(units, {});
+  collective_started_.assign(units, 0);
+  double total_numel = 0;
+  for (size_t u = 0; u < units; ++u)
+    for (size_t i : plan.units[u].params) {
+      reports_[plan.params[i].layer].push_back(u);
+      costs_[u].numel += static_cast<double>(plan.params[i].param->value.numel());
+      total_numel += static_cast<double>(plan.params[i].param->value.numel());
+    }
+  const int p = ranks_count_;
+  const int64_t k = profile.batch;
+  for (size_t u = 0; u < units; ++u) {
+    const Unit& unit = plan.units[u];
+    UnitCost& c = costs_[u];
+    c.update_s = total_numel > 0 ? profile.update_s * c.numel / total_numel : 0;
+    c.priority = static_cast<int64_t>(plan.params[unit.params[0]].layer);
+    if (unit.scheme == Scheme::ps) {
+      pushes_[u].assign(unit.blocks.size(), 0);
+    } else if (unit.scheme == Scheme::allreduce) {
+      c.steps = 2 * (p - 1);
+      // The planner's bytes: the parameters, not any gaps of the bucket's range.
+      c.step_bytes = allreduce_cost(static_cast<int64_t>(c.numel), p, config.link).bytes() / 2 / c.steps;
+    } else {
+      const Shape& w = plan.params[unit.params[0]].param->shape;
+      c.steps = p - 1;
+      c.step_bytes = sfb_cost(w[0], w[1], k, p, config.link).bytes() / 2 / c.steps;
+      // The planner's SFB time over a link that costs nothing is the rebuild alone.
+      const LinkModel free_link{std::numeric_limits<double>::infinity(), 0, config.link.gemm_gflops};
+      c.rebuild_s = sfb_cost(w[0], w[1], k, p, free_link).seconds;
+    }
+  }
+}
+
+bool Simulation::later(const Event& a, const Event& b) {
+  return a.time != b.time ? a.time > b.time : a.sequence > b.sequence;
+}
+
+void Simulation::at(double time, Action action) {
+  events_.push_back(Event{time, sequence_++, std::move(action)});
+  std::push_heap(events_.begin(), events_.end(), later);
+}
+
+void Simulation::run() {
+  for (int n = 0; n < ranks_count_; ++n) advance(n);
+  while (!events_.empty()) {
+    std::pop_heap(events_.begin(), events_.end(), later);
+    Event e = std::move(events_.back());
+    events_.pop_back();
+    now_ = e.time;
+    e.action();
+  }
+  for (const Rank& r : ranks_) POSEIDON_CHECK(r.iteration == iterations_) << "simulation stalled";
+}
+
+void Simulation::advance(int n) {
+  Rank& r = ranks_[n];
+  if (r.computing || r.iteration == iterations_) return;
+  if (!r.backward) {
+    if (r.iteration > 0 && !gate_open(r, r.layer)) return;  // a finishing unit calls again
+    r.computing = true;
+    at(now_ + profile_.forward_s[r.layer], [this, n] { forward_done(n); });
+  } else {
+    r.computing = true;
+    at(now_ + profile_.backward_s[r.layer], [this, n] { backward_done(n); });
+  }
+}
+
+bool Simulation::gate_open(const Rank& r, size_t layer) const {
+  if (!config_.dist.wfbp) {
+    if (layer > 0) return true;
+    return std::all_of(r.done.begin(), r.done.end(), [&](int d) { return d >= r.iteration; });
+  }
+  for (size_t u : plan_.layer_units[layer])
+    if (r.done[u] < r.iteration) return false;
+  return true;
+}
+
+void Simulation::forward_done(int n) {
+  Rank& r = ranks_[n];
+  r.computing = false;
+  if (++r.layer == profile_.forward_s.size()) {
+    r.backward = true;
+    --r.layer;
+  }
+  advance(n);
+}
+
+void Simulation::backward_done(int n) {
+  Rank& r = ranks_[n];
+  r.computing = false;
+  for (size_t u : reports_[r.layer])
+    if (++r.reported[u] == plan_.units[u].params.size()) {
+      r.reported[u] = 0;
+      r.ready[u] = true;
+    }
+  if (config_.dist.wfbp) start_ready(n);
+  if (r.layer > 0) {
+    --r.layer;
+  } else {
+    r.backward_end[r.iteration++] = now_;
+    r.backward = false;
+    if (!config_.dist.wfbp) start_ready(n);  // backward_done hands everything over at once
+  }
+  advance(n);
+}
+
+void Simulation::start_ready(int n) {
+  Rank& r = ranks_[n];
+  if (r.ready.empty()) return;
+  while (r.ready[r.next_unit]) {
+    const size_t u = r.next_unit;
+    r.ready[u] = false;
+    r.next_unit = (u + 1) % r.ready.size();
+    at(std::max(now_, r.thread_free), [this, n, u] { start_unit(n, u); });
+  }
+}
+
+void Simulation::start_unit(int n, size_t u) {
+  Rank& r = ranks_[n];
+  const int round = r.started[u]++;
+  POSEIDON_CHECK(r.pending[u] == 0 && r.done[u] == round) << "unit " << u << " restarted before it finished";
+  const Unit& unit = plan_.units[u];
+  if (unit.scheme != Scheme::ps) {
+    r.pending[u] = 1;
+    if (++collective_started_[u] == ranks_count_) {
+      collective_started_[u] = 0;
+      run_collective(u, round);
+    }
+    return;
+  }
+  for (size_t b = 0; b < unit.blocks.size(); ++b) {
+    const int owner = unit.blocks[b].owner;
+    if (owner == n) {
+      r.pending[u] += ranks_count_ - 1;  // its new values to every other rank
+      push_arrived(u, b, round);
+    } else {
+      r.pending[u] += 2;  // the push, and the new values back
+      send(n, owner, u, b, round, [this, n, u, b, round] {
+        operation_done(n, u);
+        push_arrived(u, b, round);
+      });
+    }
+  }
+}
+
+void Simulation::push_arrived(size_t u, size_t b, int round) {
+  if (++pushes_[u][b] < ranks_count_) return;
+  pushes_[u][b] = 0;
+  const PsBlock& block = plan_.units[u].blocks[b];
+  Rank& owner = ranks_[block.owner];
+  owner.thread_free = std::max(now_, owner.thread_free) +
+                      costs_[u].update_s * static_cast<double>(block.count) / costs_[u].numel;
+  at(owner.thread_free, [this, u, b, round, o = block.owner] {
+    for (int peer = 0; peer < ranks_count_; ++peer)
+      if (peer != o)
+        send(o, peer, u, b, round, [this, u, o, peer] {
+          operation_done(o, u);
+          operation_done(peer, u);
+        });
+  });
+}
+
+void Simulation::operation_done(int n, size_t u) {
+  Rank& r = ranks_[n];
+  if (--r.pending[u] > 0) return;
+  ++r.done[u];
+  advance(n);
+}
+
+void Simulation::send(int from, int to, size_t u, size_t b, int round, Action on_arrival) {
+  const double bytes = static_cast<double>(plan_.units[u].blocks[b].count) * 4;
+  PrioritySends* queue = ranks_[from].sends.get();
+  if (!queue) return transmit(from, to, bytes, round, std::move(on_arrival));
+  queue->submit(costs_[u].priority, plan_.units[u].blocks[b].id, static_cast<int64_t>(bytes),
+                [this, queue, from, to, bytes, round, on_arrival = std::move(on_arrival)] {
+                  transmit(from, to, bytes, round, [queue, bytes, on_arrival] {
+                    queue->sent(static_cast<int64_t>(bytes));
+                    queue->pump();
+                    on_arrival();
+                  });
+                });
+  queue->pump();
+}
+
+void Simulation::transmit(int from, int to, double bytes, int round, Action on_arrival) {
+  Rank& s = ranks_[from];
+  Rank& d = ranks_[to];
+  const double busy = bytes * seconds_per_byte_;
+  // The switch buffers: a sender is never held by a busy receiver, and the
+  // receiver takes the bytes in once they are sent and its link is free.
+  const double sent = std::max(now_, s.send_free) + busy;
+  const double received = std::max(sent, d.recv_free + busy);
+  s.send_free = sent;
+  d.recv_free = received;
+  s.busy[round].send_s += busy;
+  d.busy[round].recv_s += busy;
+  s.bytes += bytes;
+  d.bytes += bytes;
+  at(received + latency_s_, std::move(on_arrival));
+}
+
+void Simulation::run_collective(size_t u, int round) {
+  const UnitCost& c = costs_[u];
+  double start = now_;
+  for (const Rank& r : ranks_) start = std::max({start, r.send_free, r.recv_free});
+  const double step_busy = c.step_bytes * seconds_per_byte_;
+  const double end = start + c.steps * (step_busy + latency_s_);
+  for (int n = 0; n < ranks_count_; ++n) {
+    Rank& r = ranks_[n];
+    r.send_free = r.recv_free = end - latency_s_;
+    r.busy[round].send_s += c.steps * step_busy;
+    r.busy[round].recv_s += c.steps * step_busy;
+    r.bytes += 2 * c.steps * c.step_bytes;
+    r.thread_free = std::max(end, r.thread_free) + c.rebuild_s + c.update_s;
+    at(r.thread_free, [this, n, u] { operation_done(n, u); });
+  }
+}
+
+void Simulation::fill(SimResult& result) const {
+  const int half = iterations_ / 2;
+  auto last_backward_end = [&](int iteration) {
+    double t = 0;
+    for (const Rank& r : ranks_) t = std::max(t, r.backward_end[iteration]);
+    return t;
+  };
+  const int measured = iterations_ - half;
+  result.iteration_s = (last_backward_end(iterations_ - 1) - last_backward_end(half - 1)) / measured;
+  double bytes = 0;
+  result.links.clear();
+  for (const Rank& r : ranks_) {
+    bytes += r.bytes;
+    LinkBusy mean;
+    for (int i = half; i < iterations_; ++i) {
+      mean.send_s += r.busy[i].send_s / measured;
+      mean.recv_s += r.busy[i].recv_s / measured;
+    }
+    result.links.push_back(mean);
+  }
+  result.bytes_per_worker = bytes / ranks_count_ / iterations_;
+}
+
+}  // namespace
+
+SimResult simulate(Net& net, const ComputeProfile& profile, const SimConfig& config) {
+  POSEIDON_CHECK(config.workers >= 1 && config.iterations >= 2) << config.workers << " " << config.iterations;
+  POSEIDON_CHECK(profile.forward_s.size() == net.num_layers() && profile.backward_s.size() == net.num_layers())
+      << "profile of " << profile.forward_s.size() << " layers for " << net.num_layers();
+  SimResult result;
+  result.workers = config.workers;
+  result.single_s = profile.iteration_s();
+  const CommPlan plan = simulation_plan(net, config.dist, config.workers, config.link, profile.batch);
+  result.schemes = describe_schemes(plan, net);
+  if (config.workers == 1) {  // no scheduler on one rank: forward, backward, update
+    result.iteration_s = result.single_s;
+    result.links.assign(1, {});
+    return result;
+  }
+  Simulation simulation(net, plan, profile, config);
+  simulation.run();
+  simulation.fill(result);
+  return result;
+}
+
+}  // namespace poseidon::dist

@@ -1,0 +1,249 @@
+// The scheduler simulation (dist/simulate.h) against what can be worked out
+// by hand: one and two FC layers on two ranks, where every transfer's start
+// and end follow from bytes / bandwidth + latency; infinite bandwidth, where
+// only compute is left; the planner's bytes per rank; and WFBP never slower.
+#include <gtest/gtest.h>
+
+#include <limits>
+#include <map>
+
+#include "core/error.h"
+#include "core/net.h"
+#include "dist/simulate.h"
+#include "tools/cli_runner.h"
+
+namespace poseidon::dist {
+namespace {
+
+const double kInf = std::numeric_limits<double>::infinity();
+
+ConfigNode parse(const std::string& yaml) { return ConfigNode::parse(yaml, "model.yaml"); }
+
+// fc1 100 -> 250 (100,000 bytes of weights), fc2 250 -> 125 (125,000 bytes), no biases.
+const char* kTwoFc = R"(name: two_fc
+inputs: {data: [100], label: []}
+layers:
+  - {name: fc1, type: fc, inputs: data, num_output: 250, bias: false}
+  - {name: fc2, type: fc, inputs: fc1, num_output: 125, bias: false}
+  - {name: loss, type: softmax_loss, inputs: [fc2, label]}
+)";
+
+const char* kOneFc = R"(name: one_fc
+inputs: {data: [100], label: []}
+layers:
+  - {name: fc1, type: fc, inputs: data, num_output: 250, bias: false}
+  - {name: loss, type: softmax_loss, inputs: [fc1, label]}
+)";
+
+const char* kSmall = R"(name: small
+inputs: {data: [3, 8, 8], label: []}
+layers:
+  - {name: conv1, type: conv, inputs: data, num_output: 8, kernel_size: 3, pad: 1}
+  - {name: relu1, type: relu, inputs: conv1}
+  - {name: conv2, type: conv, inputs: relu1, num_output: 8, kernel_size: 3, pad: 1}
+  - {name: relu2, type: relu, inputs: conv2}
+  - {name: fc1, type: fc, inputs: relu2, num_output: 64}
+  - {name: relu3, type: relu, inputs: fc1}
+  - {name: fc2, type: fc, inputs: relu3, num_output: 10}
+  - {name: loss, type: softmax_loss, inputs: [fc2, label]}
+)";
+
+// Forward and backward milliseconds of the named layers; the rest take no time.
+ComputeProfile profile_of(const Net& net, const std::map<std::string, std::pair<double, double>>& ms, int64_t batch) {
+  ComputeProfile p;
+  p.batch = batch;
+  for (size_t i = 0; i < net.num_layers(); ++i) {
+    auto it = ms.find(net.layer(i).name());
+    p.forward_s.push_back(it == ms.end() ? 0 : it->second.first / 1e3);
+    p.backward_s.push_back(it == ms.end() ? 0 : it->second.second / 1e3);
+  }
+  return p;
+}
+
+SimConfig config_of(int workers, const std::string& scheme, bool wfbp, double gbps, double latency_us,
+                    double gflops = 1) {
+  SimConfig c;
+  c.workers = workers;
+  c.dist.scheme = scheme;
+  c.dist.wfbp = wfbp;
+  c.link.bandwidth_gbps = gbps;
+  c.link.latency_us = latency_us;
+  c.link.gemm_gflops = gflops;
+  return c;
+}
+
+TEST(Simulate, WithoutWfbpOneLayerIsComputePlusCommunication) {
+  Net net(parse(kOneFc), 1);
+  const ComputeProfile profile = profile_of(net, {{"fc1", {3, 5}}}, 4);
+  // 1 Gbit/s: 100,000 bytes take 0.8 ms; latency 0.1 ms.
+  // PS: rank 1 pushes the one block to its owner, rank 0, which sends it back.
+  SimResult ps = simulate(net, profile, config_of(2, "ps", false, 1, 100));
+  EXPECT_NEAR(ps.iteration_s * 1e3, 8 + 2 * (0.8 + 0.1), 1e-9);
+  EXPECT_NEAR(ps.speedup(), 2 * 8 / (8 + 1.8), 1e-9);
+  // All-reduce: 2 ring steps of half the weights each.
+  SimResult ar = simulate(net, profile, config_of(2, "allreduce", false, 1, 100));
+  EXPECT_NEAR(ar.iteration_s * 1e3, 8 + 2 * (0.4 + 0.1), 1e-9);
+  // SFB: one step of 4 examples x (250 + 100) floats = 5,600 bytes (0.0448 ms),
+  // then the rebuild, 2 * 250 * 100 * 4 * 2 flops at 1 GFLOP/s = 0.4 ms.
+  SimResult sfb = simulate(net, profile, config_of(2, "sfb", false, 1, 100, 1));
+  EXPECT_NEAR(sfb.iteration_s * 1e3, 8 + 0.0448 + 0.1 + 0.4, 1e-9);
+  // Links: rank 0 receives and sends the block once per iteration.
+  ASSERT_EQ(ps.links.size(), 2u);
+  EXPECT_NEAR(ps.links[0].send_s * 1e3, 0.8, 1e-9);
+  EXPECT_NEAR(ps.links[0].recv_s * 1e3, 0.8, 1e-9);
+}
+
+TEST(Simulate, TwoLayersOverlapByHand) {
+  Net net(parse(kTwoFc), 1);
+  const ComputeProfile profile = profile_of(net, {{"fc1", {2, 4}}, {"fc2", {1, 2}}}, 4);
+  // fc2's weights (owner rank 0) move while fc1 runs backward (4 ms >= 2 x 1.0 ms
+  // + 0.1 ms) and are back before the next forward reaches fc2; only fc1's
+  // push and pull (2 x (0.8 + 0.1) ms) stand between backward and the next forward.
+  SimResult on = simulate(net, profile, config_of(2, "ps", true, 1, 100));
+  EXPECT_NEAR(on.iteration_s * 1e3, 9 + 2 * (0.8 + 0.1), 1e-9);
+  // Without WFBP both units start after backward, each on the other rank's
+  // send link (fc1's owner is rank 1), so the longer, fc2's, is the wait.
+  SimResult off = simulate(net, profile, config_of(2, "ps", false, 1, 100));
+  EXPECT_NEAR(off.iteration_s * 1e3, 9 + 2 * (1.0 + 0.1), 1e-9);
+}
+
+TEST(Simulate, InfiniteBandwidthLeavesOnlyCompute) {
+  Net net(parse(kSmall), 1);
+  const ComputeProfile profile = flops_profile(net, 8, 0.5);
+  for (const char* scheme : {"ps", "allreduce", "sfb", "hybrid"})
+    for (bool wfbp : {true, false})
+      for (const char* order : {"backward", "priority"})
+        for (int workers : {2, 3, 8}) {
+          SimConfig c = config_of(workers, scheme, wfbp, kInf, 0, kInf);
+          c.dist.order = order;
+          c.dist.block_bytes = 512;
+          const SimResult r = simulate(net, profile, c);
+          EXPECT_NEAR(r.iteration_s, profile.iteration_s(), 1e-12 * profile.iteration_s())
+              << scheme << " wfbp " << wfbp << " " << order << " P " << workers;
+          EXPECT_NEAR(r.speedup(), workers, 1e-9 * workers);
+        }
+}
+
+TEST(Simulate, BytesPerWorkerAreThePlanners) {
+  Net net(parse(kSmall), 1);
+  const ComputeProfile profile = flops_profile(net, 8, 0.5);
+  for (const char* scheme : {"ps", "allreduce", "sfb", "hybrid"})
+    for (int workers : {2, 3, 4, 8}) {
+      SimConfig c = config_of(workers, scheme, true, 1, 20);
+      c.dist.block_bytes = 1024;  // many blocks, spread over the owners
+      c.dist.bucket_bytes = 2048;
+      const SimResult r = simulate(net, profile, c);
+      const CommPlan plan = simulation_plan(net, c.dist, workers, c.link, profile.batch);
+      std::map<size_t, Scheme> by_layer;
+      for (const PlannedParam& p : plan.params) by_layer[p.layer] = p.scheme;
+      double expected = 0;
+      for (const auto& [layer, s] : by_layer) {
+        int64_t elements = 0;
+        for (const Param& p : net.layer(layer).params()) elements += p.value.numel();
+        const Shape& w = net.layer(layer).params()[0].shape;
+        expected += s == Scheme::ps          ? ps_cost(elements, workers, c.link).bytes()
+                    : s == Scheme::allreduce ? allreduce_cost(elements, workers, c.link).bytes()
+                                             : sfb_cost(w[0], w[1], profile.batch, workers, c.link).bytes();
+      }
+      ASSERT_GT(expected, 0);
+      EXPECT_NEAR(r.bytes_per_worker, expected, 1e-9 * expected) << scheme << " P " << workers;
+    }
+}
+
+// Asserted where every unit moves the same kind of transfer (all small PS
+// blocks, or all collectives) in backward order. Elsewhere the model finds
+// WFBP can be slower when communication is nearly all there is: mixing
+// collectives, which hold every link, with PS messages; priority order; or
+// a whole parameter in one block whose owner serves 15 ranks (P = 16 at
+// 1 Gbit/s: 28.2 against 27.6 ms), where earlier starts change which rank
+// is served last and so which rank every iteration waits for.
+TEST(Simulate, WfbpIsNeverSlower) {
+  Net net(parse(kSmall), 1);
+  ComputeProfile profile = flops_profile(net, 8, 0.5);
+  profile.update_s = profile.iteration_s() / 20;
+  for (const char* scheme : {"ps", "allreduce"})
+    for (double gbps : {0.001, 0.01, 0.1, 1.0, 10.0})
+      for (int workers : {2, 3, 4, 8, 16}) {
+        SimConfig on = config_of(workers, scheme, true, gbps, 20, 5), off = on;
+        on.dist.block_bytes = off.dist.block_bytes = 1024;
+        on.dist.bucket_bytes = off.dist.bucket_bytes = 1024;
+        off.dist.wfbp = false;
+        const double t_on = simulate(net, profile, on).iteration_s, t_off = simulate(net, profile, off).iteration_s;
+        EXPECT_LE(t_on, t_off * (1 + 1e-12)) << scheme << " " << gbps << " Gbit/s P " << workers;
+      }
+}
+
+TEST(Simulate, OneWorkerHasSpeedupOne) {
+  Net net(parse(kSmall), 1);
+  ComputeProfile profile = flops_profile(net, 8, 0.5);
+  profile.update_s = 0.003;
+  for (const char* scheme : {"ps", "hybrid"}) {
+    const SimResult r = simulate(net, profile, config_of(1, scheme, true, 1, 20));
+    EXPECT_DOUBLE_EQ(r.speedup(), 1);
+    EXPECT_DOUBLE_EQ(r.iteration_s, profile.iteration_s());
+    EXPECT_EQ(r.bytes_per_worker, 0);
+  }
+}
+
+TEST(Simulate, PlanIsTrainingsPlanAtTheProfilesBatch) {
+  // fc1 (64 x 512 + 64): SFB moves 2K(P-1)(64+512) numbers against PS's
+  // 4S(P-1)/P, so at P = 4 it wins at one example per rank and loses at 64.
+  const char* model = R"(name: wide
+inputs: {data: [512], label: []}
+layers:
+  - {name: fc1, type: fc, inputs: data, num_output: 64}
+  - {name: loss, type: softmax_loss, inputs: [fc1, label]}
+)";
+  DistConfig config;
+  config.scheme = "hybrid";
+  const LinkModel link{10, 0, 1e6};
+  Net one(parse(model), 1), wide(parse(model), 64);
+  EXPECT_EQ(simulation_plan(one, config, 4, link, 1).units[0].scheme, Scheme::sfb);
+  const CommPlan simulated = simulation_plan(one, config, 4, link, 64);
+  const CommPlan trained = plan_for_config(wide, config, 4, link);
+  ASSERT_EQ(simulated.units.size(), trained.units.size());
+  for (size_t u = 0; u < trained.units.size(); ++u) {
+    const Unit &a = simulated.units[u], &b = trained.units[u];
+    EXPECT_EQ(a.scheme, b.scheme);
+    EXPECT_EQ(a.scheme, Scheme::ps);
+    EXPECT_EQ(a.params, b.params);
+    EXPECT_EQ(a.label, b.label);
+    ASSERT_EQ(a.blocks.size(), b.blocks.size());
+    for (size_t k = 0; k < a.blocks.size(); ++k) {
+      EXPECT_EQ(a.blocks[k].owner, b.blocks[k].owner);
+      EXPECT_EQ(a.blocks[k].count, b.blocks[k].count);
+    }
+  }
+}
+
+TEST(SimulateProfile, ErrorsNameTheFileAndTheLayer) {
+  Net net(parse(kTwoFc), 1);
+  poseidon::testing::TempDir dir;
+  try {
+    load_profile(dir.file("absent.json"), net);
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find(dir.file("absent.json")), std::string::npos) << e.what();
+  }
+  const std::string path = dir.write("p.json", R"({"batch": 4, "layers": [
+    {"name": "fc1", "forward_ms": 1, "backward_ms": 2}, {"name": "loss", "forward_ms": 0, "backward_ms": 0}]})");
+  try {
+    load_profile(path, net);
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find(path), std::string::npos) << what;
+    EXPECT_NE(what.find("'fc2'"), std::string::npos) << what;
+  }
+  const std::string good = dir.write("q.json", R"({"batch": 4, "update_ms": 3, "gflops": 100, "layers": [
+    {"name": "fc1", "forward_ms": 1, "backward_ms": 2}, {"name": "fc2", "forward_ms": 0.5, "backward_ms": 1},
+    {"name": "loss", "forward_ms": 0, "backward_ms": 0}]})");
+  const ComputeProfile p = load_profile(good, net);
+  EXPECT_EQ(p.batch, 4);
+  EXPECT_DOUBLE_EQ(p.iteration_s(), 7.5e-3);
+  EXPECT_DOUBLE_EQ(p.backward_s[1], 1e-3);
+  EXPECT_EQ(p.gemm_gflops, 100);
+}
+
+}  // namespace
+}  // namespace poseidon::dist

@@ -1,0 +1,140 @@
+// The simulate verb: iteration time, speed-up and link use of distributed
+// training on P ranks as the discrete-event model of dist/simulate.h
+// predicts them, one row per combination of scheme, WFBP, bandwidth and P.
+#include <cstdio>
+#include <nlohmann/json.hpp>
+
+#include "core/error.h"
+#include "core/net.h"
+#include "dist/simulate.h"
+#include "tools/cli/commands.h"
+#include "tools/cli/train_config.h"
+
+namespace poseidon {
+
+namespace {
+
+struct Row {
+  std::string scheme;
+  bool wfbp = true;
+  double bandwidth_gbps = 0;
+  dist::SimResult result;
+};
+
+nlohmann::json row_json(const Row& row) {
+  const dist::SimResult& r = row.result;
+  nlohmann::json links = nlohmann::json::array();
+  for (size_t i = 0; i < r.links.size(); ++i)
+    links.push_back({{"rank", i}, {"send_busy_ms", r.links[i].send_s * 1e3}, {"recv_busy_ms", r.links[i].recv_s * 1e3}});
+  return {{"scheme", row.scheme},
+          {"wfbp", row.wfbp},
+          {"workers", r.workers},
+          {"bandwidth_gbps", row.bandwidth_gbps},
+          {"iteration_ms", r.iteration_s * 1e3},
+          {"speedup", r.speedup()},
+          {"efficiency", r.efficiency()},
+          {"mean_link_utilisation", r.mean_utilisation()},
+          {"max_link_utilisation", r.max_utilisation()},
+          {"bytes_per_worker", r.bytes_per_worker},
+          {"layer_schemes", r.schemes},
+          {"links", links}};
+}
+
+void print_row(const Row& row, bool per_rank) {
+  const dist::SimResult& r = row.result;
+  std::printf("%-10s %-5s %6d %8.4g %11.3f %9.2f %10.1f%% %9.1f%% %9.1f%% %14.3f\n", row.scheme.c_str(),
+              row.wfbp ? "on" : "off", r.workers, row.bandwidth_gbps, r.iteration_s * 1e3, r.speedup(),
+              100 * r.efficiency(), 100 * r.mean_utilisation(), 100 * r.max_utilisation(), r.bytes_per_worker / 1e6);
+  if (!per_rank) return;
+  for (size_t i = 0; i < r.links.size(); ++i)
+    std::printf("    rank %-5zu send busy %10.3f ms (%5.1f%%)  receive busy %10.3f ms (%5.1f%%)\n", i,
+                r.links[i].send_s * 1e3, r.iteration_s > 0 ? 100 * r.links[i].send_s / r.iteration_s : 0.0,
+                r.links[i].recv_s * 1e3, r.iteration_s > 0 ? 100 * r.links[i].recv_s / r.iteration_s : 0.0);
+}
+
+}  // namespace
+
+int cmd_simulate(const SimulateArgs& args) {
+  ConfigNode model;
+  int64_t batch = 32;
+  dist::DistConfig dist_config;
+  if (is_train_config(args.file)) {
+    TrainConfig c = TrainConfig::load(args.file, args.overrides);
+    model = c.model;
+    batch = c.train_data.batch_size;
+    dist_config = c.dist;
+  } else {
+    model = load_model(args.file, args.overrides);
+  }
+  if (args.batch > 0) batch = args.batch;
+  if (!args.order.empty()) dist_config.order = args.order;
+  Net net(model, 1);  // shapes only: the per-rank batch enters through the profile
+
+  std::string gemm_source = "given";
+  dist::ComputeProfile profile;
+  double gflops = args.gemm_gflops;
+  if (!args.profile.empty()) {
+    profile = dist::load_profile(args.profile, net);
+    if (args.batch > 0 && args.batch != profile.batch)
+      throw Error("profile " + args.profile + " is for batch " + std::to_string(profile.batch) + ", not --batch " +
+                  std::to_string(args.batch));
+    if (gflops <= 0 && profile.gemm_gflops) {
+      gflops = *profile.gemm_gflops;
+      gemm_source = "from the profile";
+    }
+  }
+  if (gflops <= 0) {
+    gflops = dist::measure_gemm_gflops();
+    gemm_source = "measured here";
+  }
+  if (args.profile.empty()) profile = dist::flops_profile(net, batch, gflops);
+
+  dist::SimConfig config;
+  config.dist = dist_config;
+  config.iterations = args.iterations;
+  config.link.latency_us = args.latency_us >= 0 ? args.latency_us : dist_config.latency_us.value_or(20);
+  config.link.gemm_gflops = gflops;
+  const std::vector<std::string> schemes = args.schemes.empty() ? std::vector{dist_config.scheme} : args.schemes;
+  std::vector<bool> wfbps;
+  for (const std::string& w : args.wfbp) wfbps.push_back(w == "true");
+  if (wfbps.empty()) wfbps.push_back(dist_config.wfbp);
+
+  std::vector<Row> rows;
+  for (const std::string& scheme : schemes)
+    for (bool wfbp : wfbps)
+      for (double bandwidth : args.bandwidth_gbps)
+        for (int workers : args.workers) {
+          config.dist.scheme = scheme;
+          config.dist.wfbp = wfbp;
+          config.link.bandwidth_gbps = bandwidth;
+          config.workers = workers;
+          rows.push_back(Row{scheme, wfbp, bandwidth, dist::simulate(net, profile, config)});
+        }
+
+  if (args.json) {
+    nlohmann::json runs = nlohmann::json::array();
+    for (const Row& row : rows) runs.push_back(row_json(row));
+    nlohmann::json out = {{"model", net.name()},
+                          {"profile", profile.source},
+                          {"batch", profile.batch},
+                          {"single_iteration_ms", profile.iteration_s() * 1e3},
+                          {"latency_us", config.link.latency_us},
+                          {"gemm_gflops", gflops},
+                          {"gemm_source", gemm_source},
+                          {"order", dist_config.order},
+                          {"iterations", args.iterations},
+                          {"runs", runs}};
+    std::printf("%s\n", out.dump(2).c_str());
+    return 0;
+  }
+  std::printf("%s: %s; batch %lld per worker, one worker %.3f ms per iteration\n", net.name().c_str(),
+              profile.source.c_str(), static_cast<long long>(profile.batch), profile.iteration_s() * 1e3);
+  std::printf("latency %.4g us; SFB rebuild at %.4g GFLOP/s (%s); order %s; %d iterations simulated\n",
+              config.link.latency_us, gflops, gemm_source.c_str(), dist_config.order.c_str(), args.iterations);
+  std::printf("%-10s %-5s %6s %8s %11s %9s %11s %10s %10s %14s\n", "scheme", "wfbp", "P", "Gbit/s", "iter ms",
+              "speed-up", "efficiency", "link use", "max link", "MB/worker/it");
+  for (const Row& row : rows) print_row(row, args.per_rank);
+  return 0;
+}
+
+}  // namespace poseidon
