@@ -11,8 +11,9 @@
 //    for all (no WFBP); it also runs the solver updates and SFB rebuilds,
 //    one at a time;
 //  - every rank has one send and one receive link; a message occupies the
-//    sender's send link and the receiver's receive link for bytes/bandwidth
-//    (first come, first served on each link) and arrives a latency later;
+//    sender's send link, then (once sent, a switch buffering it) the
+//    receiver's receive link, each for bytes/bandwidth and first come, first
+//    served, and arrives a latency after it is received;
 //  - PS: each rank pushes each block to its owner, which waits for all P,
 //    updates (its share of the profile's update time, i.e. bytes at the
 //    rate the profile measured) and sends the new values to every rank; with
