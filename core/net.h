@@ -48,6 +48,11 @@ class Net {
   // Single-layer steps, for per-layer timing.
   void forward_layer(size_t i, RunContext& ctx);
   void backward_layer(size_t i, RunContext& ctx);
+  // Emulated compute (train --emulate-compute): layer i's forward and
+  // backward bodies become waits of forward_s[i] and backward_s[i] seconds,
+  // so gates, gradient reports and the parameter buffers (left as they are)
+  // see the timing of a faster or slower device. Empty vectors: real compute.
+  void emulate_compute(std::vector<double> forward_s, std::vector<double> backward_s);
   void zero_blob_grads();
   void seed_loss_grads();
 
@@ -95,6 +100,7 @@ class Net {
   std::vector<std::string> loss_outputs_, metric_outputs_;
   Tensor flat_values_, flat_grads_, flat_buffers_;
   std::vector<LayerIO> io_;
+  std::vector<double> emulated_forward_s_, emulated_backward_s_;  // per layer; empty: real compute
 };
 
 }  // namespace poseidon

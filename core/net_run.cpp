@@ -1,13 +1,42 @@
 // Net execution: forward in topological order, backward in reverse with a
-// gradient-ready report per learnable parameter as soon as it is complete.
+// gradient-ready report per learnable parameter as soon as it is complete;
+// with emulated compute, waits of profiled length in place of the layers.
 #include "core/net.h"
+
+#include <chrono>
+#include <thread>
+
+#include "core/error.h"
 
 namespace poseidon {
 
-void Net::forward_layer(size_t i, RunContext& ctx) { layers_[i]->forward(io_[i], ctx); }
+namespace {
+void wait_for(double seconds) {
+  if (seconds > 0) std::this_thread::sleep_for(std::chrono::duration<double>(seconds));
+}
+}  // namespace
+
+void Net::emulate_compute(std::vector<double> forward_s, std::vector<double> backward_s) {
+  POSEIDON_CHECK((forward_s.empty() && backward_s.empty()) ||
+                 (forward_s.size() == layers_.size() && backward_s.size() == layers_.size()))
+      << "emulated compute needs one forward and one backward time per layer";
+  emulated_forward_s_ = std::move(forward_s);
+  emulated_backward_s_ = std::move(backward_s);
+}
+
+void Net::forward_layer(size_t i, RunContext& ctx) {
+  if (!emulated_forward_s_.empty())
+    wait_for(emulated_forward_s_[i]);
+  else
+    layers_[i]->forward(io_[i], ctx);
+}
 
 void Net::backward_layer(size_t i, RunContext& ctx) {
-  if (runs_backward_[i]) layers_[i]->backward(io_[i], ctx);
+  if (!runs_backward_[i]) return;
+  if (!emulated_backward_s_.empty())
+    wait_for(emulated_backward_s_[i]);
+  else
+    layers_[i]->backward(io_[i], ctx);
 }
 
 float Net::forward(RunContext& ctx, GradSink* gate) {
@@ -48,7 +77,7 @@ void Net::backward(RunContext& ctx, GradSink& sink) {
     Layer& l = *layers_[i];
     if (runs_backward_[i]) {
       sink.layer_begin(l, true);
-      l.backward(io_[i], ctx);
+      backward_layer(i, ctx);
       sink.layer_end(l, true);
     } else {
       for (auto& p : l.params())

@@ -25,6 +25,11 @@ int run_cli(int argc, char** argv) {
   t->add_flag("--quiet", train.quiet, "no progress output");
   t->add_option("--timeline", train.timeline,
                 "write a Chrome trace (layers, waits, transfers); FILE.rankN.json per rank under mpirun");
+  t->add_option("--emulate-compute", train.emulate_compute,
+                "wait each layer's profiled time (poseidon time --json) instead of computing it; "
+                "communication stays real (for emulated clusters, tools/cluster)");
+  t->add_option("--emulate-scale", train.emulate_scale, "multiply the --emulate-compute times by this factor")
+      ->check(CLI::PositiveNumber);
 
   TestArgs test;
   auto* te = app.add_subcommand("test", "evaluate weights on the config's test data");

@@ -14,7 +14,8 @@ int cmd_train(const TrainArgs& args) {
   dist::World world;  // an MPI job when mpirun or srun started this process
   try {
     TrainConfig config = TrainConfig::load(args.config, args.overrides);
-    Trainer trainer(std::move(config), TrainOptions{args.resume, args.weights, args.quiet, &world, args.timeline});
+    Trainer trainer(std::move(config), TrainOptions{args.resume, args.weights, args.quiet, &world, args.timeline, args.emulate_compute,
+                                               args.emulate_scale});
     trainer.run();
   } catch (const std::exception& e) {
     // The other ranks would wait for this one forever: end the whole job.

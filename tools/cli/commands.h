@@ -13,6 +13,8 @@ struct TrainArgs {
   std::string resume, weights;
   bool quiet = false;
   std::string timeline;  // Chrome trace file (one per rank under mpirun)
+  std::string emulate_compute;  // per-layer times that replace computing (poseidon time --json)
+  double emulate_scale = 1;
 };
 int cmd_train(const TrainArgs& args);
 

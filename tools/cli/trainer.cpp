@@ -10,6 +10,7 @@
 #include "core/finite_check.h"
 #include "core/local_sink.h"
 #include "core/math.h"
+#include "tools/cli/emulate_compute.h"
 #include "tools/cli/progress.h"
 
 namespace poseidon {
@@ -71,6 +72,9 @@ Trainer::Trainer(TrainConfig config, TrainOptions options)
   }
   net_ = std::make_unique<Net>(config_.model, config_.train_data.batch_size);
   net_->init_params(config_.seed);
+  if (!options_.emulate_compute.empty())
+    emulated_compute_s_ = emulate_compute(*net_, options_.emulate_compute, options_.emulate_scale,
+                                          config_.train_data.batch_size);
   solver_ = std::make_unique<Solver>(config_.solver);
 
   auto train_source = make_source(config_.train_data.node, config_.base_dir);
@@ -239,6 +243,12 @@ EvalResult Trainer::run() {
   // Forward waits at the scheduler's gates; alone it needs no gate unless traced.
   GradSink* gate = traced || scheduler_ ? &sink : nullptr;
   std::string comm_text;
+  if (emulated_compute_s_ > 0) {
+    char line[256];
+    std::snprintf(line, sizeof line, "emulated compute: %s x %g, %.1f ms forward and backward per iteration",
+                  options_.emulate_compute.c_str(), options_.emulate_scale, emulated_compute_s_ * 1e3);
+    progress.note(line);
+  }
   if (scheduler_) {
     std::string line = "dist: " + std::to_string(world_size_) + " ranks, " + config_.dist.scheme + " (" +
                        dist::describe_schemes(scheduler_->plan(), *net_) + ")" + (config_.dist.wfbp ? ", WFBP" : "");

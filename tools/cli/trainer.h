@@ -48,6 +48,8 @@ struct TrainOptions {
   bool quiet = false;
   const dist::World* world = nullptr;  // the MPI job; null or one rank: training in this process alone
   std::string timeline;                // Chrome trace to write at the end ("" : none)
+  std::string emulate_compute;         // profile whose per-layer times replace computing ("" : compute)
+  double emulate_scale = 1;            // multiplies those times
 };
 
 class Trainer {
@@ -87,6 +89,7 @@ class Trainer {
   std::unique_ptr<dist::Timeline> timeline_;    // with --timeline
   std::mt19937_64 rng_;
   int64_t iter_ = 0;
+  double emulated_compute_s_ = 0;  // forward and backward per iteration under --emulate-compute
 };
 
 }  // namespace poseidon

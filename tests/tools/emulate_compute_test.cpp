@@ -1,0 +1,137 @@
+// Emulated compute (--emulate-compute): an iteration takes at least the
+// profile's scaled time, the gates and gradient reports fire as in real
+// training, and the solver still updates every parameter from its gradient
+// buffer; profiles that do not fit the run are refused.
+#include "tools/cli/emulate_compute.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <unistd.h>
+
+#include "core/error.h"
+#include "core/local_sink.h"
+
+namespace poseidon {
+namespace {
+
+const char* kModel = R"(name: small
+inputs: {data: [6], label: []}
+layers:
+  - {name: fc1, type: fc, inputs: data, num_output: 5}
+  - {name: relu1, type: relu, inputs: fc1}
+  - {name: fc2, type: fc, inputs: relu1, num_output: 3}
+  - {name: loss, type: softmax_loss, inputs: [fc2, label]}
+  - {name: acc, type: accuracy, inputs: [fc2, label]}
+)";
+
+Net make_net(int64_t batch) {
+  Net net(ConfigNode::parse(kModel, "model.yaml"), batch);
+  net.init_params(7);
+  return net;
+}
+
+// A profile in `poseidon time --json` form: every layer 4 ms forward and 6 ms
+// backward, except the accuracy layer, which never runs backward.
+std::string write_profile(int64_t batch) {
+  const auto path = std::filesystem::temp_directory_path() /
+                    ("emulate_compute_test_" + std::to_string(::getpid()) + "_" + std::to_string(batch) + ".json");
+  std::ofstream out(path);
+  out << R"({"batch": )" << batch << R"(, "layers": [
+    {"name": "fc1", "forward_ms": 4, "backward_ms": 6},
+    {"name": "relu1", "forward_ms": 4, "backward_ms": 6},
+    {"name": "fc2", "forward_ms": 4, "backward_ms": 6},
+    {"name": "loss", "forward_ms": 4, "backward_ms": 6},
+    {"name": "acc", "forward_ms": 4, "backward_ms": 0}]})";
+  return path.string();
+}
+
+// Records what the Net tells a GradSink, in order.
+struct RecordingSink : GradSink {
+  std::vector<std::string> events;
+  void await_params(const Layer& layer) override { events.push_back("await " + layer.name()); }
+  void grad_ready(Param& p) override { events.push_back("ready " + p.name); }
+  void backward_done() override { events.push_back("done"); }
+};
+
+std::vector<std::string> one_iteration_events(Net& net) {
+  RunContext ctx;
+  RecordingSink sink;
+  net.forward(ctx, &sink);
+  net.backward(ctx, sink);
+  return sink.events;
+}
+
+TEST(EmulateCompute, IterationTakesAtLeastTheScaledProfile) {
+  Net net = make_net(4);
+  const std::string profile = write_profile(4);
+  const double scale = 1.5;
+  const double total = emulate_compute(net, profile, scale, 4);
+  // 5 forwards of 4 ms and 4 backwards of 6 ms, times 1.5.
+  EXPECT_NEAR(total, 1.5 * (5 * 4e-3 + 4 * 6e-3), 1e-12);
+  RunContext ctx;
+  Solver solver(SolverConfig{});
+  LocalGradSink sink(solver);
+  for (int iteration = 0; iteration < 3; ++iteration) {
+    const auto start = std::chrono::steady_clock::now();
+    net.forward(ctx, &sink);
+    net.backward(ctx, sink);
+    const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    EXPECT_GE(elapsed, total) << "iteration " << iteration;
+  }
+  std::filesystem::remove(profile);
+}
+
+TEST(EmulateCompute, GatesAndGradientReportsAsInRealTraining) {
+  Net real = make_net(4);
+  Net emulated = make_net(4);
+  const std::string profile = write_profile(4);
+  emulate_compute(emulated, profile, 0.01, 4);
+  const std::vector<std::string> expected = one_iteration_events(real);
+  EXPECT_EQ(one_iteration_events(emulated), expected);
+  EXPECT_EQ(std::count(expected.begin(), expected.end(), "done"), 1);
+  std::filesystem::remove(profile);
+}
+
+TEST(EmulateCompute, SolverStillUpdatesFromTheGradientBuffers) {
+  Net net = make_net(4);
+  const std::string profile = write_profile(4);
+  emulate_compute(net, profile, 0.01, 4);
+  // The emulated backward leaves the gradient buffers as they are: what they
+  // hold is what the solver applies, through the usual reports.
+  net.flat_grads().fill(0.25f);
+  std::map<std::string, std::vector<float>> before;
+  for (Param* p : net.params())
+    if (p->learnable) before[p->name].assign(p->value.data(), p->value.data() + p->value.numel());
+  ASSERT_EQ(before.size(), 4u);  // fc1 and fc2, weight and bias
+  SolverConfig config;
+  config.lr.base_lr = 0.5;
+  Solver solver(config);
+  LocalGradSink sink(solver);
+  RunContext ctx;
+  net.forward(ctx, &sink);
+  net.backward(ctx, sink);
+  for (Param* p : net.params()) {
+    if (!p->learnable) continue;
+    for (int64_t i = 0; i < p->value.numel(); ++i)
+      ASSERT_FLOAT_EQ(p->value[i], before[p->name][static_cast<size_t>(i)] - 0.5f * 0.25f) << p->name << " " << i;
+  }
+  std::filesystem::remove(profile);
+}
+
+TEST(EmulateCompute, RefusesAProfileOfAnotherBatchOrABadScale) {
+  Net net = make_net(8);
+  const std::string profile = write_profile(4);
+  EXPECT_THROW(emulate_compute(net, profile, 1.0, 8), Error);
+  EXPECT_THROW(emulate_compute(net, profile, 0.0, 4), Error);
+  EXPECT_THROW(emulate_compute(net, "/nonexistent/profile.json", 1.0, 8), Error);
+  std::filesystem::remove(profile);
+}
+
+}  // namespace
+}  // namespace poseidon
