@@ -1,0 +1,129 @@
+#!/usr/bin/env python3
+"""Speed-up table and plot of bench/scaling.sh's runs.
+
+Reads results.jsonl (one line per run: model, workers, scheme, measured
+iteration_s on the emulated cluster, simulated_iteration_s from `poseidon
+simulate` with the same settings) and writes, per model, a Markdown table of
+speed-ups (P x t1 / tP, t1 the one-rank run) with the simulator's prediction
+next to each and their relative difference, plus a PNG with one line per
+scheme (solid: emulated cluster, dashed: simulator).
+"""
+import argparse
+import json
+from collections import defaultdict
+
+LABELS = {"ps-nowfbp": "PS, no overlap", "ps": "WFBP + PS", "hybrid": "WFBP + HybComm", "allreduce": "WFBP + all-reduce"}
+
+
+def load(path):
+    rows = [json.loads(line) for line in open(path) if line.strip()]
+    by_model = defaultdict(list)
+    for r in rows:
+        by_model[r["model"]].append(r)
+    return by_model
+
+
+def speedups(rows):
+    """{scheme: {P: (measured speed-up, simulated speed-up, row)}} and t1 of the model."""
+    single = [r for r in rows if r["workers"] == 1 and "iteration_s" in r]
+    if not single:
+        return {}, None
+    t1 = single[0]["iteration_s"]
+    table = defaultdict(dict)
+    for r in rows:
+        if r["workers"] == 1 or "iteration_s" not in r:
+            continue
+        p = r["workers"]
+        measured = p * t1 / r["iteration_s"]
+        # The simulator's own one-worker time is the profile's; its speed-up is against that.
+        simulated = None
+        if "simulated_iteration_s" in r and r.get("simulated_single_s"):
+            simulated = p * r["simulated_single_s"] / r["simulated_iteration_s"]
+        table[r["scheme"]][p] = (measured, simulated, r)
+    return table, t1
+
+
+def markdown(by_model):
+    out = []
+    for model, rows in by_model.items():
+        table, t1 = speedups(rows)
+        if t1 is None:
+            out.append(f"### {model}: no one-rank run\n")
+            continue
+        first = rows[0]
+        out.append(f"### {model}: scale {first['scale']:g} (links {first['bandwidth_gbps']:g} Gbit/s), t1 = {t1:.3f} s\n")
+        out.append("Cells: emulated cluster iteration (s) | speed-up emulated / simulated | relative difference of the iteration time (simulated - emulated) / emulated\n")
+        workers = sorted({p for by_p in table.values() for p in by_p})
+        out.append("| scheme | " + " | ".join(f"P={p}" for p in workers) + " |")
+        out.append("|---|" + "---|" * len(workers))
+        for scheme in LABELS:
+            if scheme not in table:
+                continue
+            cells = []
+            for p in workers:
+                if p not in table[scheme]:
+                    cells.append("-")
+                    continue
+                measured, simulated, r = table[scheme][p]
+                if simulated is None:
+                    cells.append(f"{r['iteration_s']:.2f} s, {measured:.2f}x / -")
+                    continue
+                diff = (r["simulated_iteration_s"] - r["iteration_s"]) / r["iteration_s"]
+                cells.append(f"{r['iteration_s']:.2f} s, {measured:.2f}x / {simulated:.2f}x, {100 * diff:+.1f}%")
+            out.append(f"| {LABELS[scheme]} | " + " | ".join(cells) + " |")
+        failed = [r for r in rows if r.get("status") or "error" in r]
+        for r in failed:
+            out.append(f"\nfailed: P={r['workers']} {r['scheme']}: status {r.get('status')} {r.get('error', '')}")
+        out.append("")
+    return "\n".join(out)
+
+
+def plot(by_model, path):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, len(by_model), figsize=(6 * len(by_model), 4.5), squeeze=False)
+    for ax, (model, rows) in zip(axes[0], by_model.items()):
+        table, t1 = speedups(rows)
+        top = 1
+        for i, scheme in enumerate(s for s in LABELS if s in table):
+            ps = sorted(table[scheme])
+            color = f"C{i}"
+            ax.plot([1] + ps, [1] + [table[scheme][p][0] for p in ps], "o-", color=color, label=LABELS[scheme])
+            sim = [(p, table[scheme][p][1]) for p in ps if table[scheme][p][1] is not None]
+            if sim:
+                ax.plot([1] + [p for p, _ in sim], [1] + [s for _, s in sim], "x--", color=color, alpha=0.7)
+            top = max([top] + ps)
+        ax.plot([1, top], [1, top], ":", color="grey", label="linear")
+        ax.set_title(f"{model} (solid: emulated cluster, dashed: simulate)")
+        ax.set_xlabel("hosts P")
+        ax.set_ylabel("speed-up")
+        ax.legend(fontsize=8)
+        ax.grid(alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("results")
+    ap.add_argument("--table")
+    ap.add_argument("--plot")
+    args = ap.parse_args()
+    by_model = load(args.results)
+    text = markdown(by_model)
+    if args.table:
+        open(args.table, "w").write(text + "\n")
+    else:
+        print(text)
+    if args.plot:
+        try:
+            plot(by_model, args.plot)
+        except ImportError:
+            print("scaling.py: matplotlib missing (apt-get install python3-matplotlib): no plot")
+
+
+if __name__ == "__main__":
+    main()

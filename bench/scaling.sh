@@ -1,0 +1,161 @@
+#!/usr/bin/env bash
+# Speed-ups of the real training binary on an emulated cluster (tools/cluster:
+# one network namespace per host, tc-shaped links) with emulated compute
+# (--emulate-compute: each layer waits its profiled time), beside what
+# `poseidon simulate` predicts for the same settings.
+#
+# The cluster is a scaled 10 GbE one: compute slowed F times (--scale) and
+# links at 10/F Gbit/s, so the ratio of compute to communication is that of
+# the profiled GPU on 10 GbE while this machine's two cores keep up. The
+# models run at a reduced input (VGG19-22K at 32x32, through its adaptive
+# pool: the same 229,052,817 parameters and FC shapes; Inception-V3 at 75x75
+# without the auxiliary head, whose entries leave its profile) so that eight
+# ranks fit in memory; the profile gives each layer's time at the full input
+# by layer name. speed-up = P x t1 / tP, t1 the one-rank iteration.
+#
+# Usage: bench/scaling.sh [--bin build/poseidon] [--models vgg19_22k,inception_v3]
+#          [--hosts 1,2,4,8] [--schemes ps-nowfbp,ps,hybrid,allreduce] [--scale 10]
+#          [--iters M] [--latency-us 20] [--out DIR (/tmp/poseidon_scaling)] [--append]
+# Each run trains 2M iterations and times the last M (default 2). Results go
+# to DIR/results.jsonl (one line per run), DIR/table.md and DIR/scaling.png
+# (bench/scaling.py); --append adds to an earlier results.jsonl (runs done in
+# parts). Needs root (tools/cluster).
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+bin=$root/build/poseidon
+models=vgg19_22k,inception_v3
+hosts_list=1,2,4,8
+schemes=ps-nowfbp,ps,hybrid,allreduce
+scale=10
+iters=2
+latency_us=20
+out=/tmp/poseidon_scaling
+append=false
+while [[ $# -gt 0 ]]; do
+  case $1 in
+    --bin) bin=$(realpath "$2"); shift 2 ;;
+    --models) models=$2; shift 2 ;;
+    --hosts) hosts_list=$2; shift 2 ;;
+    --schemes) schemes=$2; shift 2 ;;
+    --scale) scale=$2; shift 2 ;;
+    --iters) iters=$2; shift 2 ;;
+    --latency-us) latency_us=$2; shift 2 ;;
+    --out) out=$2; shift 2 ;;
+    --append) append=true; shift ;;
+    *) echo "scaling.sh: unknown option $1" >&2; exit 2 ;;
+  esac
+done
+mkdir -p "$out"
+out=$(realpath "$out")
+work=$(mktemp -d /tmp/scaling.XXXX)
+trap 'rm -rf "$work"' EXIT
+gbps=$(awk -v f="$scale" 'BEGIN { printf "%.6g\n", 10 / f }')
+mbit=$(awk -v f="$scale" 'BEGIN { printf "%.0f\n", 10000 / f }')
+
+# The model's config, reduced input and profile; writes the profile to use.
+setup_model() {  # setup_model MODEL -> sets config, profile, overrides
+  case $1 in
+    vgg19_22k)
+      config=$root/configs/vgg19_22k_synthetic.yaml
+      profile=$root/profiles/vgg19_22k_b32.json
+      overrides=(--set net.vars.size=32 --set "data.train.shape=[3, 32, 32]") ;;
+    inception_v3)
+      config=$root/configs/inception_v3_synthetic.yaml
+      profile=$work/inception_v3_b32_noaux.json
+      python3 - "$root/profiles/inception_v3_b32.json" "$profile" <<'EOF'
+import json, sys
+p = json.load(open(sys.argv[1]))
+p["layers"] = [l for l in p["layers"] if not l["name"].startswith(("AuxLogits", "aux_loss"))]
+p["source"] = sys.argv[1] + " without the auxiliary head"
+json.dump(p, open(sys.argv[2], "w"), indent=1)
+EOF
+      overrides=(--set net.vars.size=75 --set net.vars.aux=false --set "data.train.shape=[3, 75, 75]") ;;
+    *) echo "scaling.sh: unknown model $1" >&2; exit 2 ;;
+  esac
+}
+
+# One run: P hosts, one scheme; appends a line to results.jsonl.
+run_one() {  # run_one MODEL P SCHEME
+  local model=$1 p=$2 scheme=$3 wfbp=true dist_scheme=$3
+  if [[ $scheme == ps-nowfbp ]]; then wfbp=false; dist_scheme=ps; fi
+  if [[ $scheme == single ]]; then dist_scheme=hybrid; fi  # one rank: no communication
+  local run_dir=$work/$model-$p-$scheme log=$out/logs/$model-p$p-$scheme.log
+  mkdir -p "$out/logs"
+  rm -rf "$run_dir"
+  local train=("$bin" train "$config" "${overrides[@]}" --emulate-compute "$profile" --emulate-scale "$scale"
+    --set threads=1 --set solver.max_iter=$((2 * iters)) --set train.display="$iters"
+    --set train.output_dir="$run_dir" --set dist.scheme="$dist_scheme" --set dist.wfbp=$wfbp
+    --set dist.bandwidth_gbps="$gbps" --set dist.latency_us="$latency_us")
+  echo "== $model P=$p $scheme: $(date +%T)" >&2
+  local start=$SECONDS status=0
+  if [[ $p -eq 1 ]]; then
+    "${train[@]}" >"$log" 2>&1 || status=$?
+  else
+    "$root/tools/cluster" --hosts "$p" --bandwidth "${mbit}mbit" -- "${train[@]}" >"$log" 2>&1 || status=$?
+  fi
+  local gemm=""
+  gemm=$(grep -o 'GEMM [0-9.e+]* GFLOP/s' "$log" | head -1 | awk '{print $2}') || true
+  local sim_json=$work/sim.json
+  if [[ $status -eq 0 && $p -gt 1 ]]; then
+    "$bin" simulate "$config" "${overrides[@]}" --profile "$scaled_profile" --workers "$p" --bandwidth "$gbps" \
+      --latency "$latency_us" --scheme "$dist_scheme" --wfbp $wfbp ${gemm:+--gflops "$gemm"} --json >"$sim_json"
+  else
+    echo '{}' >"$sim_json"
+  fi
+  python3 - "$run_dir/metrics.jsonl" "$sim_json" "$model" "$p" "$scheme" "$scale" "$gbps" "$status" \
+    "$((SECONDS - start))" "${gemm:-0}" "$iters" >>"$out/results.jsonl" <<'EOF'
+import json, sys
+metrics, sim, model, p, scheme, scale, gbps, status, wall, gemm, iters = sys.argv[1:]
+iters = int(iters)
+row = {"model": model, "workers": int(p), "scheme": scheme, "scale": float(scale), "bandwidth_gbps": float(gbps),
+       "status": int(status), "wall_s": int(wall), "gemm_gflops": float(gemm), "timed_iterations": iters}
+try:
+    train = [json.loads(l) for l in open(metrics) if '"train"' in l]
+    at = {r["iter"]: r for r in train}
+    row["iteration_s"] = (at[2 * iters]["elapsed_s"] - at[iters]["elapsed_s"]) / iters
+    row["comm_wait_s"] = at[2 * iters].get("comm_wait_s")
+    row["comm_s"] = at[2 * iters].get("comm_s")
+except (OSError, KeyError) as e:
+    row["error"] = f"no timing ({e})"
+sim = json.load(open(sim))
+runs = sim.get("runs", [])
+if runs:
+    row["simulated_single_s"] = sim["single_iteration_ms"] / 1e3
+    row["simulated_iteration_s"] = runs[0]["iteration_ms"] / 1e3
+    row["simulated_schemes"] = runs[0]["layer_schemes"]
+print(json.dumps(row))
+EOF
+  tail -1 "$out/results.jsonl" >&2
+}
+
+$append || : >"$out/results.jsonl"
+IFS=, read -r -a model_names <<<"$models"
+IFS=, read -r -a host_counts <<<"$hosts_list"
+IFS=, read -r -a scheme_names <<<"$schemes"
+for model in "${model_names[@]}"; do
+  setup_model "$model"
+  # The simulator reads the profile as is: the same times, slowed F times.
+  scaled_profile=$work/$model-scaled.json
+  python3 - "$profile" "$scaled_profile" "$scale" <<'EOF'
+import json, sys
+p = json.load(open(sys.argv[1]))
+f = float(sys.argv[3])
+for l in p["layers"]:
+    l["forward_ms"] *= f
+    l["backward_ms"] *= f
+p["update_ms"] = p.get("update_ms", 0) * f
+if "gflops" in p:
+    p["gflops"] /= f
+json.dump(p, open(sys.argv[2], "w"), indent=1)
+EOF
+  for p in "${host_counts[@]}"; do
+    if [[ $p -eq 1 ]]; then
+      run_one "$model" 1 single
+      continue
+    fi
+    for scheme in "${scheme_names[@]}"; do run_one "$model" "$p" "$scheme"; done
+  done
+done
+# Debian's python3-matplotlib draws the plot.
+/usr/bin/python3 "$root/bench/scaling.py" "$out/results.jsonl" --table "$out/table.md" --plot "$out/scaling.png"
+cat "$out/table.md"
