@@ -1,7 +1,12 @@
 // 2-D convolution, NCHW, with PyTorch's parameter layout (weight [out,
 // in/groups, kh, kw], bias [out]) so checkpoints move between the two.
 //
-// CPU path: im2col + GEMM. A chunk of the batch (as many images as fit a
+// Where oneDNN is built in, its direct convolution runs the layer (see
+// layers/conv_dnnl.h). The im2col path below remains for builds without it,
+// for shapes oneDNN covers only with reference loops, and on request
+// (engine: im2col), which also lets tests hold one path against the other.
+//
+// im2col path: im2col + GEMM. A chunk of the batch (as many images as fit a
 // bounded column buffer) is unrolled into one [in*kh*kw, images*out_h*out_w]
 // matrix, so each group runs one wide GEMM
 //   Y_g[out/groups, images*hw] = W_g[out/groups, in/groups*kh*kw] * col_g,
@@ -14,6 +19,7 @@
 #include "core/im2col.h"
 #include "core/math.h"
 #include "core/registry.h"
+#include "layers/conv_dnnl.h"
 
 namespace poseidon {
 namespace {
@@ -33,6 +39,7 @@ class ConvLayer : public Layer {
       fail("groups (" + std::to_string(groups_) + ") must divide num_output (" + std::to_string(num_output_) + ")",
            "groups");
     has_bias_ = c.get_bool("bias", true);
+    im2col_only_ = c.get_choice("engine", {"auto", "im2col"}, "auto") == "im2col";
   }
 
   std::vector<Shape> reshape(const std::vector<Shape>& in) override {
@@ -59,8 +66,12 @@ class ConvLayer : public Layer {
     declare_param("weight", {num_output_, geom_.channels / groups_, kernel_[0], kernel_[1]}, init);
     if (has_bias_) declare_param("bias", {num_output_}, init);
 
+    dnnl_.reset();  // before its replacement is made: both may be large
+    if (!im2col_only_)
+      dnnl_ = DnnlConv::create(
+          {.geom = geom_, .batch = batch_, .num_output = num_output_, .groups = groups_, .bias = has_bias_});
     pointwise_ = kernel_ == Hw{1, 1} && stride_ == Hw{1, 1} && pad_ == Hw{0, 0};
-    if (pointwise_) {
+    if (dnnl_ || pointwise_) {
       chunk_ = 0;
       col_.clear();
       col_.shrink_to_fit();
@@ -79,6 +90,10 @@ class ConvLayer : public Layer {
     const float* x = io.in[0]->data();
     float* y = io.out[0]->data();
     const float* w = param(0).value.data();
+    if (dnnl_) {
+      dnnl_->forward(x, w, has_bias_ ? param(1).value.data() : nullptr, y);
+      return;
+    }
     if (pointwise_) {
       const int64_t in_g = geom_.channels / groups_, out_g = num_output_ / groups_;
       for (int64_t n = 0; n < batch_; ++n)
@@ -103,6 +118,10 @@ class ConvLayer : public Layer {
     float* dx = io.in_grad[0] ? io.in_grad[0]->data() : nullptr;
     const float* w = param(0).value.data();
     float* dw = param(0).grad.data();
+    if (dnnl_) {
+      dnnl_->backward(x, w, dy, dx, dw, has_bias_ ? param(1).grad.data() : nullptr);
+      return;
+    }
     if (has_bias_) bias_grad(dy, param(1).grad.data());
     if (pointwise_) {
       const int64_t in_g = geom_.channels / groups_, out_g = num_output_ / groups_;
@@ -219,10 +238,12 @@ class ConvLayer : public Layer {
   int64_t num_output_ = 0, groups_ = 1;
   Hw kernel_{}, stride_{}, pad_{}, dilation_{};
   bool has_bias_ = true;
+  bool im2col_only_ = false;
 
   Shape in_shape_;
   ConvGeometry geom_;
   int64_t batch_ = 0, out_hw_ = 0;
+  std::unique_ptr<DnnlConv> dnnl_;  // null: the im2col path runs
   bool pointwise_ = false;
   int64_t chunk_ = 0;            // images unrolled per GEMM
   std::vector<float> col_;       // [in*kh*kw, chunk*hw]: im2col output, then its gradient
@@ -237,6 +258,7 @@ std::vector<KeyDoc> conv_keys() {
       {"pad", "ints", "0", "zero padding on each side: one value or [h, w]"},
       {"dilation", "ints", "1", "spacing between kernel taps: one value or [h, w]"},
       {"groups", "int", "1", "split channels into groups convolved separately; divides in and out"},
+      {"engine", "string", "auto", "auto|im2col: oneDNN where built in, else im2col + GEMM; or always im2col + GEMM"},
   };
   for (KeyDoc& k : weight_bias_keys()) keys.push_back(std::move(k));
   return keys;
@@ -244,7 +266,8 @@ std::vector<KeyDoc> conv_keys() {
 
 }  // namespace
 
-POSEIDON_REGISTER_LAYER(ConvLayer, "conv", "2-D convolution over NCHW input (im2col + GEMM), PyTorch weight layout",
+POSEIDON_REGISTER_LAYER(ConvLayer, "conv",
+                        "2-D convolution over NCHW input (oneDNN, or im2col + GEMM), PyTorch weight layout",
                         conv_keys());
 
 }  // namespace poseidon

@@ -1,0 +1,208 @@
+// oneDNN convolution primitives and the reorders around them (see conv_dnnl.h).
+#ifdef POSEIDON_HAVE_DNNL
+
+#include "layers/conv_dnnl.h"
+
+#include <algorithm>
+#include <cstring>
+
+namespace poseidon {
+namespace {
+
+using dnnl::memory;
+using Dims = memory::dims;
+
+// oneDNN's CPU engine is stateless apart from its kernel caches: one serves
+// every layer. Its OpenMP threads are those of the calling thread, so the
+// process-wide thread count (core/math.h set_num_threads) applies to it.
+const dnnl::engine& cpu_engine() {
+  static const dnnl::engine engine(dnnl::engine::kind::cpu, 0);
+  return engine;
+}
+
+memory::desc f32(const Dims& dims, memory::format_tag tag) { return {dims, memory::data_type::f32, tag}; }
+
+// Scratch space comes from one buffer made in advance, so that executing a
+// primitive never asks the library for memory of its own.
+dnnl::primitive_attr user_scratchpad() {
+  dnnl::primitive_attr attr;
+  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+  return attr;
+}
+
+bool is_reference(const char* impl) { return std::strncmp(impl, "ref", 3) == 0; }
+
+}  // namespace
+
+std::unique_ptr<DnnlConv> DnnlConv::create(const DnnlConvShape& shape) {
+  std::unique_ptr<DnnlConv> conv(new DnnlConv(shape));
+  if (conv->uses_reference_kernels()) return nullptr;
+  return conv;
+}
+
+DnnlConv::DnnlConv(const DnnlConvShape& s) : shape_(s), stream_(cpu_engine()) {
+  const ConvGeometry& g = s.geom;
+  const memory::format_tag any = memory::format_tag::any;
+  const Dims src_dims{s.batch, g.channels, g.height, g.width};
+  const Dims dst_dims{s.batch, s.num_output, g.out_height(), g.out_width()};
+  // PyTorch's [out, in/groups, kh, kw] is oneDNN's goihw with the group split off.
+  const bool grouped = s.groups > 1;
+  const Dims weight_dims = grouped
+                               ? Dims{s.groups, s.num_output / s.groups, g.channels / s.groups, g.kernel_h, g.kernel_w}
+                               : Dims{s.num_output, g.channels, g.kernel_h, g.kernel_w};
+  const memory::format_tag weight_tag = grouped ? memory::format_tag::goihw : memory::format_tag::oihw;
+  const memory::desc src_plain = f32(src_dims, memory::format_tag::nchw);
+  const memory::desc dst_plain = f32(dst_dims, memory::format_tag::nchw);
+  const memory::desc weight_plain = f32(weight_dims, weight_tag);
+  const memory::desc bias_plain = s.bias ? f32({s.num_output}, memory::format_tag::x) : memory::desc();
+
+  const Dims strides{g.stride_h, g.stride_w};
+  const Dims dilates{g.dilation_h - 1, g.dilation_w - 1};  // oneDNN counts the gaps between taps
+  // Symmetric padding: oneDNN's output size (in + pad_l + pad_r - extent) / stride + 1
+  // then rounds down exactly as PyTorch's does.
+  const Dims pad{g.pad_h, g.pad_w};
+  const dnnl::algorithm direct = dnnl::algorithm::convolution_direct;  // no Winograd: fp32-exact sums
+  const dnnl::primitive_attr attr = user_scratchpad();
+
+  fwd_pd_ = {{dnnl::prop_kind::forward_training, direct, f32(src_dims, any), f32(weight_dims, any), bias_plain,
+              f32(dst_dims, any), strides, dilates, pad, pad},
+             attr,
+             cpu_engine()};
+  bwd_data_pd_ = {{direct, f32(src_dims, any), f32(weight_dims, any), f32(dst_dims, any), strides, dilates, pad, pad},
+                  attr,
+                  cpu_engine(),
+                  fwd_pd_};
+  bwd_weights_pd_ = {
+      {direct, f32(src_dims, any), f32(weight_dims, any), bias_plain, f32(dst_dims, any), strides, dilates, pad, pad},
+      attr,
+      cpu_engine(),
+      fwd_pd_};
+  scratchpad_bytes_ = std::max({fwd_pd_.scratchpad_desc().get_size(), bwd_data_pd_.scratchpad_desc().get_size(),
+                                bwd_weights_pd_.scratchpad_desc().get_size()});
+  fwd_ = dnnl::convolution_forward(fwd_pd_);
+  bwd_data_ = dnnl::convolution_backward_data(bwd_data_pd_);
+  bwd_weights_ = dnnl::convolution_backward_weights(bwd_weights_pd_);
+
+  src_ = operand(src_plain, fwd_pd_.src_desc(), Flow::in);
+  weights_ = operand(weight_plain, fwd_pd_.weights_desc(), Flow::in);
+  dst_ = operand(dst_plain, fwd_pd_.dst_desc(), Flow::out);
+  diff_dst_ = operand(dst_plain, bwd_data_pd_.diff_dst_desc(), Flow::in);
+  bwd_weights_in_ = operand(weight_plain, bwd_data_pd_.weights_desc(), Flow::in);
+  diff_src_ = operand(src_plain, bwd_data_pd_.diff_src_desc(), Flow::add_out);
+  bwdw_shares_src_ = bwd_weights_pd_.src_desc() == fwd_pd_.src_desc();
+  bwdw_src_ = bwdw_shares_src_ ? src_ : operand(src_plain, bwd_weights_pd_.src_desc(), Flow::in);
+  bwdw_shares_diff_dst_ = bwd_weights_pd_.diff_dst_desc() == bwd_data_pd_.diff_dst_desc();
+  bwdw_diff_dst_ = bwdw_shares_diff_dst_ ? diff_dst_ : operand(dst_plain, bwd_weights_pd_.diff_dst_desc(), Flow::in);
+  diff_weights_ = operand(weight_plain, bwd_weights_pd_.diff_weights_desc(), Flow::out);
+  if (s.bias) {
+    bias_ = operand(bias_plain, fwd_pd_.bias_desc(), Flow::in);
+    diff_bias_ = operand(bias_plain, bwd_weights_pd_.diff_bias_desc(), Flow::out);
+  }
+  scratchpad_ = memory(f32({std::max<int64_t>(1, (scratchpad_bytes_ + 3) / 4)}, memory::format_tag::x), cpu_engine());
+
+  fwd_args_ = {{DNNL_ARG_SRC, src_.blocked},
+               {DNNL_ARG_WEIGHTS, weights_.blocked},
+               {DNNL_ARG_DST, dst_.blocked},
+               {DNNL_ARG_SCRATCHPAD, scratchpad_}};
+  bwd_data_args_ = {{DNNL_ARG_DIFF_DST, diff_dst_.blocked},
+                    {DNNL_ARG_WEIGHTS, bwd_weights_in_.blocked},
+                    {DNNL_ARG_DIFF_SRC, diff_src_.blocked},
+                    {DNNL_ARG_SCRATCHPAD, scratchpad_}};
+  bwd_weights_args_ = {{DNNL_ARG_SRC, bwdw_src_.blocked},
+                       {DNNL_ARG_DIFF_DST, bwdw_diff_dst_.blocked},
+                       {DNNL_ARG_DIFF_WEIGHTS, diff_weights_.blocked},
+                       {DNNL_ARG_SCRATCHPAD, scratchpad_}};
+  if (s.bias) {
+    fwd_args_[DNNL_ARG_BIAS] = bias_.blocked;
+    bwd_weights_args_[DNNL_ARG_DIFF_BIAS] = diff_bias_.blocked;
+  }
+  reorder_args_ = {{DNNL_ARG_FROM, memory()}, {DNNL_ARG_TO, memory()}, {DNNL_ARG_SCRATCHPAD, scratchpad_}};
+}
+
+DnnlConv::Operand DnnlConv::operand(const memory::desc& plain, const memory::desc& blocked, Flow flow) {
+  Operand op;
+  op.plain = memory(plain, cpu_engine(), nullptr);
+  // An input gradient is added onto the caller's, which oneDNN's backward
+  // data would overwrite: it always lands in a buffer of its own first.
+  if (blocked == plain && flow != Flow::add_out) {
+    op.blocked = op.plain;
+    return op;
+  }
+  op.reordered = true;
+  op.blocked = memory(blocked, cpu_engine());
+  dnnl::primitive_attr attr = user_scratchpad();
+  if (flow == Flow::add_out) {
+    dnnl::post_ops sum;
+    sum.append_sum(1.f);
+    attr.set_post_ops(sum);
+  }
+  const dnnl::reorder::primitive_desc pd =
+      flow == Flow::in ? dnnl::reorder::primitive_desc(cpu_engine(), plain, cpu_engine(), blocked, attr)
+                       : dnnl::reorder::primitive_desc(cpu_engine(), blocked, cpu_engine(), plain, attr);
+  scratchpad_bytes_ = std::max(scratchpad_bytes_, pd.scratchpad_desc().get_size());
+  op.convert = dnnl::reorder(pd);
+  return op;
+}
+
+bool DnnlConv::uses_reference_kernels() const {
+  return is_reference(fwd_pd_.impl_info_str()) || is_reference(bwd_data_pd_.impl_info_str()) ||
+         is_reference(bwd_weights_pd_.impl_info_str());
+}
+
+void DnnlConv::forward(const float* x, const float* w, const float* b, float* y) {
+  load(src_, x);
+  load(weights_, w);
+  if (shape_.bias) load(bias_, b);
+  bind(dst_, y);
+  run(fwd_, fwd_args_);
+  flush(dst_);
+  stream_.wait();
+}
+
+void DnnlConv::backward(const float* x, const float* w, const float* dy, float* dx, float* dw, float* db) {
+  load(diff_dst_, dy);
+  if (dx) {
+    load(bwd_weights_in_, w);
+    run(bwd_data_, bwd_data_args_);
+    bind(diff_src_, dx);
+    flush(diff_src_);
+  }
+  // The Layer contract runs backward after a forward over the same input, so
+  // a shared layout still holds x from there.
+  if (bwdw_shares_src_)
+    bind(bwdw_src_, const_cast<float*>(x));
+  else
+    load(bwdw_src_, x);
+  if (!bwdw_shares_diff_dst_) load(bwdw_diff_dst_, dy);
+  bind(diff_weights_, dw);
+  if (shape_.bias) bind(diff_bias_, db);
+  run(bwd_weights_, bwd_weights_args_);
+  flush(diff_weights_);
+  if (shape_.bias) flush(diff_bias_);
+  stream_.wait();
+}
+
+void DnnlConv::load(Operand& op, const float* data) {
+  op.plain.set_data_handle(const_cast<float*>(data));  // inputs are only read
+  if (!op.reordered) return;
+  reorder_args_[DNNL_ARG_FROM] = op.plain;
+  reorder_args_[DNNL_ARG_TO] = op.blocked;
+  run(op.convert, reorder_args_);
+}
+
+void DnnlConv::bind(Operand& op, float* data) { op.plain.set_data_handle(data); }
+
+void DnnlConv::flush(Operand& op) {
+  if (!op.reordered) return;
+  reorder_args_[DNNL_ARG_FROM] = op.blocked;
+  reorder_args_[DNNL_ARG_TO] = op.plain;
+  run(op.convert, reorder_args_);
+}
+
+void DnnlConv::run(const dnnl::primitive& p, const std::unordered_map<int, dnnl::memory>& args) {
+  p.execute(stream_, args);
+}
+
+}  // namespace poseidon
+
+#endif  // POSEIDON_HAVE_DNNL
