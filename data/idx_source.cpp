@@ -12,7 +12,8 @@ namespace poseidon {
 
 namespace {
 std::vector<uint8_t> read_maybe_gzip(const std::string& path) {
-  if (!std::filesystem::exists(path)) throw Error(path + ": data file not found");
+  std::error_code unusable;  // a path the system rejects (too long, ...) is not found either
+  if (!std::filesystem::exists(path, unusable)) throw Error(path + ": data file not found");
   gzFile f = gzopen(path.c_str(), "rb");  // reads plain files unchanged
   if (!f) throw Error(path + ": cannot open data file");
   std::vector<uint8_t> out;

@@ -43,7 +43,8 @@ std::string trim(const std::string& s) {
 }  // namespace
 
 std::vector<ImageEntry> scan_image_folder(const std::string& root, std::vector<std::string>& classes) {
-  if (!fs::is_directory(root)) throw Error(root + ": no such folder");
+  std::error_code unusable;  // a path the system rejects (too long, ...) is no folder either
+  if (!fs::is_directory(root, unusable)) throw Error(root + ": no such folder");
   std::vector<ImageEntry> entries;
   try {
     classes.clear();
@@ -105,7 +106,8 @@ cv::Mat ImageSource::decode(int64_t index) const {
   const std::string& path = entries_[index].path;
   std::string problem;
   cv::Mat image;
-  if (!fs::exists(path)) {
+  std::error_code unusable;
+  if (!fs::exists(path, unusable)) {
     problem = "image file not found";
   } else {
     try {

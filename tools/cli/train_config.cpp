@@ -50,7 +50,8 @@ TrainConfig TrainConfig::load(const std::string& file, const std::vector<std::st
   std::filesystem::path model_path(root.get_string("model"));
   if (model_path.is_relative() && !c.base_dir.empty()) model_path = std::filesystem::path(c.base_dir) / model_path;
   c.model_file = model_path.lexically_normal().string();
-  if (!std::filesystem::exists(c.model_file))
+  std::error_code missing;  // an unusable path (too long, ...) is "not found", not an exception
+  if (!std::filesystem::exists(c.model_file, missing))
     root.child("model").fail("model file '" + c.model_file + "' not found");
   c.model = load_model(c.model_file, net_overrides);
 
