@@ -78,7 +78,9 @@ def run(args, workdir, name, workers, scheme, wfbp):
         "received": statistics.mean(r["comm_bytes_received"] for r in train),
         "comm_ms": 1e3 * statistics.mean(r["comm_s"] for r in train),
         "wait_ms": 1e3 * statistics.mean(r["comm_wait_s"] for r in train),
-        "hidden": 1 - sum(r["comm_wait_s"] for r in train) / max(1e-12, sum(r["comm_s"] for r in train)),
+        # as the engine reports it: waits can outlast the transfers (the compute
+        # thread also waits for the start of a transfer), so the share stops at 0
+        "hidden": max(0.0, 1 - sum(r["comm_wait_s"] for r in train) / max(1e-12, sum(r["comm_s"] for r in train))),
     }
 
 

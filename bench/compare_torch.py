@@ -22,7 +22,7 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-from torch_models import MODELS, NUM_CLASSES
+from torch_models import MODELS
 
 ROOT = Path(__file__).resolve().parent.parent
 # The engine's `time` verb trains with this step and momentum; the same here
@@ -53,12 +53,12 @@ class TorchTrainer:
     """One model with synthetic data and its optimizer, ready to step."""
 
     def __init__(self, name: str, batch: int):
-        build, sample_shape, has_accuracy = MODELS[name]
+        bench = MODELS[name]
         torch.manual_seed(1)
-        self.model = build().train()
-        self.data = torch.randn(batch, *sample_shape)
-        self.label = torch.randint(0, NUM_CLASSES, (batch,))
-        self.has_accuracy = has_accuracy
+        self.model = bench.build().train()
+        self.data = torch.randn(batch, *bench.sample_shape)
+        self.label = torch.randint(0, bench.classes, (batch,))
+        self.has_accuracy = bench.has_accuracy
         self.optimizer = torch.optim.SGD(self.model.parameters(), lr=LEARNING_RATE, momentum=MOMENTUM)
 
     def step(self) -> None:
@@ -84,8 +84,11 @@ class TorchTrainer:
 
 
 def run_engine(binary: Path, model: str, batch: int, threads: int, iters: int, warmup: int) -> dict:
-    cmd = [str(binary), "time", str(ROOT / "models" / f"{model}.yaml"), "--batch", str(batch),
+    bench = MODELS[model]
+    cmd = [str(binary), "time", str(ROOT / "models" / bench.model_file), "--batch", str(batch),
            "--iters", str(iters), "--warmup", str(warmup), "--threads", str(threads), "--json"]
+    for override in bench.overrides:
+        cmd += ["--set", override]
     done = subprocess.run(cmd, capture_output=True, text=True)
     if done.returncode != 0:
         reason = (done.stderr.strip().splitlines() or [f"exit status {done.returncode}"])[-1]
@@ -121,11 +124,12 @@ def log(msg: str) -> None:
 def measure(args: argparse.Namespace) -> dict:
     results = {}
     trainers = {}
+    batch = {name: MODELS[name].batch or args.batch for name in args.models}
     for name in args.models:
-        trainers[name] = TorchTrainer(name, args.batch)
+        trainers[name] = TorchTrainer(name, batch[name])
         results[name] = {"ours": [], "torch": [], "ours_json": [], "error": None}
         try:
-            probe = run_engine(args.poseidon, name, args.batch, args.threads, iters=2, warmup=1)
+            probe = run_engine(args.poseidon, name, batch[name], args.threads, iters=2, warmup=1)
             results[name]["fastest_ms"] = probe["iteration_ms"]
         except EngineError as e:
             results[name]["error"] = str(e)
@@ -139,13 +143,13 @@ def measure(args: argparse.Namespace) -> dict:
             for side in sides:
                 if side == "torch":
                     ms = trainers[name].iteration_ms(args.seconds, args.min_iters, warmup=2)
-                    entry["torch"].append(args.batch * 1000.0 / ms)
+                    entry["torch"].append(batch[name] * 1000.0 / ms)
                 elif entry["error"] is None:
                     # The engine takes an iteration count: sized from its fastest run
                     # so far, so that a busy moment does not shorten later runs.
                     iters = max(args.min_iters, math.ceil(args.seconds * 1000.0 / entry["fastest_ms"]))
                     try:
-                        out = run_engine(args.poseidon, name, args.batch, args.threads, iters, warmup=2)
+                        out = run_engine(args.poseidon, name, batch[name], args.threads, iters, warmup=2)
                     except EngineError as e:
                         entry["error"] = str(e)
                         log(f"{name}: engine failed: {e}")
@@ -160,20 +164,22 @@ def measure(args: argparse.Namespace) -> dict:
 
 def print_table(args: argparse.Namespace, results: dict) -> None:
     print(f"date {datetime.datetime.now(datetime.timezone.utc).date()}, {os.cpu_count()} CPUs ({cpu_model()}), "
-          f"torch {torch.__version__} ({torch_source()}), batch {args.batch}, {args.threads} threads, "
+          f"torch {torch.__version__} ({torch_source()}), batch {args.batch} unless the table says, "
+          f"{args.threads} threads, "
           f"fastest of {args.rounds} rounds")
     print()
-    print("| model | ours img/s | PyTorch img/s | ours / PyTorch | per-round ratio: median (range) |")
-    print("|---|---:|---:|---:|---:|")
+    print("| model | batch | ours img/s | PyTorch img/s | ours / PyTorch | per-round ratio: median (range) |")
+    print("|---|---:|---:|---:|---:|---:|")
     for name, entry in results.items():
+        batch = MODELS[name].batch or args.batch
         theirs = max(entry["torch"])
         if entry["ours"]:
             ours = max(entry["ours"])
             per_round = [o / t for o, t in zip(entry["ours"], entry["torch"])]
-            print(f"| {name} | {ours:.1f} | {theirs:.1f} | {ours / theirs:.2f} | "
+            print(f"| {name} | {batch} | {ours:.1f} | {theirs:.1f} | {ours / theirs:.2f} | "
                   f"{statistics.median(per_round):.2f} ({min(per_round):.2f} to {max(per_round):.2f}) |")
         else:
-            print(f"| {name} | failed: {entry['error']} | {theirs:.1f} | n/a | |")
+            print(f"| {name} | {batch} | failed: {entry['error']} | {theirs:.1f} | n/a | |")
 
 
 def print_layers(results: dict) -> None:

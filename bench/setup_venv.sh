@@ -6,7 +6,8 @@
 # is the one install from PyPI that imports. Where PyPI cannot provide a
 # working torch, the venv falls back to Debian's python3-torch (an older
 # release) and says so. numpy comes along because torch warns on import
-# without it. Safe to run again: an importable torch is kept.
+# without it; torchvision builds the twins of the reduced VGG19-22K and
+# Inception-V3. Safe to run again: an importable torch is kept.
 set -euo pipefail
 
 bench_dir=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -26,6 +27,10 @@ shout() {
 
 if [[ -x "$venv/bin/python" ]] && installed=$(torch_version); then
   echo "setup_venv: torch already installed: $installed"
+  if ! "$venv/bin/python" -c 'import torchvision' 2>/dev/null; then
+    "$venv/bin/python" -m pip install --quiet torchvision ||
+      echo "setup_venv: torchvision could not be installed; the reduced VGG19-22K and Inception-V3 rows will fail" >&2
+  fi
   if [[ $installed != *"$venv"* ]]; then
     echo "setup_venv: that is Debian's torch (an earlier fallback); remove $venv to try PyPI again"
   fi
@@ -34,7 +39,7 @@ fi
 
 echo "setup_venv: creating $venv with the current torch release from PyPI (several GB of CUDA libraries come with it)"
 if "$python" -m venv "$venv" &&
-   "$venv/bin/python" -m pip install --quiet torch numpy &&
+   "$venv/bin/python" -m pip install --quiet torch torchvision numpy &&
    installed=$(torch_version); then
   echo "setup_venv: installed torch $installed"
   exit 0
