@@ -16,10 +16,15 @@
 # Usage: bench/scaling.sh [--bin build/poseidon] [--models vgg19_22k,inception_v3]
 #          [--hosts 1,2,4,8] [--schemes ps-nowfbp,ps,hybrid,allreduce] [--scale 10]
 #          [--iters M] [--latency-us 20] [--out DIR (/tmp/poseidon_scaling)] [--append]
+#          [--run-timeout S] [--set KEY=VALUE]...
+#   schemes: ps-nowfbp (PS, WFBP off), ps, hybrid, allreduce, sfb (FC layers by
+#   SFB, the rest by PS: HybComm's byte rule without the planner's GEMM probe)
 # Each run trains 2M iterations and times the last M (default 2). Results go
 # to DIR/results.jsonl (one line per run), DIR/table.md and DIR/scaling.png
 # (bench/scaling.py); --append adds to an earlier results.jsonl (runs done in
-# parts). Needs root (tools/cluster).
+# parts); --run-timeout S (default 600) ends a run that hangs; --set KEY=VALUE
+# overrides a config key in every run (e.g. solver.momentum=0). Needs root
+# (tools/cluster).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 bin=$root/build/poseidon
@@ -31,6 +36,8 @@ iters=2
 latency_us=20
 out=/tmp/poseidon_scaling
 append=false
+run_timeout=600
+extra=()
 while [[ $# -gt 0 ]]; do
   case $1 in
     --bin) bin=$(realpath "$2"); shift 2 ;;
@@ -42,6 +49,8 @@ while [[ $# -gt 0 ]]; do
     --latency-us) latency_us=$2; shift 2 ;;
     --out) out=$2; shift 2 ;;
     --append) append=true; shift ;;
+    --run-timeout) run_timeout=$2; shift 2 ;;
+    --set) extra+=(--set "$2"); shift 2 ;;
     *) echo "scaling.sh: unknown option $1" >&2; exit 2 ;;
   esac
 done
@@ -58,7 +67,7 @@ setup_model() {  # setup_model MODEL -> sets config, profile, overrides
     vgg19_22k)
       config=$root/configs/vgg19_22k_synthetic.yaml
       profile=$root/profiles/vgg19_22k_b32.json
-      overrides=(--set net.vars.size=32 --set "data.train.shape=[3, 32, 32]") ;;
+      overrides=(--set net.vars.size=32 --set "data.train.shape=[3, 32, 32]" "${extra[@]}") ;;
     inception_v3)
       config=$root/configs/inception_v3_synthetic.yaml
       profile=$work/inception_v3_b32_noaux.json
@@ -69,7 +78,7 @@ p["layers"] = [l for l in p["layers"] if not l["name"].startswith(("AuxLogits", 
 p["source"] = sys.argv[1] + " without the auxiliary head"
 json.dump(p, open(sys.argv[2], "w"), indent=1)
 EOF
-      overrides=(--set net.vars.size=75 --set net.vars.aux=false --set "data.train.shape=[3, 75, 75]") ;;
+      overrides=(--set net.vars.size=75 --set net.vars.aux=false --set "data.train.shape=[3, 75, 75]" "${extra[@]}") ;;
     *) echo "scaling.sh: unknown model $1" >&2; exit 2 ;;
   esac
 }
@@ -91,7 +100,7 @@ run_one() {  # run_one MODEL P SCHEME
   if [[ $p -eq 1 ]]; then
     "${train[@]}" >"$log" 2>&1 || status=$?
   else
-    "$root/tools/cluster" --hosts "$p" --bandwidth "${mbit}mbit" -- "${train[@]}" >"$log" 2>&1 || status=$?
+    timeout "$run_timeout" "$root/tools/cluster" --hosts "$p" --bandwidth "${mbit}mbit" -- "${train[@]}" >"$log" 2>&1 || status=$?
   fi
   local gemm=""
   gemm=$(grep -o 'GEMM [0-9.e+]* GFLOP/s' "$log" | head -1 | awk '{print $2}') || true
