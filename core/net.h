@@ -101,6 +101,8 @@ class Net {
   Tensor flat_values_, flat_grads_, flat_buffers_;
   std::vector<LayerIO> io_;
   std::vector<double> emulated_forward_s_, emulated_backward_s_;  // per layer; empty: real compute
+  double emulation_overrun_s_ = 0;  // how much the last emulated wait slept too long
+  void emulated_wait(double seconds);
 };
 
 }  // namespace poseidon

@@ -10,11 +10,19 @@
 
 namespace poseidon {
 
-namespace {
-void wait_for(double seconds) {
-  if (seconds > 0) std::this_thread::sleep_for(std::chrono::duration<double>(seconds));
+// Sleeps end late, by more on a loaded machine, and a model of hundreds of
+// small layers would add that up: what one wait overran is taken off the
+// next, so the waits of an iteration sum to the profile's time.
+void Net::emulated_wait(double seconds) {
+  const double wait = seconds - emulation_overrun_s_;
+  if (wait <= 0) {
+    emulation_overrun_s_ = -wait;
+    return;
+  }
+  const auto start = std::chrono::steady_clock::now();
+  std::this_thread::sleep_for(std::chrono::duration<double>(wait));
+  emulation_overrun_s_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() - wait;
 }
-}  // namespace
 
 void Net::emulate_compute(std::vector<double> forward_s, std::vector<double> backward_s) {
   POSEIDON_CHECK((forward_s.empty() && backward_s.empty()) ||
@@ -22,11 +30,12 @@ void Net::emulate_compute(std::vector<double> forward_s, std::vector<double> bac
       << "emulated compute needs one forward and one backward time per layer";
   emulated_forward_s_ = std::move(forward_s);
   emulated_backward_s_ = std::move(backward_s);
+  emulation_overrun_s_ = 0;
 }
 
 void Net::forward_layer(size_t i, RunContext& ctx) {
   if (!emulated_forward_s_.empty())
-    wait_for(emulated_forward_s_[i]);
+    emulated_wait(emulated_forward_s_[i]);
   else
     layers_[i]->forward(io_[i], ctx);
 }
@@ -34,7 +43,7 @@ void Net::forward_layer(size_t i, RunContext& ctx) {
 void Net::backward_layer(size_t i, RunContext& ctx) {
   if (!runs_backward_[i]) return;
   if (!emulated_backward_s_.empty())
-    wait_for(emulated_backward_s_[i]);
+    emulated_wait(emulated_backward_s_[i]);
   else
     layers_[i]->backward(io_[i], ctx);
 }

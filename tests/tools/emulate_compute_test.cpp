@@ -77,12 +77,14 @@ TEST(EmulateCompute, IterationTakesAtLeastTheScaledProfile) {
   RunContext ctx;
   Solver solver(SolverConfig{});
   LocalGradSink sink(solver);
-  for (int iteration = 0; iteration < 3; ++iteration) {
-    const auto start = std::chrono::steady_clock::now();
+  // A wait that overran is made up for by the next ones, so iterations are
+  // counted from the first: k of them take at least k times the profile.
+  const auto start = std::chrono::steady_clock::now();
+  for (int iteration = 1; iteration <= 3; ++iteration) {
     net.forward(ctx, &sink);
     net.backward(ctx, sink);
     const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    EXPECT_GE(elapsed, total) << "iteration " << iteration;
+    EXPECT_GE(elapsed, iteration * total) << "iteration " << iteration;
   }
   std::filesystem::remove(profile);
 }
