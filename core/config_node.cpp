@@ -30,6 +30,12 @@ ConfigNode ConfigNode::parse(const std::string& text, const std::string& name) {
   }
 }
 
+std::string ConfigNode::key_name(const YAML::Node& key) const {
+  if (key.IsScalar()) return key.Scalar();
+  YAML::Mark m = key.Mark();
+  throw ConfigError({file_, m.line + 1, m.column + 1, path_}, "a key must be a plain name, not a list or map");
+}
+
 std::string ConfigNode::key_path(const std::string& key) const {
   return path_.empty() ? key : path_ + "." + key;
 }
@@ -81,7 +87,7 @@ ConfigNode ConfigNode::at(size_t i) const {
 std::vector<std::string> ConfigNode::keys() const {
   std::vector<std::string> out;
   if (!node_.IsMap()) return out;
-  for (auto it = node_.begin(); it != node_.end(); ++it) out.push_back(it->first.as<std::string>());
+  for (auto it = node_.begin(); it != node_.end(); ++it) out.push_back(key_name(it->first));
   return out;
 }
 
@@ -165,7 +171,7 @@ std::string ConfigNode::get_choice(const std::string& key, const std::vector<std
 void ConfigNode::check_keys(const std::vector<std::string>& allowed) const {
   if (!node_.IsMap()) fail("expected a map, found " + found());
   for (auto it = node_.begin(); it != node_.end(); ++it) {
-    std::string k = it->first.as<std::string>();
+    std::string k = key_name(it->first);
     if (std::find(allowed.begin(), allowed.end(), k) != allowed.end()) continue;
     std::string list;
     for (const auto& s : allowed) list += (list.empty() ? "" : ", ") + s;

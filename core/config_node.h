@@ -64,6 +64,8 @@ class ConfigNode {
 
  private:
   std::string key_path(const std::string& key) const;
+  // A map key's text; a key that is a list or a map is a ConfigError at it.
+  std::string key_name(const YAML::Node& key) const;
   std::string found() const;  // a short rendering of this node for messages
 
   YAML::Node node_;

@@ -81,6 +81,9 @@ std::vector<Case> cases() {
       {"missing_data_file",
        [](TempDir& d) { return standard(d, kModel, replace(config_text(d), d.file("img.idx"), d.file("nope.idx"))); },
        "config.yaml", ":5", "data file not found"},
+      {"key_is_a_list",
+       [](TempDir& d) { return standard(d, kModel, config_text(d) + "[seed, threads]: 1\n"); },
+       "config.yaml", ":8", "a key must be a plain name"},
       {"model_path_too_long",  // the system refuses the name itself: still "not found", not an exception
        [](TempDir& d) { return standard(d, kModel, config_text(d, std::string(300, 'm') + ".yaml")); },
        "config.yaml", ":1", "not found"},
