@@ -1,8 +1,10 @@
 """Bytes each rank moves per iteration under each communication scheme, and
 the share of communication hidden behind computation with WFBP on and off,
 measured by training under `mpirun -np P` on synthetic data and reading the
-`train` records of metrics.jsonl (the first record, which holds the start-up
-iterations, is left out). Prints a Markdown table for docs/BENCHMARKS.md.
+`train` records of metrics.jsonl. A record comes every N iterations of 2N (a
+record synchronises communication, which would hide none of it behind the
+next forward if it came every iteration); the first, which holds the
+start-up, is left out. Prints a Markdown table for docs/BENCHMARKS.md.
 
 Usage: comm_bytes.py --poseidon BIN [--workers 2 4] [--models ...] [--iters N]
 """
@@ -41,7 +43,7 @@ def parse_args():
     p.add_argument("--poseidon", type=Path, default=ROOT / "build" / "poseidon")
     p.add_argument("--workers", type=int, nargs="+", default=[2, 4])
     p.add_argument("--models", nargs="+", default=list(MODELS), choices=list(MODELS))
-    p.add_argument("--iters", type=int, default=6, help="iterations per run; the first is not counted")
+    p.add_argument("--iters", type=int, default=3, help="iterations counted per run (as many run before them)")
     p.add_argument("--bandwidth", type=float, default=10.0,
                    help="Gbit/s the hybrid planner assumes (set, so every run plans alike)")
     return p.parse_args()
@@ -56,9 +58,9 @@ def run(args, workdir, name, workers, scheme, wfbp):
         "seed": 1,
         "threads": 1,
         "data": {"train": {"source": "synthetic", "shape": shape, "num_classes": classes,
-                           "size": batch * workers * (args.iters + 1), "batch_size": batch}},
-        "solver": {"lr": 0.001, "momentum": 0.9, "max_iter": args.iters},
-        "train": {"display": 1, "output_dir": str(out), "snapshot_interval": 0},
+                           "size": batch * workers * 2 * args.iters, "batch_size": batch}},
+        "solver": {"lr": 0.001, "momentum": 0.9, "max_iter": 2 * args.iters},
+        "train": {"display": args.iters, "output_dir": str(out), "snapshot_interval": 0},
         "dist": {"scheme": scheme, "wfbp": wfbp, "bandwidth_gbps": args.bandwidth, "latency_us": 50},
     }))
     command = ["mpirun", "--oversubscribe", "-np", str(workers)]
@@ -87,7 +89,7 @@ def run(args, workdir, name, workers, scheme, wfbp):
 def main():
     args = parse_args()
     print(f"{datetime.date.today()}, {os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f}, "
-          f"{args.iters - 1} iterations counted per run, hybrid planned for {args.bandwidth:g} Gbit/s")
+          f"{args.iters} iterations counted per run, hybrid planned for {args.bandwidth:g} Gbit/s")
     print()
     print("| model | P | scheme | WFBP | MB sent per rank/it | MB received per rank/it | comm ms/it | "
           "wait ms/it | hidden |")

@@ -2,6 +2,7 @@
 #include "core/config_node.h"
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -100,7 +101,8 @@ int64_t ConfigNode::as_int() const {
     if (!s.empty() && end && *end == '\0' && errno == 0) return v;
     // Accept integral floats written as 1e3.
     double d = std::strtod(s.c_str(), &end);
-    if (!s.empty() && end && *end == '\0' && d == static_cast<double>(static_cast<int64_t>(d)))
+    // (within int64's range first: converting a larger double is undefined)
+    if (!s.empty() && end && *end == '\0' && std::fabs(d) < 9.2e18 && d == std::trunc(d))
       return static_cast<int64_t>(d);
   }
   fail("expected an integer, found " + found());

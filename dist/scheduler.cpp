@@ -175,7 +175,9 @@ void Scheduler::backward_done() {
 
 void Scheduler::sync() {
   std::unique_lock lock(mutex_);
+  const auto t0 = Clock::now();
   gates_.wait(lock, [&] { return error_ || units_done_locked(); });
+  stats_.wait_s += seconds_since(t0);  // the compute thread waits for transfers here too
   rethrow_locked();
 }
 
