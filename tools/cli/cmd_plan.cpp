@@ -27,18 +27,7 @@ nlohmann::json cost_json(const dist::SchemeCost& c) {
 }  // namespace
 
 int cmd_plan(const PlanArgs& args) {
-  ConfigNode model;
-  int64_t batch = 32;
-  dist::DistConfig dist_config;
-  if (is_train_config(args.file)) {
-    TrainConfig c = TrainConfig::load(args.file, args.overrides);
-    model = c.model;
-    batch = c.train_data.batch_size;
-    dist_config = c.dist;
-  } else {
-    model = load_model(args.file, args.overrides);
-  }
-  if (args.batch > 0) batch = args.batch;
+  auto [model, batch, dist_config] = load_dist_model(args.file, args.overrides, args.batch);
   dist::LinkModel link;
   link.bandwidth_gbps = args.bandwidth_gbps > 0 ? args.bandwidth_gbps : dist_config.bandwidth_gbps.value_or(10);
   link.latency_us = args.latency_us >= 0 ? args.latency_us : dist_config.latency_us.value_or(20);

@@ -55,18 +55,7 @@ void print_row(const Row& row, bool per_rank) {
 }  // namespace
 
 int cmd_simulate(const SimulateArgs& args) {
-  ConfigNode model;
-  int64_t batch = 32;
-  dist::DistConfig dist_config;
-  if (is_train_config(args.file)) {
-    TrainConfig c = TrainConfig::load(args.file, args.overrides);
-    model = c.model;
-    batch = c.train_data.batch_size;
-    dist_config = c.dist;
-  } else {
-    model = load_model(args.file, args.overrides);
-  }
-  if (args.batch > 0) batch = args.batch;
+  auto [model, batch, dist_config] = load_dist_model(args.file, args.overrides, args.batch);
   if (!args.order.empty()) dist_config.order = args.order;
   Net net(model, 1);  // shapes only: the per-rank batch enters through the profile
 

@@ -35,6 +35,20 @@ bool is_train_config(const std::string& file) {
   return node.has("model");
 }
 
+DistModel load_dist_model(const std::string& file, const std::vector<std::string>& overrides, int64_t batch) {
+  DistModel m;
+  if (is_train_config(file)) {
+    TrainConfig c = TrainConfig::load(file, overrides);
+    m.model = c.model;
+    m.batch = c.train_data.batch_size;
+    m.dist = c.dist;
+  } else {
+    m.model = load_model(file, overrides);
+  }
+  if (batch > 0) m.batch = batch;
+  return m;
+}
+
 TrainConfig TrainConfig::load(const std::string& file, const std::vector<std::string>& overrides) {
   TrainConfig c;
   c.file = file;

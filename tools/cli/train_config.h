@@ -60,4 +60,14 @@ ConfigNode load_model(const std::string& file, const std::vector<std::string>& o
 // True when the YAML file is a training config (has `model:`), false for a model file.
 bool is_train_config(const std::string& file);
 
+// What the plan and simulate verbs read from a training config or a model
+// file: the model, the per-rank batch (the config's, else 32; `batch` > 0
+// overrides both) and the dist section (defaults for a model file).
+struct DistModel {
+  ConfigNode model;
+  int64_t batch = 32;
+  dist::DistConfig dist;
+};
+DistModel load_dist_model(const std::string& file, const std::vector<std::string>& overrides, int64_t batch);
+
 }  // namespace poseidon
