@@ -5,6 +5,7 @@
 
 #include <cstring>
 
+#include "core/device_memory.h"
 #include "core/safetensors.h"
 
 namespace poseidon {
@@ -43,7 +44,7 @@ const SafetensorsTensor& expect_tensor(const std::string& path, const Safetensor
 }
 
 void copy_into(Tensor& dst, const SafetensorsTensor& src) {
-  if (!src.data.empty()) std::memcpy(dst.data(), src.data.data(), src.data.size() * sizeof(float));
+  if (!src.data.empty()) device_memory::copy(dst.data(), dst.device(), src.data.data(), Device{}, src.data.size());
 }
 
 // The solver state described by the file's "optimizer.*" entries, checked
@@ -62,7 +63,7 @@ std::map<std::string, Tensor> read_solver_state(const std::string& path, const S
     if (!p || !p->learnable)
       fail(path, "optimizer entry '" + name + "' refers to '" + param_name +
                      "', which is not a learnable parameter of the model");
-    Tensor buf(expect_tensor(path, file, name, p->shape).shape);
+    Tensor buf(expect_tensor(path, file, name, p->shape).shape, p->value.device());
     copy_into(buf, tensor);
     state[param_name] = buf;
   }
@@ -73,11 +74,14 @@ std::map<std::string, Tensor> read_solver_state(const std::string& path, const S
 
 void save_checkpoint(const std::string& path, Net& net, const Solver* solver,
                      const std::map<std::string, std::string>& metadata) {
-  std::vector<std::pair<std::string, const Tensor*>> entries;
-  for (Param* p : net.params()) entries.emplace_back(p->name, &p->value);
+  // GPU tensors are written from host copies.
+  std::vector<std::pair<std::string, Tensor>> host;
+  for (Param* p : net.params()) host.emplace_back(p->name, p->value.to(Device{}));
   if (solver)
     for (const auto& [name, buf] : solver->state())
-      entries.emplace_back(kOptimizerPrefix + name + kMomentumSuffix, &buf);
+      host.emplace_back(kOptimizerPrefix + name + kMomentumSuffix, buf.to(Device{}));
+  std::vector<std::pair<std::string, const Tensor*>> entries;
+  for (const auto& [name, tensor] : host) entries.emplace_back(name, &tensor);
   write_safetensors(path, entries, metadata);
 }
 

@@ -3,6 +3,8 @@
 
 #include <cmath>
 
+#include "core/device_memory.h"
+
 namespace poseidon {
 
 namespace {
@@ -19,8 +21,9 @@ std::optional<NonFinite> scan(Net& net, bool backward_order, Pick view) {
     for (Param& p : layer.params()) {
       const Tensor* t = view(p);
       if (!t || !t->defined()) continue;
-      int64_t at = first_non_finite(t->data(), t->numel());
-      if (at >= 0) return NonFinite{layer.name(), p.name, at, t->data()[at]};
+      int64_t at = t->is_cuda() ? device_memory::gpu_first_non_finite(t->device(), t->data(), t->numel())
+                                : first_non_finite(t->data(), t->numel());
+      if (at >= 0) return NonFinite{layer.name(), p.name, at, t->item(at)};
     }
   }
   return std::nullopt;
@@ -55,7 +58,9 @@ std::string NonFinite::describe(const std::string& what) const {
 
 std::optional<NonFinite> find_non_finite_gradient(Net& net) {
   const Tensor& grads = net.flat_grads();
-  if (all_finite(grads.data(), grads.numel())) return std::nullopt;
+  if (grads.is_cuda() ? device_memory::gpu_first_non_finite(grads.device(), grads.data(), grads.numel()) < 0
+                      : all_finite(grads.data(), grads.numel()))
+    return std::nullopt;
   return scan(net, true, [](Param& p) { return p.learnable ? &p.grad : nullptr; });
 }
 

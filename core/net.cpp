@@ -5,6 +5,7 @@
 #include <cmath>
 #include <set>
 
+#include "core/device_memory.h"
 #include "core/model_blocks.h"
 #include "core/registry.h"
 
@@ -16,8 +17,9 @@ int64_t aligned(int64_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
 bool is_scalar_shape(const Shape& s) { return shape_numel(s) == 1; }
 }  // namespace
 
-Net::Net(const ConfigNode& model, int64_t batch) : batch_(batch) {
+Net::Net(const ConfigNode& model, int64_t batch, Device device) : batch_(batch), device_(device) {
   POSEIDON_REQUIRE(batch > 0) << "batch size must be positive, got " << batch;
+  device_memory::require(device_);
   build_graph(model);
   infer_shapes();
   mark_gradient_paths();
@@ -40,7 +42,7 @@ void Net::build_graph(const ConfigNode& source) {
     input_names_.push_back(in);
     input_shapes_[in] = shape;
     blob_index_[in] = blobs_.size();
-    blobs_.push_back(Blob{in, Tensor(), Tensor(), false, -1});
+    blobs_.push_back(Blob{in, Tensor::on(device_), Tensor::on(device_), false, -1});
   }
   order_layers(model.child("layers"));
 }
@@ -53,7 +55,7 @@ void Net::order_layers(const ConfigNode& layers_node) {
   std::vector<std::string> previous = {input_names_.front()};
   for (size_t i = 0; i < layers_node.size(); ++i) {
     ConfigNode c = layers_node.at(i);
-    auto layer = LayerRegistry::instance().create(c);
+    auto layer = LayerRegistry::instance().create(c, device_);
     if (!names.insert(layer->name()).second) c.child("name").fail("duplicate layer name '" + layer->name() + "'");
     layer->set_default_inputs(previous);
     previous = layer->outputs();
@@ -132,7 +134,7 @@ void Net::order_layers(const ConfigNode& layers_node) {
     for (const auto& out : l->outputs()) {
       blob_index_[out] = blobs_.size();
       out_idx.push_back(blobs_.size());
-      blobs_.push_back(Blob{out, Tensor(), Tensor(), false, static_cast<int>(layers_.size())});
+      blobs_.push_back(Blob{out, Tensor::on(device_), Tensor::on(device_), false, static_cast<int>(layers_.size())});
     }
     layer_out_.push_back(out_idx);
     layers_.push_back(std::move(parsed[i]));
@@ -223,9 +225,9 @@ void Net::mark_gradient_paths() {
 void Net::bind_params() {
   int64_t n_values = 0, n_buffers = 0;
   for (auto* p : params()) (p->learnable ? n_values : n_buffers) += aligned(shape_numel(p->shape));
-  auto values = std::make_shared<Storage>(n_values);
-  auto grads = std::make_shared<Storage>(n_values);
-  auto buffers = std::make_shared<Storage>(n_buffers);
+  auto values = std::make_shared<Storage>(n_values, device_);
+  auto grads = std::make_shared<Storage>(n_values, device_);
+  auto buffers = std::make_shared<Storage>(n_buffers, device_);
   int64_t off_v = 0, off_b = 0;
   for (auto* p : params()) {
     if (p->learnable) {
@@ -254,7 +256,9 @@ void Net::init_params(uint64_t seed) {
   std::mt19937_64 rng(seed);
   for (Param* p : params()) {
     const ParamInit& init = p->init;
-    float* w = p->value.data();
+    // Drawn on the host in every case, so a GPU run starts from the same numbers.
+    Tensor host = p->value.is_cuda() ? Tensor(p->shape) : p->value;
+    float* w = host.data();
     int64_t n = p->value.numel();
     auto uniform = [&](double lo, double hi) {
       std::uniform_real_distribution<double> d(lo, hi);
@@ -266,12 +270,13 @@ void Net::init_params(uint64_t seed) {
     };
     const double fan_in = static_cast<double>(std::max<int64_t>(1, init.fan_in));
     const double fan_out = static_cast<double>(std::max<int64_t>(1, init.fan_out));
-    if (init.type == "constant") p->value.fill(init.value);
+    if (init.type == "constant") host.fill(init.value);
     else if (init.type == "uniform") uniform(init.low, init.high);
     else if (init.type == "gaussian") gaussian(init.std);
     else if (init.type == "xavier") uniform(-std::sqrt(6.0 / (fan_in + fan_out)), std::sqrt(6.0 / (fan_in + fan_out)));
     else if (init.type == "msra") gaussian(std::sqrt(2.0 / fan_in));
     else uniform(-1.0 / std::sqrt(fan_in), 1.0 / std::sqrt(fan_in));
+    if (p->value.is_cuda()) p->value.copy_from(host);
   }
 }
 

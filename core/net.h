@@ -34,10 +34,12 @@ struct Blob {
 
 class Net {
  public:
-  Net(const ConfigNode& model, int64_t batch);
+  // Blobs, parameters and layers live on `device` (GPU layers for "cuda").
+  Net(const ConfigNode& model, int64_t batch, Device device = {});
 
   const std::string& name() const { return name_; }
   int64_t batch() const { return batch_; }
+  const Device& device() const { return device_; }
   // Changes the batch size: re-infers every shape; parameters are kept.
   void reshape(int64_t batch);
 
@@ -90,6 +92,7 @@ class Net {
 
   std::string name_;
   int64_t batch_ = 0;
+  Device device_;
   std::vector<std::string> input_names_;
   std::map<std::string, Shape> input_shapes_;
   std::vector<std::unique_ptr<Layer>> layers_;  // topological order

@@ -61,7 +61,7 @@ float Net::forward(RunContext& ctx, GradSink* gate) {
   for (size_t i = 0; i < layers_.size(); ++i) {
     float w = layers_[i]->loss_weight();
     if (w == 0.f) continue;
-    for (size_t b : layer_out_[i]) loss += w * blobs_[b].value[0];
+    for (size_t b : layer_out_[i]) loss += w * blobs_[b].value.item(0);
   }
   return loss;
 }

@@ -15,6 +15,11 @@ void LayerRegistry::add(LayerInfo info) {
   infos_.push_back(std::move(info));
 }
 
+void LayerRegistry::add_cuda(const std::string& type, LayerFactory make) {
+  POSEIDON_CHECK(!cuda_makers_.count(type)) << "CUDA layer type registered twice: " << type;
+  cuda_makers_[type] = std::move(make);
+}
+
 const LayerInfo* LayerRegistry::find(const std::string& type) const {
   for (const auto& i : infos_)
     if (i.type == type) return &i;
@@ -28,7 +33,7 @@ std::vector<const LayerInfo*> LayerRegistry::all() const {
   return out;
 }
 
-std::unique_ptr<Layer> LayerRegistry::create(const ConfigNode& config) const {
+std::unique_ptr<Layer> LayerRegistry::create(const ConfigNode& config, const Device& device) const {
   config.child("name");
   ConfigNode type_node = config.child("type");
   std::string type = type_node.as_string();
@@ -44,7 +49,10 @@ std::unique_ptr<Layer> LayerRegistry::create(const ConfigNode& config) const {
   config.check_keys(allowed);
   for (const auto& k : info->keys)
     if (k.default_value.empty()) config.child(k.key);  // required keys
-  return info->make(config);
+  if (!device.is_cuda()) return info->make(config);
+  auto cuda = cuda_makers_.find(type);
+  if (cuda == cuda_makers_.end()) type_node.fail("layer type '" + type + "' has no GPU implementation in this build");
+  return cuda->second(config);
 }
 
 const std::vector<KeyDoc>& common_layer_keys() {

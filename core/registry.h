@@ -1,9 +1,12 @@
 // The layer registry, keyed by the YAML `type`. Each layer file registers
 // itself with one POSEIDON_REGISTER_LAYER line, documenting its keys, so the
-// CLI can list them and configs with unknown keys are rejected.
+// CLI can list them and configs with unknown keys are rejected. A layer's GPU
+// implementation (layers/<type>.cu, a subclass of the CPU class with the same
+// keys and parameters) registers with POSEIDON_REGISTER_CUDA_LAYER.
 #pragma once
 
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -19,24 +22,30 @@ struct KeyDoc {
   std::string help;
 };
 
+using LayerFactory = std::function<std::unique_ptr<Layer>(const ConfigNode&)>;
+
 struct LayerInfo {
   std::string type;
   std::string summary;
   std::vector<KeyDoc> keys;  // layer-specific keys (name/type/inputs/outputs are common)
-  std::function<std::unique_ptr<Layer>(const ConfigNode&)> make;
+  LayerFactory make;
 };
 
 class LayerRegistry {
  public:
   static LayerRegistry& instance();
   void add(LayerInfo info);
+  void add_cuda(const std::string& type, LayerFactory make);
   const LayerInfo* find(const std::string& type) const;
   std::vector<const LayerInfo*> all() const;  // sorted by type
-  // Builds a layer, checking its keys first. Unknown type: error listing known ones.
-  std::unique_ptr<Layer> create(const ConfigNode& config) const;
+  bool has_cuda(const std::string& type) const { return cuda_makers_.count(type) > 0; }
+  // Builds a layer for `device`, checking its keys first. Unknown type: error
+  // listing known ones; a type without a GPU implementation on a GPU: error.
+  std::unique_ptr<Layer> create(const ConfigNode& config, const Device& device = {}) const;
 
  private:
   std::vector<LayerInfo> infos_;
+  std::map<std::string, LayerFactory> cuda_makers_;
 };
 
 // Keys every layer accepts.
@@ -46,6 +55,9 @@ std::vector<KeyDoc> weight_bias_keys();
 
 struct LayerRegistrar {
   explicit LayerRegistrar(LayerInfo info) { LayerRegistry::instance().add(std::move(info)); }
+  LayerRegistrar(const std::string& cuda_type, LayerFactory make) {
+    LayerRegistry::instance().add_cuda(cuda_type, std::move(make));
+  }
 };
 
 }  // namespace poseidon
@@ -56,3 +68,9 @@ struct LayerRegistrar {
       [](const ::poseidon::ConfigNode& c) -> std::unique_ptr<::poseidon::Layer> {      \
         return std::make_unique<Class>(c);                                            \
       }})
+
+#define POSEIDON_REGISTER_CUDA_LAYER(Class, type_name)                                       \
+  static ::poseidon::LayerRegistrar poseidon_cuda_registrar_##Class(                         \
+      type_name, [](const ::poseidon::ConfigNode& c) -> std::unique_ptr<::poseidon::Layer> { \
+        return std::make_unique<Class>(c);                                                   \
+      })

@@ -1,6 +1,8 @@
 // SGD update and solver config parsing.
 #include "core/solver.h"
 
+#include "core/device_memory.h"
+
 namespace poseidon {
 
 const std::vector<std::string>& SolverConfig::keys() {
@@ -47,8 +49,14 @@ void Solver::update(Param& p) {
   float* momentum = nullptr;
   if (config_.momentum != 0.0) {
     Tensor& buf = state_[p.name];
-    if (!buf.defined()) buf = Tensor(p.shape);
+    if (!buf.defined()) buf = Tensor(p.shape, p.value.device());
     momentum = buf.data();
+  }
+  if (p.value.is_cuda()) {
+    device_memory::gpu_sgd_update(p.value.device(), p.value.data(), p.grad.data(), momentum, p.value.numel(),
+                                  static_cast<float>(lr()) * p.lr_mult, static_cast<float>(config_.momentum),
+                                  static_cast<float>(config_.weight_decay) * p.decay_mult, config_.nesterov);
+    return;
   }
   update_block(p.value.data(), p.grad.data(), momentum, p.value.numel(), p.lr_mult, p.decay_mult);
 }

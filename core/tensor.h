@@ -9,43 +9,39 @@
 #include <string>
 #include <vector>
 
+#include "core/device.h"
+
 namespace poseidon {
 
 using Shape = std::vector<int64_t>;
 int64_t shape_numel(const Shape& s);
 std::string shape_str(const Shape& s);  // "[64, 1, 28, 28]"
 
-// Where a tensor's memory lives. Only the CPU is implemented in this build.
-struct Device {
-  enum class Kind { cpu, cuda };
-  Kind kind = Kind::cpu;
-  int index = 0;
-
-  static Device parse(const std::string& s);  // "cpu", "cuda", "cuda:1"
-  std::string str() const;
-  bool operator==(const Device&) const = default;
-};
-
-// A flat, 64-byte aligned, zero-initialised float buffer.
+// A flat, zero-initialised float buffer on one device (64-byte aligned on
+// the host; from the caching allocator on a GPU).
 class Storage {
  public:
-  explicit Storage(size_t count);
+  explicit Storage(size_t count, Device device = {});
   ~Storage();
   Storage(const Storage&) = delete;
   Storage& operator=(const Storage&) = delete;
 
   float* data() { return data_; }
   size_t count() const { return count_; }
+  const Device& device() const { return device_; }
 
  private:
   float* data_ = nullptr;
   size_t count_ = 0;
+  Device device_;
 };
 
 class Tensor {
  public:
   Tensor() = default;
-  explicit Tensor(Shape shape);  // fresh zeroed storage
+  explicit Tensor(Shape shape, Device device = {});  // fresh zeroed storage
+  // An empty tensor whose storage, once resized, lives on `device`.
+  static Tensor on(Device device);
   // A view of `shape` starting `offset` floats into `storage`.
   Tensor(std::shared_ptr<Storage> storage, size_t offset, Shape shape);
 
@@ -55,11 +51,16 @@ class Tensor {
   int64_t numel() const { return numel_; }
   bool empty() const { return numel_ == 0; }
   bool defined() const { return storage_ != nullptr; }
+  const Device& device() const { return device_; }
+  bool is_cuda() const { return device_.is_cuda(); }
 
+  // On a GPU these are device pointers: the element accessors below are for
+  // host tensors only; item() reads one element from any device.
   float* data() { return storage_ ? storage_->data() + offset_ : nullptr; }
   const float* data() const { return storage_ ? storage_->data() + offset_ : nullptr; }
   float& operator[](int64_t i) { return data()[i]; }
   float operator[](int64_t i) const { return data()[i]; }
+  float item(int64_t i = 0) const;
 
   // Gives the tensor `shape`, reusing storage when it is large enough (contents
   // then are unspecified) and allocating fresh zeroed storage otherwise.
@@ -69,13 +70,16 @@ class Tensor {
 
   void fill(float v);
   void zero() { fill(0.f); }
-  void copy_from(const Tensor& other);  // shapes must have equal numel
+  void copy_from(const Tensor& other);  // equal numel; any two devices
+  // A copy of this tensor on `device` (shares storage when already there).
+  Tensor to(const Device& device) const;
 
  private:
   std::shared_ptr<Storage> storage_;
   size_t offset_ = 0;
   Shape shape_;
   int64_t numel_ = 0;
+  Device device_;
 };
 
 }  // namespace poseidon

@@ -28,7 +28,7 @@ targets=("$@")
   libyaml-cpp-dev libopenblas-dev libopenblas-openmp-dev libcli11-dev nlohmann-json3-dev zlib1g-dev \
   libopencv-core-dev libopencv-imgproc-dev libopencv-imgcodecs-dev libopenmpi-dev openmpi-bin libdnnl-dev
 CC=clang CXX=clang++ cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DPOSEIDON_FUZZ=ON \
-  -DPOSEIDON_TESTS=OFF >/dev/null
+  -DPOSEIDON_TESTS=OFF -DPOSEIDON_CUDA=OFF >/dev/null
 cmake --build "$build" -j "$(nproc)" $(printf -- '--target fuzz_%s ' "${targets[@]}")
 
 mkdir -p "$build/found" "$build/artifacts" "$build/logs"

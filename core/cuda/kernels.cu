@@ -1,0 +1,82 @@
+// The engine's own element-wise kernels (see kernels.h).
+#include "core/cuda/kernels.h"
+
+#include <cmath>
+
+#include "core/cuda/check.h"
+#include "core/cuda/context.h"
+
+namespace poseidon::cuda {
+
+namespace {
+
+__global__ void fill_kernel(float* p, size_t n, float v) {
+  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x) p[i] = v;
+}
+
+__global__ void axpy_kernel(float* y, const float* x, size_t n, float a) {
+  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x)
+    y[i] += a * x[i];
+}
+
+__global__ void sgd_kernel(float* w, const float* g, float* buf, size_t n, float lr, float mu, float decay,
+                           bool nesterov) {
+  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x) {
+    float d = g[i] + decay * w[i];
+    float step = d;
+    if (buf) {
+      float b = mu * buf[i] + d;
+      buf[i] = b;
+      step = nesterov ? d + mu * b : b;
+    }
+    w[i] -= lr * step;
+  }
+}
+
+// Smallest index of a non-finite value, through atomicMin.
+__global__ void non_finite_kernel(const float* p, size_t n, unsigned long long* first) {
+  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x)
+    if (!isfinite(p[i])) atomicMin(first, static_cast<unsigned long long>(i));
+}
+
+}  // namespace
+
+void fill(float* ptr, size_t n, float value, cudaStream_t stream) {
+  if (!n) return;
+  if (value == 0.f) {
+    POSEIDON_CUDA_CHECK(cudaMemsetAsync(ptr, 0, n * sizeof(float), stream));
+    return;
+  }
+  fill_kernel<<<blocks_for(n), 256, 0, stream>>>(ptr, n, value);
+  POSEIDON_CUDA_CHECK_LAUNCH();
+}
+
+void axpy(float* y, const float* x, size_t n, float alpha, cudaStream_t stream) {
+  if (!n) return;
+  axpy_kernel<<<blocks_for(n), 256, 0, stream>>>(y, x, n, alpha);
+  POSEIDON_CUDA_CHECK_LAUNCH();
+}
+
+void sgd_update(float* value, const float* grad, float* momentum, size_t n, float lr, float momentum_coef,
+                float decay, bool nesterov, cudaStream_t stream) {
+  if (!n) return;
+  sgd_kernel<<<blocks_for(n), 256, 0, stream>>>(value, grad, momentum, n, lr, momentum_coef, decay, nesterov);
+  POSEIDON_CUDA_CHECK_LAUNCH();
+}
+
+int64_t first_non_finite(const float* ptr, size_t n, cudaStream_t stream) {
+  if (!n) return -1;
+  unsigned long long* first = nullptr;
+  const unsigned long long none = ~0ull;
+  POSEIDON_CUDA_CHECK(cudaMallocAsync(&first, sizeof(*first), stream));
+  POSEIDON_CUDA_CHECK(cudaMemcpyAsync(first, &none, sizeof(none), cudaMemcpyHostToDevice, stream));
+  non_finite_kernel<<<blocks_for(n), 256, 0, stream>>>(ptr, n, first);
+  POSEIDON_CUDA_CHECK_LAUNCH();
+  unsigned long long result = 0;
+  POSEIDON_CUDA_CHECK(cudaMemcpyAsync(&result, first, sizeof(result), cudaMemcpyDeviceToHost, stream));
+  POSEIDON_CUDA_CHECK(cudaFreeAsync(first, stream));
+  POSEIDON_CUDA_CHECK(cudaStreamSynchronize(stream));
+  return result == none ? -1 : static_cast<int64_t>(result);
+}
+
+}  // namespace poseidon::cuda

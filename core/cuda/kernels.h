@@ -1,0 +1,22 @@
+// Element-wise kernels the engine itself needs on the GPU (Tensor fill, the
+// solver's update, the finite check), launched on the given stream.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <cstdint>
+
+namespace poseidon::cuda {
+
+void fill(float* ptr, size_t n, float value, cudaStream_t stream);
+// y += alpha * x
+void axpy(float* y, const float* x, size_t n, float alpha, cudaStream_t stream);
+// torch.optim.SGD's step (see core/solver.h) on n elements; `momentum`
+// may be null when momentum is 0.
+void sgd_update(float* value, const float* grad, float* momentum, size_t n, float lr, float momentum_coef,
+                float decay, bool nesterov, cudaStream_t stream);
+// Index of the first NaN or infinity in ptr[0..n), or -1; waits for the stream.
+int64_t first_non_finite(const float* ptr, size_t n, cudaStream_t stream);
+
+}  // namespace poseidon::cuda

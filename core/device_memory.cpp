@@ -1,0 +1,63 @@
+// Host memory for every build, and the answers of a build without the CUDA
+// backend (core/cuda/device_memory.cpp replaces the latter when it is built).
+#include "core/device_memory.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <new>
+
+#include "core/error.h"
+
+namespace poseidon::device_memory {
+
+void* host_allocate(size_t bytes) {
+  size_t rounded = std::max<size_t>(64, (bytes + 63) / 64 * 64);
+  void* p = std::aligned_alloc(64, rounded);
+  if (!p) throw std::bad_alloc();
+  std::memset(p, 0, rounded);
+  return p;
+}
+
+#ifndef POSEIDON_HAVE_CUDA
+
+bool cuda_built() { return false; }
+int cuda_device_count() { return 0; }
+std::string cuda_unavailable_reason() { return "this build has no CUDA backend (nvcc was not found at configure time)"; }
+
+void require(const Device& device) {
+  if (device.is_cuda()) throw Error("device " + device.str() + ": " + cuda_unavailable_reason() + "; use device: cpu");
+}
+
+void* allocate(const Device& device, size_t bytes) {
+  require(device);
+  return host_allocate(bytes);
+}
+
+void release(const Device& device, void* ptr, size_t bytes) { std::free(ptr); }
+
+void fill(const Device& device, float* ptr, size_t count, float value) {
+  require(device);
+  std::fill(ptr, ptr + count, value);
+}
+
+void copy(float* dst, const Device& dst_device, const float* src, const Device& src_device, size_t count) {
+  require(dst_device);
+  require(src_device);
+  if (count) std::memcpy(dst, src, count * sizeof(float));
+}
+
+void synchronize(const Device& device) {}
+
+void gpu_sgd_update(const Device& device, float*, const float*, float*, size_t, float, float, float, bool) {
+  require(Device::cuda(device.index));
+}
+
+int64_t gpu_first_non_finite(const Device& device, const float*, size_t) {
+  require(Device::cuda(device.index));
+  return -1;
+}
+
+#endif
+
+}  // namespace poseidon::device_memory

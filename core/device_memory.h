@@ -1,0 +1,44 @@
+// The memory seam between the engine and its devices: allocation, fill and
+// copies of float buffers on any Device. Host memory is handled here; CUDA
+// memory by core/cuda (caching allocator, compute stream) when the build has
+// the CUDA backend, and with a clear error otherwise. Device work is queued
+// on the device's compute stream, so it is ordered with the layers' kernels.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "core/device.h"
+
+namespace poseidon::device_memory {
+
+// Whether this binary has the CUDA backend compiled in.
+bool cuda_built();
+// The number of usable GPUs: 0 without the backend, a driver or a device
+// (never throws). cuda_unavailable_reason() says why it is 0.
+int cuda_device_count();
+std::string cuda_unavailable_reason();
+// Throws a clear Error unless `device` can be used in this process.
+void require(const Device& device);
+
+// Zeroed, 64-byte aligned host memory (freed with std::free).
+void* host_allocate(size_t bytes);
+// Zeroed memory of `bytes` on `device`; 64-byte aligned on the host.
+void* allocate(const Device& device, size_t bytes);
+void release(const Device& device, void* ptr, size_t bytes);
+void fill(const Device& device, float* ptr, size_t count, float value);
+// Copies `count` floats between any two devices. Returns when `dst` may be
+// read by the host (a copy to the host waits for the device's compute stream).
+void copy(float* dst, const Device& dst_device, const float* src, const Device& src_device, size_t count);
+// Waits until the device's queued work is done (no-op on the host).
+void synchronize(const Device& device);
+
+// The engine's own computations on GPU buffers (layers bring theirs): the
+// solver's step (core/solver.h) and the finite check (core/finite_check.h).
+void gpu_sgd_update(const Device& device, float* value, const float* grad, float* momentum, size_t count, float lr,
+                    float momentum_coef, float decay, bool nesterov);
+// Index of the first NaN or infinity, or -1; waits for the compute stream.
+int64_t gpu_first_non_finite(const Device& device, const float* ptr, size_t count);
+
+}  // namespace poseidon::device_memory
