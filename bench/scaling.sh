@@ -16,15 +16,16 @@
 # Usage: bench/scaling.sh [--bin build/poseidon] [--models vgg19_22k,inception_v3]
 #          [--hosts 1,2,4,8] [--schemes ps-nowfbp,ps,hybrid,allreduce] [--scale 10]
 #          [--iters M] [--latency-us 20] [--out DIR (/tmp/poseidon_scaling)] [--append]
-#          [--run-timeout S] [--set KEY=VALUE]...
+#          [--run-timeout S] [--set KEY=VALUE]... [--subnet A.B.C]
 #   schemes: ps-nowfbp (PS, WFBP off), ps, hybrid, allreduce, sfb (FC layers by
 #   SFB, the rest by PS: HybComm's byte rule without the planner's GEMM probe)
 # Each run trains 2M iterations and times the last M (default 2). Results go
 # to DIR/results.jsonl (one line per run), DIR/table.md and DIR/scaling.png
 # (bench/scaling.py); --append adds to an earlier results.jsonl (runs done in
 # parts); --run-timeout S (default 600) ends a run that hangs; --set KEY=VALUE
-# overrides a config key in every run (e.g. solver.momentum=0). Needs root
-# (tools/cluster).
+# overrides a config key in every run (e.g. solver.momentum=0); --subnet
+# gives tools/cluster the hosts' /24 (another cluster may be using the
+# default). Needs root (tools/cluster).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 bin=$root/build/poseidon
@@ -38,6 +39,7 @@ out=/tmp/poseidon_scaling
 append=false
 run_timeout=600
 extra=()
+cluster_args=()
 while [[ $# -gt 0 ]]; do
   case $1 in
     --bin) bin=$(realpath "$2"); shift 2 ;;
@@ -51,6 +53,7 @@ while [[ $# -gt 0 ]]; do
     --append) append=true; shift ;;
     --run-timeout) run_timeout=$2; shift 2 ;;
     --set) extra+=(--set "$2"); shift 2 ;;
+    --subnet) cluster_args+=(--subnet "$2"); shift 2 ;;
     *) echo "scaling.sh: unknown option $1" >&2; exit 2 ;;
   esac
 done
@@ -100,14 +103,14 @@ run_one() {  # run_one MODEL P SCHEME
   if [[ $p -eq 1 ]]; then
     "${train[@]}" >"$log" 2>&1 || status=$?
   else
-    timeout "$run_timeout" "$root/tools/cluster" --hosts "$p" --bandwidth "${mbit}mbit" -- "${train[@]}" >"$log" 2>&1 || status=$?
+    timeout "$run_timeout" "$root/tools/cluster" "${cluster_args[@]}" --hosts "$p" --bandwidth "${mbit}mbit" -- "${train[@]}" >"$log" 2>&1 || status=$?
   fi
   local gemm=""
   gemm=$(grep -o 'GEMM [0-9.e+]* GFLOP/s' "$log" | head -1 | awk '{print $2}') || true
   local sim_json=$work/sim.json
   if [[ $status -eq 0 && $p -gt 1 ]]; then
     "$bin" simulate "$config" "${overrides[@]}" --profile "$scaled_profile" --workers "$p" --bandwidth "$gbps" \
-      --latency "$latency_us" --scheme "$dist_scheme" --wfbp $wfbp ${gemm:+--gflops "$gemm"} --json >"$sim_json"
+      --latency "$latency_us" --scheme "$dist_scheme" --wfbp $wfbp --json >"$sim_json"
   else
     echo '{}' >"$sim_json"
   fi
@@ -143,7 +146,8 @@ IFS=, read -r -a host_counts <<<"$hosts_list"
 IFS=, read -r -a scheme_names <<<"$schemes"
 for model in "${model_names[@]}"; do
   setup_model "$model"
-  # The simulator reads the profile as is: the same times, slowed F times.
+  # The simulator reads the profile as is: the same times, slowed F times
+  # (the SFB rebuild at the profile's GEMM rate over F, as the emulation waits).
   scaled_profile=$work/$model-scaled.json
   python3 - "$profile" "$scaled_profile" "$scale" <<'EOF'
 import json, sys
@@ -153,8 +157,9 @@ for l in p["layers"]:
     l["forward_ms"] *= f
     l["backward_ms"] *= f
 p["update_ms"] = p.get("update_ms", 0) * f
-if "gflops" in p:
-    p["gflops"] /= f
+for rate in ("gflops", "memory_gbps"):
+    if rate in p:
+        p[rate] /= f
 json.dump(p, open(sys.argv[2], "w"), indent=1)
 EOF
   for p in "${host_counts[@]}"; do

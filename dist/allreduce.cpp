@@ -1,6 +1,7 @@
-// Bucket all-reduce as reduce-scatter + all-gather, then the Solver update.
+// Bucket all-reduce as a ring (reduce-scatter, all-gather), then the Solver update.
 #include "dist/allreduce.h"
 
+#include <algorithm>
 #include <limits>
 
 namespace poseidon::dist {
@@ -9,47 +10,98 @@ AllreduceExchange::AllreduceExchange(const Comm& comm, Solver& solver, std::vect
                                      int64_t count, std::string label)
     : comm_(comm), solver_(solver), params_(std::move(params)), grads_(grads), count_(count), label_(std::move(label)) {
   const int p = comm_.size();
-  if (count_ > std::numeric_limits<int>::max())
+  if (count_ / p + 1 > std::numeric_limits<int>::max())
     throw CommError("all-reduce bucket of " + label_ + " has " + std::to_string(count_) +
-                    " elements, more than one MPI call can move; use scheme ps for it");
-  counts_.resize(p);
-  displs_.resize(p);
+                    " elements, more than one MPI call can move per rank; use scheme ps for it");
   int64_t at = 0;
-  for (int r = 0; r < p; ++r) {
-    counts_[r] = static_cast<int>(count_ / p + (r < count_ % p ? 1 : 0));
-    displs_[r] = static_cast<int>(at);
-    at += counts_[r];
+  for (int c = 0; c < p; ++c) {
+    begins_.push_back(at);
+    counts_.push_back(count_ / p + (c < count_ % p ? 1 : 0));
+    at += counts_.back();
   }
-  chunk_.resize(std::max(1, counts_[comm_.rank()]));
+  incoming_.resize(std::max<int64_t>(1, counts_[0]));
+  for (const Param* param : params_) learnable_ += param->learnable ? param->value.numel() : 0;
+}
+
+int AllreduceExchange::chunk_sent(int step) const {
+  const int p = comm_.size(), r = comm_.rank();
+  // Reduce-scatter step s sends chunk r - s; all-gather step t sends chunk r + 1 - t, the one completed last.
+  const int s = step < p - 1 ? step : step - (p - 1) - 1;
+  return ((r - s) % p + p) % p;
+}
+
+int AllreduceExchange::chunk_received(int step) const {
+  const int p = comm_.size();
+  return (chunk_sent(step) - 1 + p) % p;  // what the left neighbour sends
 }
 
 void AllreduceExchange::start(Requests& requests) {
+  step_ = 0;
+  if (steps() == 0) {
+    update(requests);  // alone: the sum is the gradient
+    return;
+  }
+  post_step(requests);
+}
+
+void AllreduceExchange::post_step(Requests& requests) {
+  const int p = comm_.size(), r = comm_.rank();
+  const int left = (r - 1 + p) % p, right = (r + 1) % p;
+  const bool reducing = step_ < p - 1;
+  const int in = chunk_received(step_), out = chunk_sent(step_);
+  float* into = reducing ? incoming_.data() : grads_ + begins_[in];
   MPI_Request req;
-  POSEIDON_MPI(MPI_Ireduce_scatter(grads_, chunk_.data(), counts_.data(), MPI_FLOAT, MPI_SUM, comm_.handle(), &req));
-  const int64_t mine = counts_[comm_.rank()];
-  // Nominal bytes of a ring: every chunk but one's own leaves and arrives once.
-  const int64_t moved = (count_ - mine) * 4;
-  requests.post(req, *this, reduce_scatter, moved, moved);
+  POSEIDON_MPI(MPI_Irecv(into, static_cast<int>(counts_[in]), MPI_FLOAT, left, step_, comm_.handle(), &req));
+  requests.post(req, *this, step_ * 2 + received, 0, counts_[in] * 4);
+  POSEIDON_MPI(
+      MPI_Isend(grads_ + begins_[out], static_cast<int>(counts_[out]), MPI_FLOAT, right, step_, comm_.handle(), &req));
+  requests.post(req, *this, step_ * 2 + sent, counts_[out] * 4, 0);
+  step_pending_ = 2;
 }
 
 void AllreduceExchange::complete(int slot, Requests& requests) {
-  if (slot == reduce_scatter) {
-    const float scale = 1.f / static_cast<float>(comm_.size());
-    const int n = counts_[comm_.rank()];
-    for (int i = 0; i < n; ++i) chunk_[i] *= scale;
-    MPI_Request req;
-    POSEIDON_MPI(MPI_Iallgatherv(chunk_.data(), n, MPI_FLOAT, grads_, counts_.data(), displs_.data(), MPI_FLOAT,
-                                 comm_.handle(), &req));
-    const int64_t moved = (count_ - n) * 4;
-    requests.post(req, *this, all_gather, moved, moved);
-    return;
+  if (slot == kUpdated) return;
+  if (slot == kSummed) return next_step(requests);
+  if (--step_pending_ == 0) step_over(requests);
+}
+
+void AllreduceExchange::step_over(Requests& requests) {
+  const int p = comm_.size();
+  if (step_ >= p - 1) return next_step(requests);  // all-gather: the chunk arrived in place
+  const int c = chunk_received(step_);
+  const int64_t n = counts_[c];
+  if (const DeviceCosts* device = requests.emulated()) return requests.post_device(device->sum_s(n, 2), *this, kSummed);
+  float* mine = grads_ + begins_[c];
+  const float* theirs = incoming_.data();
+  if (step_ < p - 2) {
+    for (int64_t i = 0; i < n; ++i) mine[i] += theirs[i];
+  } else {  // the chunk's last contribution: average it as well
+    const float scale = 1.f / static_cast<float>(p);
+    for (int64_t i = 0; i < n; ++i) mine[i] = (mine[i] + theirs[i]) * scale;
   }
+  next_step(requests);
+}
+
+void AllreduceExchange::next_step(Requests& requests) {
+  if (++step_ < steps()) return post_step(requests);
+  update(requests);
+}
+
+void AllreduceExchange::update(Requests& requests) {
+  if (const DeviceCosts* device = requests.emulated())
+    return requests.post_device(device->update_s(learnable_), *this, kUpdated);
   for (Param* p : params_) solver_.update(*p);
 }
 
 std::string AllreduceExchange::describe(int slot) const {
-  return std::string(slot == reduce_scatter ? "the reduce-scatter" : "the all-gather") + " of " + label_ +
-         " (a collective: a rank that never joins it stalls every other)";
+  if (slot == kSummed) return "the emulated sum of a chunk of " + label_;
+  if (slot == kUpdated) return "the emulated update of " + label_;
+  const int p = comm_.size(), r = comm_.rank();
+  const int step = slot / 2;
+  const std::string what = "step " + std::to_string(step + 1) + " of " + std::to_string(steps()) +
+                           " of the ring all-reduce of " + label_ + " (";
+  if (slot % 2 == received) return what + "the chunk from rank " + std::to_string((r - 1 + p) % p) + ")";
+  return what + "rank " + std::to_string((r + 1) % p) + " to take this rank's chunk)";
 }
 
 }  // namespace poseidon::dist

@@ -1,18 +1,21 @@
 // AllreduceExchange: one bucket of the flat gradient buffer (several small
-// parameters fused, or one large one) averaged over all ranks, then applied
-// by the Solver on every rank.
+// parameters fused, or one large one) averaged over all ranks by a ring, then
+// applied by the Solver on every rank.
 //
-// Replicas must stay bitwise identical, and an MPI all-reduce does not promise
-// the same bits on every rank (its algorithm may sum in another order on
-// each). So the bucket is reduced in two collectives: a reduce-scatter (each
-// rank receives the sum of one chunk, computed once) and an all-gather of the
-// averaged chunks. Every rank then holds the very same numbers.
+// The bucket is cut into P chunks. In 2(P - 1) steps each rank sends one
+// chunk to its right neighbour and receives one from its left (nonblocking
+// point-to-point, so the communication thread keeps driving other units):
+// the first P - 1 steps reduce-scatter (each received chunk is added into the
+// rank's own, so that after them rank r holds the sum of chunk r + 1, which
+// the last step also averages), the next P - 1 all-gather the averaged chunks
+// around the ring. Every rank moves 2 (P - 1) / P of the bucket each way,
+// the least any all-reduce can, and each chunk's sum is computed once, by
+// one rank, in one order: every rank then holds the very same numbers, so
+// replicas stay bitwise identical.
 //
-// Each bucket has its own communicator: non-blocking collectives on one
-// communicator must be issued in the same order on every rank, and a bucket's
-// all-gather follows its reduce-scatter whenever that completes, which
-// differs between ranks. Alone on its communicator, a bucket's two
-// collectives always come in the same order.
+// Each bucket has its own communicator and every step its own tag; a step
+// starts when the previous one is over. Under emulated compute the sums and
+// the update are waits on the emulated device.
 #pragma once
 
 #include <string>
@@ -36,16 +39,29 @@ class AllreduceExchange : public Exchange {
   std::string describe(int slot) const override;
 
  private:
-  enum Slot { reduce_scatter = 0, all_gather = 1 };
+  // Slots: per step, its receive and its send; then the emulated device's work.
+  enum Kind { received = 0, sent = 1 };
+  static constexpr int kSummed = -1, kUpdated = -2;
+
+  int steps() const { return 2 * (comm_.size() - 1); }
+  int chunk_sent(int step) const;      // the chunk this rank sends at `step`
+  int chunk_received(int step) const;  // the chunk it receives
+  void post_step(Requests& requests);
+  void step_over(Requests& requests);  // both transfers of step_ are done
+  void next_step(Requests& requests);
+  void update(Requests& requests);
 
   Comm comm_;
   Solver& solver_;
   std::vector<Param*> params_;
   float* grads_;
   int64_t count_;
+  int64_t learnable_ = 0;  // elements of `params_`
   std::string label_;
-  std::vector<int> counts_, displs_;  // the chunk of each rank
-  std::vector<float> chunk_;          // this rank's summed chunk
+  std::vector<int64_t> begins_, counts_;  // per chunk
+  std::vector<float> incoming_;           // a chunk received in the reduce-scatter
+  int step_ = 0;
+  int step_pending_ = 0;  // transfers of step_ not yet done
 };
 
 }  // namespace poseidon::dist

@@ -1,4 +1,4 @@
-// The table of operations in flight.
+// The table of operations in flight and the emulated device's queue.
 #include "dist/exchange.h"
 
 #include <algorithm>
@@ -20,9 +20,30 @@ void Requests::post_held(MPI_Request request, Exchange& owner, int slot, int64_t
   --owner.in_flight_;  // counted since hold()
 }
 
+void Requests::post_device(double seconds, Exchange& owner, int slot) {
+  const auto now = std::chrono::steady_clock::now();
+  device_free_ = std::max(now, device_free_) + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                                                   std::chrono::duration<double>(seconds));
+  device_.push_back(DeviceWork{device_free_, &owner, slot});
+  ++owner.in_flight_;
+}
+
 std::vector<Exchange*> Requests::poll() {
   std::vector<Exchange*> idle;
-  if (requests_.empty()) return idle;
+  poll_mpi(idle);
+  const auto now = std::chrono::steady_clock::now();
+  while (!device_.empty() && device_.front().done <= now) {
+    const DeviceWork w = device_.front();
+    device_.pop_front();
+    --w.owner->in_flight_;
+    w.owner->complete(w.slot, *this);
+    if (w.owner->in_flight_ == 0) idle.push_back(w.owner);
+  }
+  return idle;
+}
+
+void Requests::poll_mpi(std::vector<Exchange*>& idle) {
+  if (requests_.empty()) return;
   const int n = static_cast<int>(requests_.size());
   indices_.resize(n);
   statuses_.resize(n);
@@ -40,7 +61,7 @@ std::vector<Exchange*> Requests::poll() {
         }
     throw CommError("MPI_Testsome failed: " + mpi_error_string(code) + " (waiting for " + what + ")");
   }
-  if (done == MPI_UNDEFINED || done == 0) return idle;
+  if (done == MPI_UNDEFINED || done == 0) return;
   std::vector<Entry> finished;
   finished.reserve(done);
   for (int k = 0; k < done; ++k) finished.push_back(entries_[indices_[k]]);
@@ -59,7 +80,6 @@ std::vector<Exchange*> Requests::poll() {
     e.owner->complete(e.slot, *this);
     if (e.owner->in_flight_ == 0) idle.push_back(e.owner);
   }
-  return idle;
 }
 
 const std::string* Requests::stalled(double seconds) {

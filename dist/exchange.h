@@ -2,15 +2,20 @@
 // communication thread drives. start() posts the iteration's first
 // non-blocking operations; complete() hears of each finished one and may post
 // the next; the exchange is over when nothing of it is in flight.
-// Requests is the table of everything in flight, polled with MPI_Testsome.
+// Requests is the table of everything in flight, polled with MPI_Testsome,
+// and under emulated compute also the queue of the emulated device's work.
 #pragma once
 
 #include <mpi.h>
 
 #include <chrono>
 #include <cstdint>
+#include <deque>
+#include <optional>
 #include <string>
 #include <vector>
+
+#include "dist/device_costs.h"
 
 namespace poseidon::dist {
 
@@ -44,10 +49,20 @@ class Requests {
   // from now: the exchange is not over while it waits. post_held() posts it.
   void hold(Exchange& owner) { ++owner.in_flight_; }
   void post_held(MPI_Request request, Exchange& owner, int slot, int64_t sent, int64_t received);
-  bool empty() const { return requests_.empty(); }
-  // Tests everything in flight (MPI_Testsome), tells the owners of the
-  // finished operations, and returns the exchanges left with nothing in flight.
+  bool empty() const { return requests_.empty() && device_.empty(); }
+  // Tests everything in flight (MPI_Testsome) and the emulated device's
+  // queue, tells the owners of the finished operations, and returns the
+  // exchanges left with nothing in flight.
   std::vector<Exchange*> poll();
+
+  // Emulated compute: the device whose computation (updates, sums, SFB
+  // rebuilds) the exchanges wait for instead of computing; null: they compute.
+  void emulate(const DeviceCosts& costs) { emulated_ = costs; }
+  const DeviceCosts* emulated() const { return emulated_ ? &*emulated_ : nullptr; }
+  // Work of `seconds` on the emulated device, which runs one piece at a time
+  // in the order posted; complete(slot) hears when it is over. The
+  // communication thread keeps polling meanwhile, as it would beside a GPU.
+  void post_device(double seconds, Exchange& owner, int slot);
   // The longest-waiting operation, when it has waited more than `seconds`.
   const std::string* stalled(double seconds);
 
@@ -60,8 +75,17 @@ class Requests {
     int slot;
     std::chrono::steady_clock::time_point posted;
   };
+  void poll_mpi(std::vector<Exchange*>& idle);
+  struct DeviceWork {
+    std::chrono::steady_clock::time_point done;
+    Exchange* owner;
+    int slot;
+  };
   std::vector<MPI_Request> requests_;
   std::vector<Entry> entries_;
+  std::optional<DeviceCosts> emulated_;
+  std::deque<DeviceWork> device_;  // in the order posted, which is the order done
+  std::chrono::steady_clock::time_point device_free_;
   std::vector<int> indices_;
   std::vector<MPI_Status> statuses_;
   std::string stall_;

@@ -86,7 +86,7 @@ double measure_gemm_gflops() {
   return 2.0 * n * n * n * reps / std::max(s, 1e-9) / 1e9;
 }
 
-LinkModel measure_link(const World& world, const DistConfig& config) {
+LinkModel measure_link(const World& world, const DistConfig& config, std::optional<double> gemm_gflops) {
   LinkModel link;
   Comm comm(world);
   const bool probe = comm.size() > 1 && (!config.bandwidth_gbps || !config.latency_us);
@@ -116,7 +116,7 @@ LinkModel measure_link(const World& world, const DistConfig& config) {
     if (!config.latency_us) figures[1] = latency * 1e6;
     if (!config.bandwidth_gbps) figures[0] = large.size() * 8 / std::max(one_way - latency, 1e-9) / 1e9;
   }
-  if (comm.rank() == 0) figures[2] = measure_gemm_gflops();
+  if (comm.rank() == 0) figures[2] = gemm_gflops ? *gemm_gflops : measure_gemm_gflops();
   POSEIDON_MPI(MPI_Bcast(figures, 3, MPI_DOUBLE, 0, comm.handle()));
   link.bandwidth_gbps = figures[0];
   link.latency_us = figures[1];

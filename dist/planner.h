@@ -15,6 +15,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -55,10 +56,10 @@ struct LayerPlan {
 std::vector<LayerPlan> plan_layers(Net& net, int64_t batch, int ranks, const LinkModel& link);
 
 // Fills what `config` leaves unset: bandwidth and latency by a ping-pong
-// between ranks 0 and 1, the GEMM rate by timing one GEMM on rank 0; rank
-// 0's figures are broadcast, so that every rank plans the same. Collective;
-// call it before the scheduler exists.
-LinkModel measure_link(const World& world, const DistConfig& config);
+// between ranks 0 and 1, the GEMM rate (unless `gemm_gflops` gives it) by
+// timing one GEMM on rank 0; rank 0's figures are broadcast, so that every
+// rank plans the same. Collective; call it before the scheduler exists.
+LinkModel measure_link(const World& world, const DistConfig& config, std::optional<double> gemm_gflops = std::nullopt);
 
 // The GEMM rate of this process, GFLOP/s, from a short timed GEMM.
 double measure_gemm_gflops();

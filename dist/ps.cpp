@@ -20,7 +20,7 @@ PsExchange::PsExchange(const Comm& comm, Solver& solver, Param& param, std::vect
 }
 
 int PsExchange::slot(size_t block, int peer, Kind kind) const {
-  return static_cast<int>((block * comm_.size() + peer) * 2 + kind);
+  return static_cast<int>((block * comm_.size() + peer) * 3 + kind);
 }
 
 void PsExchange::start(Requests& requests) {
@@ -69,8 +69,9 @@ void PsExchange::send_block(Requests& requests, size_t b, int peer, const float*
 }
 
 void PsExchange::complete(int s, Requests& requests) {
-  const size_t b = static_cast<size_t>(s / 2 / comm_.size());
-  const bool was_recv = s % 2 == recv;
+  const size_t b = static_cast<size_t>(s / 3 / comm_.size());
+  if (s % 3 == updated) return send_values(b, requests);
+  const bool was_recv = s % 3 == recv;
   if (!was_recv && sends_) sends_->sent(blocks_[b].count * 4);
   if (blocks_[b].owner == comm_.rank() && was_recv && --owned_.at(b).pushes_left == 0) update_owned(b, requests);
 }
@@ -80,6 +81,8 @@ void PsExchange::update_owned(size_t b, Requests& requests) {
   OwnedBlock& o = owned_.at(b);
   const int me = comm_.rank();
   const int64_t n = blk.count;
+  if (const DeviceCosts* device = requests.emulated())
+    return requests.post_device(device->sum_s(n, comm_.size()) + device->update_s(n), *this, slot(b, me, updated));
   float* sum = o.sum.data();
   // Rank order, whoever's push arrived first: the same sum on every run.
   for (int r = 0; r < comm_.size(); ++r) {
@@ -94,16 +97,22 @@ void PsExchange::update_owned(size_t b, Requests& requests) {
   float* value = param_.value.data() + blk.begin;
   solver_.update_block(value, sum, o.momentum.empty() ? nullptr : o.momentum.data(), n, param_.lr_mult,
                        param_.decay_mult);
+  send_values(b, requests);
+}
+
+void PsExchange::send_values(size_t b, Requests& requests) {
+  float* value = param_.value.data() + blocks_[b].begin;
   for (int peer = 0; peer < comm_.size(); ++peer)
-    if (peer != me) send_block(requests, b, peer, value, true);
+    if (peer != comm_.rank()) send_block(requests, b, peer, value, true);
 }
 
 std::string PsExchange::describe(int s) const {
-  const size_t b = static_cast<size_t>(s / 2 / comm_.size());
-  const int peer = s / 2 % comm_.size();
+  const size_t b = static_cast<size_t>(s / 3 / comm_.size());
+  const int peer = s / 3 % comm_.size();
   const PsBlock& blk = blocks_[b];
   const std::string block = param_.name + " block " + std::to_string(b);
-  if (s % 2 == send) return "rank " + std::to_string(peer) + " to receive " + block;
+  if (s % 3 == updated) return "the emulated update of " + block;
+  if (s % 3 == send) return "rank " + std::to_string(peer) + " to receive " + block;
   if (blk.owner == comm_.rank()) return "rank " + std::to_string(peer) + "'s gradient of " + block;
   return "rank " + std::to_string(peer) + " (the server of " + block + ") to send its new values";
 }

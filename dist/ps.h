@@ -4,7 +4,8 @@
 // owner sums the P gradients in rank order, averages them, runs the Solver's
 // update on its block (so it alone keeps that block's momentum: optimizer
 // state is sharded) and sends the new values to every other rank. Message
-// tags are (block id, iteration parity, push or pull).
+// tags are (block id, iteration parity, push or pull). Under emulated compute
+// the owner's sum and update are a wait on the emulated device instead.
 #pragma once
 
 #include <map>
@@ -47,11 +48,12 @@ class PsExchange : public Exchange {
     std::vector<float> momentum;  // empty without momentum
     int pushes_left = 0;
   };
-  enum Kind { recv = 0, send = 1 };
+  enum Kind { recv = 0, send = 1, updated = 2 };  // updated: the emulated device's sum and update
   int slot(size_t block, int peer, Kind kind) const;
   int tag(const PsBlock& b, bool pull) const { return (b.id * 2 + parity_) * 2 + (pull ? 1 : 0); }
   int peer_index(int peer) const { return peer < comm_.rank() ? peer : peer - 1; }  // into `received`
   void update_owned(size_t block, Requests& requests);
+  void send_values(size_t block, Requests& requests);
   // Sends `count` floats of block `b` to `peer` (a push, or a pull's values), now or through the queue.
   void send_block(Requests& requests, size_t b, int peer, const float* data, bool pull);
 

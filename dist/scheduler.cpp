@@ -34,7 +34,7 @@ uint64_t fnv1a(const void* data, size_t bytes) {
 }  // namespace
 
 Scheduler::Scheduler(Net& net, Solver& solver, const World& world, CommPlan plan, const DistConfig& config,
-                     int64_t first_iteration, bool check_finite)
+                     int64_t first_iteration, bool check_finite, const std::optional<DeviceCosts>& emulated)
     : net_(net),
       solver_(solver),
       plan_(std::move(plan)),
@@ -43,6 +43,7 @@ Scheduler::Scheduler(Net& net, Solver& solver, const World& world, CommPlan plan
       first_iteration_(first_iteration),
       check_finite_(check_finite) {
   POSEIDON_CHECK(plan_.world_size == comm_->size()) << plan_.world_size << " vs " << comm_->size();
+  if (emulated) requests_.emulate(*emulated);
   for (size_t i = 0; i < net_.num_layers(); ++i) layer_index_[&net_.layer(i)] = i;
   if (config_.order == "priority") priority_sends_ = std::make_unique<PrioritySends>(2 * config_.block_bytes);
   int64_t blocks = 0;

@@ -25,6 +25,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <thread>
 #include <unordered_map>
 #include <vector>
@@ -60,9 +61,12 @@ class Scheduler : public GradSink {
   // run's iteration). The solver's state for PS parameters moves into their
   // owners' shards. Replicas must start identical (checked). With
   // `check_finite`, a gradient holding a NaN or an infinity is refused before
-  // it leaves this rank (grad_ready throws), so it reaches no replica.
+  // it leaves this rank (grad_ready throws), so it reaches no replica. With
+  // `emulated` (train --emulate-compute), updates, sums and SFB rebuilds are
+  // waits of that device's time instead of computed (Requests::post_device).
   Scheduler(Net& net, Solver& solver, const World& world, CommPlan plan, const DistConfig& config,
-            int64_t first_iteration, bool check_finite = false);
+            int64_t first_iteration, bool check_finite = false,
+            const std::optional<DeviceCosts>& emulated = std::nullopt);
   ~Scheduler() override;
 
   void await_params(const Layer& layer) override;

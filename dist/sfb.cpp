@@ -54,8 +54,13 @@ void SfbExchange::start(Requests& requests) {
 }
 
 void SfbExchange::complete(int slot, Requests& requests) {
-  if (in_flight() > 0) return;  // the other all-gather is still running
+  if (slot == rebuilt || in_flight() > 0) return;  // over, or the other all-gather is still running
   const int64_t rows = comm_.size() * k_;
+  if (const DeviceCosts* device = requests.emulated()) {
+    const int64_t params = m_ * n_ + (bias_ ? m_ : 0);
+    return requests.post_device(device->rebuild_s(m_, n_, rows, bias_ != nullptr) + device->update_s(params), *this,
+                                rebuilt);
+  }
   const float scale = 1.f / static_cast<float>(comm_.size());
   gemm(true, false, m_, n_, rows, scale, all_output_grads_.data(), all_inputs_.data(), 0.f, weight_.grad.data());
   solver_.update(weight_);
@@ -71,6 +76,7 @@ void SfbExchange::complete(int slot, Requests& requests) {
 }
 
 std::string SfbExchange::describe(int slot) const {
+  if (slot == rebuilt) return "the emulated rebuild of " + label_;
   return std::string(slot == gather_inputs ? "the all-gather of inputs" : "the all-gather of output gradients") +
          " of " + label_ + " (a collective: a rank that never joins it stalls every other)";
 }

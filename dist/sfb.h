@@ -8,7 +8,8 @@
 // with U [P*K, M] and V [P*K, N] the gathered factors in rank order. Each
 // rank then applies the same Solver update, so replicas stay identical (as
 // long as every rank runs the same GEMM kernels). Backward skips computing
-// dW locally (Param::grad_formed_elsewhere).
+// dW locally (Param::grad_formed_elsewhere). Under emulated compute the
+// rebuild and the update are a wait on the emulated device instead.
 #pragma once
 
 #include <string>
@@ -34,7 +35,7 @@ class SfbExchange : public Exchange {
   std::string describe(int slot) const override;
 
  private:
-  enum Slot { gather_inputs = 0, gather_output_grads = 1 };
+  enum Slot { gather_inputs = 0, gather_output_grads = 1, rebuilt = 2 };  // rebuilt: on the emulated device
 
   Comm comm_;
   Solver& solver_;

@@ -5,11 +5,11 @@
 
 #include <algorithm>
 #include <functional>
-#include <limits>
 #include <map>
 #include <memory>
 
 #include "core/error.h"
+#include "dist/device_costs.h"
 #include "dist/priority.h"
 
 namespace poseidon::dist {
@@ -66,7 +66,7 @@ class Simulation {
     size_t next_unit = 0;
     std::vector<int> started, done;  // per unit: iterations started, finished
     std::vector<int> pending;        // per unit: operations of its running iteration
-    double thread_free = 0;          // solver updates and SFB rebuilds run one at a time
+    double device_free = 0;          // updates, sums and SFB rebuilds run one at a time
     std::unique_ptr<PrioritySends> sends;
     // Links.
     double send_free = 0, recv_free = 0;
@@ -75,10 +75,11 @@ class Simulation {
   };
   struct UnitCost {
     double numel = 0;
-    double update_s = 0;  // its share of the profile's update
-    int64_t priority = 0;  // its layer: PrioritySends sends lower layers first
-    int steps = 0;         // collectives: ring steps
+    double update_s = 0;    // the solver update of its parameters
+    int64_t priority = 0;   // its layer: PrioritySends sends lower layers first
+    int steps = 0;          // collectives: ring steps
     double step_bytes = 0;  // collectives: each way, per step
+    double sums_s = 0;      // all-reduce: the reduce-scatter's sums, one per step before the all-gather
     double rebuild_s = 0;   // sfb: the GEMM that rebuilds the gradient
   };
 
@@ -98,6 +99,7 @@ class Simulation {
 
   const CommPlan& plan_;
   const ComputeProfile& profile_;
+  const DeviceCosts device_;
   const SimConfig& config_;
   const int ranks_count_;
   const int iterations_;
@@ -117,6 +119,7 @@ Simulation::Simulation(const Net& net, const CommPlan& plan, const ComputeProfil
     : plan_(plan),
       profile_(profile),
       config_(config),
+      device_(device_costs(profile, net, config.link.gemm_gflops)),
       ranks_count_(config.workers),
       iterations_(config.iterations),
       seconds_per_byte_(8 / (config.link.bandwidth_gbps * 1e9)),
@@ -137,19 +140,17 @@ Simulation::Simulation(const Net& net, const CommPlan& plan, const ComputeProfil
   costs_.assign(units, {});
   pushes_.assign(units, {});
   collective_started_.assign(units, 0);
-  double total_numel = 0;
   for (size_t u = 0; u < units; ++u)
     for (size_t i : plan.units[u].params) {
       reports_[plan.params[i].layer].push_back(u);
       costs_[u].numel += static_cast<double>(plan.params[i].param->value.numel());
-      total_numel += static_cast<double>(plan.params[i].param->value.numel());
     }
   const int p = ranks_count_;
   const int64_t k = profile.batch;
   for (size_t u = 0; u < units; ++u) {
     const Unit& unit = plan.units[u];
     UnitCost& c = costs_[u];
-    c.update_s = total_numel > 0 ? profile.update_s * c.numel / total_numel : 0;
+    c.update_s = device_.update_s(static_cast<int64_t>(c.numel));
     c.priority = static_cast<int64_t>(plan.params[unit.params[0]].layer);
     if (unit.scheme == Scheme::ps) {
       pushes_[u].assign(unit.blocks.size(), 0);
@@ -157,13 +158,13 @@ Simulation::Simulation(const Net& net, const CommPlan& plan, const ComputeProfil
       c.steps = 2 * (p - 1);
       // The planner's bytes: the parameters, not any gaps of the bucket's range.
       c.step_bytes = allreduce_cost(static_cast<int64_t>(c.numel), p, config.link).bytes() / 2 / c.steps;
+      // The ring's chunks cut the bucket's whole range, padding included.
+      c.sums_s = (p - 1) * device_.sum_s((unit.end - unit.begin) / p, 2);
     } else {
       const Shape& w = plan.params[unit.params[0]].param->shape;
       c.steps = p - 1;
       c.step_bytes = sfb_cost(w[0], w[1], k, p, config.link).bytes() / 2 / c.steps;
-      // The planner's SFB time over a link that costs nothing is the rebuild alone.
-      const LinkModel free_link{std::numeric_limits<double>::infinity(), 0, config.link.gemm_gflops};
-      c.rebuild_s = sfb_cost(w[0], w[1], k, p, free_link).seconds;
+      c.rebuild_s = device_.rebuild_s(w[0], w[1], p * k, unit.params.size() > 1);
     }
   }
 }
@@ -248,7 +249,7 @@ void Simulation::start_ready(int n) {
     const size_t u = r.next_unit;
     r.ready[u] = false;
     r.next_unit = (u + 1) % r.ready.size();
-    at(std::max(now_, r.thread_free), [this, n, u] { start_unit(n, u); });
+    at(now_, [this, n, u] { start_unit(n, u); });
   }
 }
 
@@ -285,9 +286,9 @@ void Simulation::push_arrived(size_t u, size_t b, int round) {
   pushes_[u][b] = 0;
   const PsBlock& block = plan_.units[u].blocks[b];
   Rank& owner = ranks_[block.owner];
-  owner.thread_free = std::max(now_, owner.thread_free) +
-                      costs_[u].update_s * static_cast<double>(block.count) / costs_[u].numel;
-  at(owner.thread_free, [this, u, b, round, o = block.owner] {
+  owner.device_free =
+      std::max(now_, owner.device_free) + device_.sum_s(block.count, ranks_count_) + device_.update_s(block.count);
+  at(owner.device_free, [this, u, b, round, o = block.owner] {
     for (int peer = 0; peer < ranks_count_; ++peer)
       if (peer != o)
         send(o, peer, u, b, round, [this, u, o, peer] {
@@ -341,15 +342,15 @@ void Simulation::run_collective(size_t u, int round) {
   double start = now_;
   for (const Rank& r : ranks_) start = std::max({start, r.send_free, r.recv_free});
   const double step_busy = c.step_bytes * seconds_per_byte_;
-  const double end = start + c.steps * (step_busy + latency_s_);
+  const double end = start + c.steps * (step_busy + latency_s_) + c.sums_s;
   for (int n = 0; n < ranks_count_; ++n) {
     Rank& r = ranks_[n];
     r.send_free = r.recv_free = end - latency_s_;
     r.busy[round].send_s += c.steps * step_busy;
     r.busy[round].recv_s += c.steps * step_busy;
     r.bytes += 2 * c.steps * c.step_bytes;
-    r.thread_free = std::max(end, r.thread_free) + c.rebuild_s + c.update_s;
-    at(r.thread_free, [this, n, u] { operation_done(n, u); });
+    r.device_free = std::max(end, r.device_free) + c.rebuild_s + c.update_s;
+    at(r.device_free, [this, n, u] { operation_done(n, u); });
   }
 }
 

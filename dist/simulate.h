@@ -8,20 +8,23 @@
 //    then backward in reverse, each layer's gradients ready at its end;
 //  - its communication thread starts units in plan order as they become
 //    ready (WFBP), or all of them after backward, the next forward waiting
-//    for all (no WFBP); it also runs the solver updates and SFB rebuilds,
-//    one at a time;
+//    for all (no WFBP);
+//  - its device runs the solver updates, the sums of gradients and the SFB
+//    rebuilds, one at a time, each as long as DeviceCosts (dist/device_costs.h)
+//    says: the times `train --emulate-compute` waits for them;
 //  - every rank has one send and one receive link; a message occupies the
 //    sender's send link, then (once sent, a switch buffering it) the
 //    receiver's receive link, each for bytes/bandwidth and first come, first
 //    served, and arrives a latency after it is received;
 //  - PS: each rank pushes each block to its owner, which waits for all P,
-//    updates (its share of the profile's update time, i.e. bytes at the
-//    rate the profile measured) and sends the new values to every rank; with
-//    order priority, sends leave through the scheduler's PrioritySends;
-//  - all-reduce bucket: a ring, reduce-scatter then all-gather, 2(P-1) steps;
+//    sums the P pushes and updates on its device, and sends the new values
+//    to every rank; with order priority, sends leave through the
+//    scheduler's PrioritySends;
+//  - all-reduce bucket: a ring, reduce-scatter then all-gather, 2(P-1) steps,
+//    the first P-1 each followed by the sum of one chunk, then the update;
 //    SFB layer: a ring all-gather of the factors, P-1 steps, then the
-//    rebuild GEMM at the link's GEMM rate. A collective starts when every
-//    rank has started it and holds every rank's links until it ends.
+//    rebuild GEMM at the link's GEMM rate and the update. A collective starts
+//    when every rank has started it and holds every rank's links until it ends.
 // Message sizes come from the planner's cost functions (ps_cost,
 // allreduce_cost, sfb_cost) and the plan's blocks, so the bytes moved are
 // the planner's. On one worker there is no scheduler, as in training:
@@ -41,8 +44,8 @@ namespace poseidon::dist {
 
 struct SimConfig {
   int workers = 1;
-  DistConfig dist;  // scheme, wfbp, order, block and bucket sizes
-  LinkModel link;   // bandwidth (may be infinite), latency, SFB rebuild GEMM rate
+  DistConfig dist;     // scheme, wfbp, order, block and bucket sizes
+  LinkModel link;      // bandwidth (may be infinite), latency, SFB rebuild GEMM rate
   int iterations = 8;  // simulated; the steady state is measured over the second half
 };
 
@@ -52,8 +55,8 @@ struct LinkBusy {
 
 struct SimResult {
   int workers = 1;
-  double single_s = 0;     // one worker's iteration, no communication
-  double iteration_s = 0;  // steady state on `workers` ranks
+  double single_s = 0;          // one worker's iteration, no communication
+  double iteration_s = 0;       // steady state on `workers` ranks
   double bytes_per_worker = 0;  // sent plus received per iteration, mean over ranks
   std::vector<LinkBusy> links;  // per rank
   std::string schemes;          // describe_schemes of the plan

@@ -39,7 +39,8 @@ ComputeProfile load_profile(const std::string& path, const Net& net) {
     throw Error("profile " + path + " is not JSON: " + e.what());
   }
   if (!doc.is_object() || !doc.contains("layers") || !doc.at("layers").is_array())
-    throw Error("profile " + path + ": expected an object with \"layers\": [{\"name\", \"forward_ms\", \"backward_ms\"}]");
+    throw Error("profile " + path +
+                ": expected an object with \"layers\": [{\"name\", \"forward_ms\", \"backward_ms\"}]");
   ComputeProfile p;
   p.source = path;
   const double batch = non_negative(doc, "batch", "profile " + path);
@@ -51,6 +52,11 @@ ComputeProfile load_profile(const std::string& path, const Net& net) {
     const double g = non_negative(doc, "gflops", "profile " + path);
     if (g <= 0) throw Error("profile " + path + ": \"gflops\" must be positive");
     p.gemm_gflops = g;
+  }
+  if (doc.contains("memory_gbps")) {
+    const double bw = non_negative(doc, "memory_gbps", "profile " + path);
+    if (bw <= 0) throw Error("profile " + path + ": \"memory_gbps\" must be positive");
+    p.memory_gbps = bw;
   }
 
   std::map<std::string, size_t> index;  // layer name -> Net index

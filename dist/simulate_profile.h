@@ -1,7 +1,8 @@
 // ComputeProfile: how long one worker computes each layer, the input of the
 // scheduler simulation (dist/simulate.h). Read from the JSON that
 // `poseidon time --json` writes ({"batch", "update_ms", "layers": [{"name",
-// "forward_ms", "backward_ms"}, ...]}; profiles/ holds shipped ones), or
+// "forward_ms", "backward_ms"}, ...]}, optionally "gflops" and "memory_gbps",
+// the device's GEMM rate and memory bandwidth; profiles/ holds shipped ones), or
 // derived from each layer's forward FLOPs at a given rate when no profile
 // was measured (backward twice forward, the update negligible).
 #pragma once
@@ -16,11 +17,12 @@
 namespace poseidon::dist {
 
 struct ComputeProfile {
-  std::string source;  // the file, or how the times were derived
-  int64_t batch = 0;   // examples per worker the times are for
+  std::string source;                         // the file, or how the times were derived
+  int64_t batch = 0;                          // examples per worker the times are for
   std::vector<double> forward_s, backward_s;  // per layer of the Net, in its order
   double update_s = 0;                        // the solver update of every parameter, on one worker
   std::optional<double> gemm_gflops;          // "gflops": the rate of the device the profile describes
+  std::optional<double> memory_gbps;          // "memory_gbps": its memory bandwidth, GB/s
 
   // One worker's iteration with no communication: forward, backward, update.
   double iteration_s() const;

@@ -1,10 +1,12 @@
 // Emulated compute (--emulate-compute): an iteration takes at least the
 // profile's scaled time, the gates and gradient reports fire as in real
-// training, and the solver still updates every parameter from its gradient
-// buffer; profiles that do not fit the run are refused.
+// training, a LocalGradSink still updates every parameter from its gradient
+// buffer, while the EmulatedUpdateSink waits the profile's update time
+// instead; profiles that do not fit the run are refused.
 #include "tools/cli/emulate_compute.h"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -12,7 +14,6 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
-#include <unistd.h>
 
 #include "core/error.h"
 #include "core/local_sink.h"
@@ -38,11 +39,11 @@ Net make_net(int64_t batch) {
 
 // A profile in `poseidon time --json` form: every layer 4 ms forward and 6 ms
 // backward, except the accuracy layer, which never runs backward.
-std::string write_profile(int64_t batch) {
+std::string write_profile(int64_t batch, const std::string& device = "") {
   const auto path = std::filesystem::temp_directory_path() /
                     ("emulate_compute_test_" + std::to_string(::getpid()) + "_" + std::to_string(batch) + ".json");
   std::ofstream out(path);
-  out << R"({"batch": )" << batch << R"(, "layers": [
+  out << R"({"batch": )" << batch << device << R"(, "layers": [
     {"name": "fc1", "forward_ms": 4, "backward_ms": 6},
     {"name": "relu1", "forward_ms": 4, "backward_ms": 6},
     {"name": "fc2", "forward_ms": 4, "backward_ms": 6},
@@ -71,7 +72,7 @@ TEST(EmulateCompute, IterationTakesAtLeastTheScaledProfile) {
   Net net = make_net(4);
   const std::string profile = write_profile(4);
   const double scale = 1.5;
-  const double total = emulate_compute(net, profile, scale, 4);
+  const double total = emulate_compute(net, profile, scale, 4).layers_s;
   // 5 forwards of 4 ms and 4 backwards of 6 ms, times 1.5.
   EXPECT_NEAR(total, 1.5 * (5 * 4e-3 + 4 * 6e-3), 1e-12);
   RunContext ctx;
@@ -123,6 +124,38 @@ TEST(EmulateCompute, SolverStillUpdatesFromTheGradientBuffers) {
     for (int64_t i = 0; i < p->value.numel(); ++i)
       ASSERT_FLOAT_EQ(p->value[i], before[p->name][static_cast<size_t>(i)] - 0.5f * 0.25f) << p->name << " " << i;
   }
+  std::filesystem::remove(profile);
+}
+
+TEST(EmulateCompute, DeviceCostsComeFromTheProfileScaled) {
+  Net net = make_net(4);
+  // 53 learnable parameters: fc1 6 x 5 + 5, fc2 5 x 3 + 3.
+  ASSERT_EQ(net.num_learnable(), 53);
+  const std::string profile = write_profile(4, R"(, "update_ms": 10, "gflops": 2, "memory_gbps": 4)");
+  const EmulatedCompute e = emulate_compute(net, profile, 3, 4);
+  EXPECT_NEAR(e.device.update_s(53), 3 * 10e-3, 1e-15);
+  EXPECT_NEAR(e.device.gemm_gflops, 2.0 / 3, 1e-15);
+  EXPECT_NEAR(e.device.memory_gbps, 4.0 / 3, 1e-15);
+  std::filesystem::remove(profile);
+}
+
+TEST(EmulateCompute, UpdatesBecomeWaitsAndChangeNothing) {
+  Net net = make_net(4);
+  const std::string profile = write_profile(4, R"(, "update_ms": 40)");
+  const EmulatedCompute e = emulate_compute(net, profile, 1, 4);
+  net.flat_grads().fill(0.25f);
+  const std::vector<float> before(net.flat_values().data(), net.flat_values().data() + net.flat_values().numel());
+  EmulatedUpdateSink sink(e.device);
+  RunContext ctx;
+  const auto start = std::chrono::steady_clock::now();
+  for (int iteration = 1; iteration <= 2; ++iteration) {
+    net.forward(ctx, &sink);
+    net.backward(ctx, sink);
+    const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    EXPECT_GE(elapsed, iteration * (e.layers_s + 40e-3)) << "iteration " << iteration;
+  }
+  for (int64_t i = 0; i < net.flat_values().numel(); ++i)
+    ASSERT_EQ(net.flat_values()[i], before[static_cast<size_t>(i)]) << i;
   std::filesystem::remove(profile);
 }
 

@@ -2,6 +2,8 @@
 // by hand: one and two FC layers on two ranks, where every transfer's start
 // and end follow from bytes / bandwidth + latency; infinite bandwidth, where
 // only compute is left; the planner's bytes per rank; and WFBP never slower.
+#include "dist/simulate.h"
+
 #include <gtest/gtest.h>
 
 #include <limits>
@@ -9,7 +11,7 @@
 
 #include "core/error.h"
 #include "core/net.h"
-#include "dist/simulate.h"
+#include "dist/device_costs.h"
 #include "tools/cli_runner.h"
 
 namespace poseidon::dist {
@@ -216,6 +218,78 @@ layers:
   }
 }
 
+// fc1 100 -> 256, no bias: 25,600 weights (102,400 bytes, 0.8192 ms at 1
+// Gbit/s), a multiple of the flat buffer's alignment, so an all-reduce bucket
+// is the weights and nothing else.
+const char* kAlignedFc = R"(name: aligned_fc
+inputs: {data: [100], label: []}
+layers:
+  - {name: fc1, type: fc, inputs: data, num_output: 256, bias: false}
+  - {name: loss, type: softmax_loss, inputs: [fc1, label]}
+)";
+
+TEST(DeviceCosts, FromTheProfileAndSlowed) {
+  Net net(parse(kAlignedFc), 1);
+  ComputeProfile profile = profile_of(net, {}, 4);
+  profile.update_s = 2e-3;
+  profile.memory_gbps = 0.3;
+  const DeviceCosts c = device_costs(profile, net, 7);
+  EXPECT_DOUBLE_EQ(c.update_s(25600), 2e-3);  // every parameter: the profile's update
+  EXPECT_DOUBLE_EQ(c.update_s(6400), 0.5e-3);
+  // Three arrays of 1,000 floats in, one out: 16,000 bytes at 0.3 GB/s.
+  EXPECT_DOUBLE_EQ(c.sum_s(1000, 3), 16000 / 0.3e9);
+  // 2 * 256 * 100 * 8 FLOPs at 7 GFLOP/s; with a bias, 8 rows of 256 summed too.
+  EXPECT_DOUBLE_EQ(c.rebuild_s(256, 100, 8, false), 409600 / 7e9);
+  EXPECT_DOUBLE_EQ(c.rebuild_s(256, 100, 8, true), 409600 / 7e9 + 9 * 4 * 256 / 0.3e9);
+  const DeviceCosts slow = c.slowed(10);
+  EXPECT_DOUBLE_EQ(slow.update_s(25600), 20e-3);
+  EXPECT_DOUBLE_EQ(slow.sum_s(1000, 3), 10 * c.sum_s(1000, 3));
+  EXPECT_DOUBLE_EQ(slow.rebuild_s(256, 100, 8, false), 10 * c.rebuild_s(256, 100, 8, false));
+  // Without a memory bandwidth or a GEMM rate those costs are nothing.
+  profile.memory_gbps.reset();
+  EXPECT_EQ(device_costs(profile, net, 0).sum_s(1000, 3), 0);
+  EXPECT_EQ(device_costs(profile, net, 0).rebuild_s(256, 100, 8, true), 0);
+}
+
+TEST(Simulate, UpdateAndSumsOnTheDeviceByHand) {
+  Net net(parse(kAlignedFc), 1);
+  ComputeProfile profile = profile_of(net, {{"fc1", {3, 5}}}, 4);
+  profile.update_s = 2e-3;    // the whole update
+  profile.memory_gbps = 0.3;  // GB/s: 1,000 floats summed from 3 arrays take 16,000 / 0.3e9 s
+  const double transfer = 0.8192, latency = 0.1;
+  // PS: push, the owner's sum of 2 pushes (3 x 102,400 bytes) and update, pull.
+  SimResult ps = simulate(net, profile, config_of(2, "ps", false, 1, 100));
+  EXPECT_NEAR(ps.iteration_s * 1e3, 8 + 2 * (transfer + latency) + 3 * 102400 / 0.3e6 + 2, 1e-9);
+  // All-reduce: 2 ring steps of half the weights, the reduce-scatter's one
+  // sum of 12,800 floats (3 x 51,200 bytes), then every rank's whole update.
+  SimResult ar = simulate(net, profile, config_of(2, "allreduce", false, 1, 100));
+  EXPECT_NEAR(ar.iteration_s * 1e3, 8 + 2 * (transfer / 2 + latency) + 3 * 51200 / 0.3e6 + 2, 1e-9);
+  // SFB: one step of 4 examples x (256 + 100) floats = 5,696 bytes, the
+  // rebuild (2 * 256 * 100 * 8 FLOPs at 1 GFLOP/s) and the whole update.
+  SimResult sfb = simulate(net, profile, config_of(2, "sfb", false, 1, 100, 1));
+  EXPECT_NEAR(sfb.iteration_s * 1e3, 8 + 5696 * 8 / 1e6 + latency + 0.4096 + 2, 1e-9);
+  // One worker: forward, backward and the update.
+  EXPECT_NEAR(ps.single_s * 1e3, 10, 1e-9);
+}
+
+TEST(Simulate, UpdatesWaitForOneAnotherOnTheDevice) {
+  // With WFBP, fc2's update (owner rank 0) runs while fc1 computes backward;
+  // fc1's (owner rank 1) runs after its push. Each owner's updates are
+  // serial, so one owner holding both blocks takes both in turn: a bigger
+  // update never makes an iteration shorter.
+  Net net(parse(kTwoFc), 1);
+  ComputeProfile profile = profile_of(net, {{"fc1", {2, 4}}, {"fc2", {1, 2}}}, 4);
+  double last = 0;
+  for (double update_ms : {0.0, 1.0, 4.0, 16.0}) {
+    profile.update_s = update_ms / 1e3;
+    const SimResult r = simulate(net, profile, config_of(2, "ps", true, 1, 100));
+    EXPECT_GE(r.iteration_s, last) << update_ms;
+    // At least fc1's share of the update lies between its push and pull.
+    EXPECT_GE(r.iteration_s * 1e3, 9 + 2 * (0.8 + 0.1) + update_ms * 25000 / 56250 - 1e-9) << update_ms;
+    last = r.iteration_s;
+  }
+}
+
 TEST(SimulateProfile, ErrorsNameTheFileAndTheLayer) {
   Net net(parse(kTwoFc), 1);
   poseidon::testing::TempDir dir;
@@ -235,7 +309,8 @@ TEST(SimulateProfile, ErrorsNameTheFileAndTheLayer) {
     EXPECT_NE(what.find(path), std::string::npos) << what;
     EXPECT_NE(what.find("'fc2'"), std::string::npos) << what;
   }
-  const std::string good = dir.write("q.json", R"({"batch": 4, "update_ms": 3, "gflops": 100, "layers": [
+  const std::string good =
+      dir.write("q.json", R"({"batch": 4, "update_ms": 3, "gflops": 100, "memory_gbps": 50, "layers": [
     {"name": "fc1", "forward_ms": 1, "backward_ms": 2}, {"name": "fc2", "forward_ms": 0.5, "backward_ms": 1},
     {"name": "loss", "forward_ms": 0, "backward_ms": 0}]})");
   const ComputeProfile p = load_profile(good, net);
@@ -243,6 +318,14 @@ TEST(SimulateProfile, ErrorsNameTheFileAndTheLayer) {
   EXPECT_DOUBLE_EQ(p.iteration_s(), 7.5e-3);
   EXPECT_DOUBLE_EQ(p.backward_s[1], 1e-3);
   EXPECT_EQ(p.gemm_gflops, 100);
+  EXPECT_EQ(p.memory_gbps, 50);
+  const std::string bad = dir.write("r.json", R"({"batch": 4, "memory_gbps": 0, "layers": []})");
+  try {
+    load_profile(bad, net);
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("memory_gbps"), std::string::npos) << e.what();
+  }
 }
 
 }  // namespace

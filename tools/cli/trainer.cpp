@@ -73,8 +73,7 @@ Trainer::Trainer(TrainConfig config, TrainOptions options)
   net_ = std::make_unique<Net>(config_.model, config_.train_data.batch_size);
   net_->init_params(config_.seed);
   if (!options_.emulate_compute.empty())
-    emulated_compute_s_ = emulate_compute(*net_, options_.emulate_compute, options_.emulate_scale,
-                                          config_.train_data.batch_size);
+    emulated_ = emulate_compute(*net_, options_.emulate_compute, options_.emulate_scale, config_.train_data.batch_size);
   solver_ = std::make_unique<Solver>(config_.solver);
 
   auto train_source = make_source(config_.train_data.node, config_.base_dir);
@@ -103,11 +102,16 @@ Trainer::Trainer(TrainConfig config, TrainOptions options)
   if (!options_.weights.empty()) load_checkpoint(options_.weights, *net_, nullptr);
   if (!options_.resume.empty()) restore(options_.resume);
   if (world_size_ > 1) {
-    if (config_.dist.scheme == "hybrid") link_ = dist::measure_link(*options_.world, config_.dist);
+    // Emulated, SFB rebuilds run at the profiled device's rate, not this machine's.
+    std::optional<double> gemm_gflops;
+    if (emulated_ && emulated_->device.gemm_gflops > 0) gemm_gflops = emulated_->device.gemm_gflops;
+    if (config_.dist.scheme == "hybrid") link_ = dist::measure_link(*options_.world, config_.dist, gemm_gflops);
+    // Emulated gradients are not computed, so there is nothing to check.
     scheduler_ = std::make_unique<dist::Scheduler>(
         *net_, *solver_, *options_.world,
         dist::plan_for_config(*net_, config_.dist, world_size_, link_.value_or(dist::LinkModel{})), config_.dist, iter_,
-        config_.solver.check_finite);
+        config_.solver.check_finite && !emulated_,
+        emulated_ ? std::optional<dist::DeviceCosts>(emulated_->device) : std::nullopt);
   }
   if (!options_.timeline.empty()) {
     timeline_ = std::make_unique<dist::Timeline>(rank_);
@@ -233,20 +237,26 @@ EvalResult Trainer::run() {
   Progress progress(iter_, max_iter, config_.display, options_.quiet || rank_ != 0);
   // Alone, updates are held until the gradients are checked; in an MPI job
   // the scheduler checks each gradient before it leaves the rank.
-  const bool check_finite = config_.solver.check_finite;
+  // Emulated, the updates are waits and gradients are not computed, so not checked.
+  const bool check_finite = config_.solver.check_finite && !emulated_;
   const bool hold_updates = check_finite && !scheduler_;
   LocalGradSink local_sink(*solver_, hold_updates);
-  GradSink& untraced = scheduler_ ? static_cast<GradSink&>(*scheduler_) : local_sink;
+  std::optional<EmulatedUpdateSink> emulated_sink;
+  if (emulated_) emulated_sink.emplace(emulated_->device);
+  GradSink& alone = emulated_sink ? static_cast<GradSink&>(*emulated_sink) : local_sink;
+  GradSink& untraced = scheduler_ ? static_cast<GradSink&>(*scheduler_) : alone;
   std::optional<dist::TracingSink> traced;
   if (timeline_) traced.emplace(untraced, *timeline_);
   GradSink& sink = traced ? static_cast<GradSink&>(*traced) : untraced;
   // Forward waits at the scheduler's gates; alone it needs no gate unless traced.
   GradSink* gate = traced || scheduler_ ? &sink : nullptr;
   std::string comm_text;
-  if (emulated_compute_s_ > 0) {
-    char line[256];
-    std::snprintf(line, sizeof line, "emulated compute: %s x %g, %.1f ms forward and backward per iteration",
-                  options_.emulate_compute.c_str(), options_.emulate_scale, emulated_compute_s_ * 1e3);
+  if (emulated_) {
+    char line[320];
+    std::snprintf(line, sizeof line,
+                  "emulated compute: %s x %g, %.1f ms forward and backward and %.1f ms of updates per iteration",
+                  options_.emulate_compute.c_str(), options_.emulate_scale, emulated_->layers_s * 1e3,
+                  emulated_->device.update_s(net_->num_learnable()) * 1e3);
     progress.note(line);
   }
   if (scheduler_) {

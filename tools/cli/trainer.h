@@ -21,6 +21,7 @@
 #include "core/solver.h"
 #include "data/loader.h"
 #include "dist/scheduler.h"
+#include "tools/cli/emulate_compute.h"
 #include "tools/cli/train_config.h"
 
 namespace poseidon {
@@ -89,7 +90,7 @@ class Trainer {
   std::unique_ptr<dist::Timeline> timeline_;    // with --timeline
   std::mt19937_64 rng_;
   int64_t iter_ = 0;
-  double emulated_compute_s_ = 0;  // forward and backward per iteration under --emulate-compute
+  std::optional<EmulatedCompute> emulated_;  // with --emulate-compute
 };
 
 }  // namespace poseidon
