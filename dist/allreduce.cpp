@@ -50,12 +50,14 @@ void AllreduceExchange::post_step(Requests& requests) {
   const bool reducing = step_ < p - 1;
   const int in = chunk_received(step_), out = chunk_sent(step_);
   float* into = reducing ? incoming_.data() : grads_ + begins_[in];
+  // The send goes first: over Open MPI's TCP transport, a ring whose ranks
+  // posted the receive first ran at half the link's rate (measured at P = 2).
   MPI_Request req;
-  POSEIDON_MPI(MPI_Irecv(into, static_cast<int>(counts_[in]), MPI_FLOAT, left, step_, comm_.handle(), &req));
-  requests.post(req, *this, step_ * 2 + received, 0, counts_[in] * 4);
   POSEIDON_MPI(
       MPI_Isend(grads_ + begins_[out], static_cast<int>(counts_[out]), MPI_FLOAT, right, step_, comm_.handle(), &req));
   requests.post(req, *this, step_ * 2 + sent, counts_[out] * 4, 0);
+  POSEIDON_MPI(MPI_Irecv(into, static_cast<int>(counts_[in]), MPI_FLOAT, left, step_, comm_.handle(), &req));
+  requests.post(req, *this, step_ * 2 + received, 0, counts_[in] * 4);
   step_pending_ = 2;
 }
 

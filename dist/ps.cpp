@@ -28,6 +28,11 @@ void PsExchange::start(Requests& requests) {
   const int me = comm_.rank();
   float* grad = param_.grad.data();
   float* value = param_.value.data();
+  // Pushes first, then the receives: over Open MPI's TCP transport, ranks
+  // that posted their receives first moved a ring's traffic at half the
+  // link's rate (measured at P = 2).
+  for (size_t b = 0; b < blocks_.size(); ++b)
+    if (blocks_[b].owner != me) send_block(requests, b, blocks_[b].owner, grad + blocks_[b].begin, false);
   for (size_t b = 0; b < blocks_.size(); ++b) {
     const PsBlock& blk = blocks_[b];
     const int64_t bytes = blk.count * 4;
@@ -44,7 +49,6 @@ void PsExchange::start(Requests& requests) {
       }
       if (o.pushes_left == 0) update_owned(b, requests);
     } else {
-      send_block(requests, b, blk.owner, grad + blk.begin, false);
       POSEIDON_MPI(MPI_Irecv(value + blk.begin, static_cast<int>(blk.count), MPI_FLOAT, blk.owner, tag(blk, true),
                              comm_.handle(), &req));
       requests.post(req, *this, slot(b, blk.owner, recv), 0, bytes);
