@@ -1,0 +1,137 @@
+// The CUDA backend's own pieces: that it is built wherever nvcc is, and on a
+// GPU that tensors round-trip, the caching allocator reuses blocks (a
+// training step allocates nothing from the driver after the first), and the
+// solver's update and the finite check agree with the CPU's.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <random>
+#include <sstream>
+
+#include "core/config_node.h"
+#include "core/device_memory.h"
+#include "core/finite_check.h"
+#include "core/local_sink.h"
+#include "core/net.h"
+#include "core/solver.h"
+#ifdef POSEIDON_HAVE_CUDA
+#include "core/cuda/context.h"
+#endif
+
+namespace poseidon {
+namespace {
+
+bool nvcc_present() {
+  if (std::filesystem::exists("/usr/local/cuda/bin/nvcc")) return true;
+  const char* path = std::getenv("PATH");
+  std::stringstream dirs(path ? path : "");
+  for (std::string dir; std::getline(dirs, dir, ':');)
+    if (!dir.empty() && std::filesystem::exists(std::filesystem::path(dir) / "nvcc")) return true;
+  return false;
+}
+
+#define SKIP_WITHOUT_GPU() \
+  if (device_memory::cuda_device_count() == 0) GTEST_SKIP() << device_memory::cuda_unavailable_reason()
+
+TEST(CudaBuild, BuiltWhereverNvccIs) {
+  if (std::string(POSEIDON_CUDA_OPTION) == "OFF") GTEST_SKIP() << "configured with POSEIDON_CUDA=OFF";
+  if (!nvcc_present()) GTEST_SKIP() << "no nvcc on this machine";
+  EXPECT_TRUE(device_memory::cuda_built()) << "nvcc is installed but the CUDA backend was not compiled";
+}
+
+TEST(CudaBuild, WithoutAGpuCudaDevicesAreRefusedClearly) {
+  if (device_memory::cuda_device_count() > 0) GTEST_SKIP() << "a GPU is present";
+  try {
+    Tensor t({4}, Device::cuda(0));
+    FAIL() << "a tensor was allocated on a GPU that is not there";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("cuda:0"), std::string::npos) << e.what();
+  }
+}
+
+TEST(CudaTensor, RoundTripFillAndItem) {
+  SKIP_WITHOUT_GPU();
+  Tensor host({1000});
+  for (int64_t i = 0; i < host.numel(); ++i) host[i] = static_cast<float>(i) * 0.5f;
+  Tensor gpu = host.to(Device::cuda(0));
+  EXPECT_TRUE(gpu.is_cuda());
+  EXPECT_EQ(gpu.item(999), 499.5f);
+  Tensor back = gpu.to(Device{});
+  for (int64_t i = 0; i < host.numel(); ++i) ASSERT_EQ(back[i], host[i]);
+  gpu.fill(3.f);
+  EXPECT_EQ(gpu.item(17), 3.f);
+  Tensor fresh({8}, Device::cuda(0));
+  EXPECT_EQ(fresh.item(7), 0.f);
+}
+
+#ifdef POSEIDON_HAVE_CUDA
+TEST(CudaAllocator, ReusesFreedBlocks) {
+  SKIP_WITHOUT_GPU();
+  auto& alloc = cuda::Context::get(0).allocator();
+  { Tensor a({1 << 20}, Device::cuda(0)); }
+  size_t before = alloc.stats().driver_allocations;
+  for (int i = 0; i < 10; ++i) Tensor b({1 << 20}, Device::cuda(0));
+  EXPECT_EQ(alloc.stats().driver_allocations, before);
+}
+
+TEST(CudaAllocator, TrainingStepsAllocateNothingAfterTheFirst) {
+  SKIP_WITHOUT_GPU();
+  ConfigNode model = ConfigNode::load_file(POSEIDON_SOURCE_DIR "/models/lenet.yaml");
+  Net net(model, 16, Device::cuda(0));
+  net.init_params(1);
+  Solver solver(SolverConfig::parse(ConfigNode::parse("{lr: 0.01, momentum: 0.9}", "solver")));
+  std::mt19937_64 rng(1);
+  RunContext ctx{Phase::train, &rng, Device::cuda(0)};
+  LocalGradSink sink(solver);
+  auto step = [&] {
+    net.forward(ctx);
+    net.backward(ctx, sink);
+    device_memory::synchronize(Device::cuda(0));
+  };
+  step();
+  size_t after_first = cuda::Context::get(0).allocator().stats().driver_allocations;
+  for (int i = 0; i < 5; ++i) step();
+  EXPECT_EQ(cuda::Context::get(0).allocator().stats().driver_allocations, after_first);
+}
+#endif
+
+TEST(CudaSolver, UpdateMatchesTheCpu) {
+  SKIP_WITHOUT_GPU();
+  Solver solver(SolverConfig::parse(
+      ConfigNode::parse("{lr: 0.1, momentum: 0.9, nesterov: true, weight_decay: 0.01}", "solver")));
+  Param cpu;
+  cpu.name = "w";
+  cpu.value = Tensor({257});
+  cpu.grad = Tensor({257});
+  std::mt19937_64 rng(3);
+  std::uniform_real_distribution<float> uni(-1.f, 1.f);
+  for (int64_t i = 0; i < 257; ++i) cpu.value[i] = uni(rng), cpu.grad[i] = uni(rng);
+  Param gpu;
+  gpu.name = "w_gpu";
+  gpu.value = cpu.value.to(Device::cuda(0));
+  gpu.grad = cpu.grad.to(Device::cuda(0));
+  for (int step = 0; step < 3; ++step) {
+    solver.update(cpu);
+    solver.update(gpu);
+  }
+  Tensor back = gpu.value.to(Device{});
+  for (int64_t i = 0; i < 257; ++i) EXPECT_NEAR(back[i], cpu.value[i], 1e-6 * std::max(1.f, std::abs(cpu.value[i])));
+}
+
+TEST(CudaFiniteCheck, FindsTheFirstNaN) {
+  SKIP_WITHOUT_GPU();
+  Tensor host({5000});
+  host[1234] = std::nanf("");
+  host[4000] = INFINITY;
+  Tensor gpu = host.to(Device::cuda(0));
+  EXPECT_EQ(device_memory::gpu_first_non_finite(gpu.device(), gpu.data(), gpu.numel()), 1234);
+  host[1234] = 0.f;
+  host[4000] = 0.f;
+  gpu.copy_from(host);
+  EXPECT_EQ(device_memory::gpu_first_non_finite(gpu.device(), gpu.data(), gpu.numel()), -1);
+}
+
+}  // namespace
+}  // namespace poseidon

@@ -1,0 +1,148 @@
+// Walks the layer registry like the gradient check: every registered type
+// must have a GPU implementation (in a build with the CUDA backend), and on
+// every gradient-check case the GPU layer's forward and backward (outputs,
+// accumulated input gradients, parameter gradients, updated buffers) equal
+// the CPU layer's to relative 1e-4, with TF32 off. Without a GPU the
+// comparisons skip and say why.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <random>
+#include <sstream>
+
+#include "core/device_memory.h"
+#include "core/registry.h"
+#include "layers/grad_check.h"
+
+namespace poseidon::testing {
+
+namespace {
+
+constexpr double kTolerance = 1e-4;
+
+// One layer with its own tensors on one device.
+struct Side {
+  Device device;
+  std::unique_ptr<Layer> layer;
+  std::vector<Tensor> in, in_grad, out, out_grad;
+  LayerIO io;
+};
+
+Side build(const GradCase& c, const Device& device) {
+  Side s;
+  s.device = device;
+  s.layer = LayerRegistry::instance().create(ConfigNode::parse(c.yaml, c.name), device);
+  std::vector<Shape> out_shapes = s.layer->reshape(c.inputs);
+  for (const auto& shape : c.inputs) {
+    s.in.emplace_back(shape, device);
+    s.in_grad.emplace_back(shape, device);
+  }
+  for (const auto& shape : out_shapes) {
+    s.out.emplace_back(shape, device);
+    s.out_grad.emplace_back(shape, device);
+  }
+  for (auto& p : s.layer->params()) {
+    p.value = Tensor(p.shape, device);
+    p.grad = Tensor(p.shape, device);
+  }
+  for (size_t k = 0; k < s.in.size(); ++k) {
+    bool is_label = k < c.label_classes.size() && c.label_classes[k] > 0;
+    s.io.in.push_back(&s.in[k]);
+    s.io.in_grad.push_back(is_label ? nullptr : &s.in_grad[k]);
+  }
+  for (size_t k = 0; k < s.out.size(); ++k) {
+    s.io.out.push_back(&s.out[k]);
+    s.io.out_grad.push_back(&s.out_grad[k]);
+  }
+  return s;
+}
+
+// Fills `host` with random values (labels for label inputs) and copies them
+// to both sides.
+void set_both(Tensor& cpu, Tensor& gpu, std::mt19937_64& rng, int64_t classes = 0, float low = -1.f) {
+  std::uniform_real_distribution<float> uni(low, 1.f);
+  for (int64_t i = 0; i < cpu.numel(); ++i)
+    cpu[i] = classes > 0 ? static_cast<float>(rng() % classes) : uni(rng);
+  gpu.copy_from(cpu);
+}
+
+// Mismatches of `gpu` against `cpu`, relative to max(|a|, |b|, 1).
+void compare(const std::string& what, const Tensor& cpu, const Tensor& gpu, std::ostringstream& err, int& failures) {
+  Tensor back = gpu.to(Device{});
+  for (int64_t i = 0; i < cpu.numel(); ++i) {
+    double a = cpu[i], b = back[i];
+    double scale = std::max({std::abs(a), std::abs(b), 1.0});
+    if (!(std::abs(a - b) <= kTolerance * scale) && ++failures <= 5)
+      err << what << "[" << i << "]: cpu " << a << " gpu " << b << "\n";
+  }
+}
+
+std::string compare_case(const GradCase& c) {
+  Side cpu = build(c, Device{});
+  Side gpu = build(c, Device::cuda(0));
+  std::mt19937_64 rng(99);
+  for (size_t k = 0; k < cpu.in.size(); ++k) {
+    int64_t classes = k < c.label_classes.size() ? c.label_classes[k] : 0;
+    set_both(cpu.in[k], gpu.in[k], rng, classes);
+    // Backward adds into input gradients: start them away from zero.
+    set_both(cpu.in_grad[k], gpu.in_grad[k], rng);
+  }
+  for (size_t i = 0; i < cpu.layer->params().size(); ++i) {
+    Param& pc = cpu.layer->param(i);
+    Param& pg = gpu.layer->param(i);
+    // Variances must be positive; every other parameter may take any sign.
+    set_both(pc.value, pg.value, rng, 0, pc.name.ends_with("running_var") ? 0.5f : -1.f);
+    set_both(pc.grad, pg.grad, rng);
+  }
+  for (size_t k = 0; k < cpu.out.size(); ++k) set_both(cpu.out_grad[k], gpu.out_grad[k], rng);
+
+  // Stochastic layers draw from the same host generator on both sides.
+  std::mt19937_64 rng_cpu(5), rng_gpu(5);
+  RunContext ctx_cpu{c.train ? Phase::train : Phase::test, &rng_cpu, Device{}};
+  RunContext ctx_gpu{c.train ? Phase::train : Phase::test, &rng_gpu, Device::cuda(0)};
+  cpu.layer->forward(cpu.io, ctx_cpu);
+  gpu.layer->forward(gpu.io, ctx_gpu);
+  std::ostringstream err;
+  int failures = 0;
+  for (size_t k = 0; k < cpu.out.size(); ++k) compare("output " + std::to_string(k), cpu.out[k], gpu.out[k], err, failures);
+  if (cpu.layer->differentiable()) {
+    cpu.layer->backward(cpu.io, ctx_cpu);
+    gpu.layer->backward(gpu.io, ctx_gpu);
+    for (size_t k = 0; k < cpu.in.size(); ++k)
+      if (cpu.io.in_grad[k]) compare("input gradient " + std::to_string(k), cpu.in_grad[k], gpu.in_grad[k], err, failures);
+    for (size_t i = 0; i < cpu.layer->params().size(); ++i) {
+      const Param& pc = cpu.layer->param(i);
+      if (pc.learnable) compare(pc.name + " gradient", pc.grad, gpu.layer->param(i).grad, err, failures);
+    }
+  }
+  // Buffers (running statistics) as updated by the forward pass.
+  for (size_t i = 0; i < cpu.layer->params().size(); ++i) {
+    const Param& pc = cpu.layer->param(i);
+    if (!pc.learnable) compare(pc.name, pc.value, gpu.layer->param(i).value, err, failures);
+  }
+  if (failures) err << failures << " mismatches in total";
+  return err.str();
+}
+
+}  // namespace
+
+TEST(CudaLayers, EveryTypeHasAGpuImplementation) {
+  if (!device_memory::cuda_built()) GTEST_SKIP() << device_memory::cuda_unavailable_reason();
+  for (const auto* info : LayerRegistry::instance().all())
+    EXPECT_TRUE(LayerRegistry::instance().has_cuda(info->type))
+        << "layer type '" << info->type << "' has no GPU implementation (layers/" << info->type << ".cu)";
+}
+
+class GpuMatchesCpu : public ::testing::TestWithParam<GradCase> {};
+
+TEST_P(GpuMatchesCpu, ForwardAndBackward) {
+  if (device_memory::cuda_device_count() == 0) GTEST_SKIP() << device_memory::cuda_unavailable_reason();
+  std::string failure = compare_case(GetParam());
+  EXPECT_TRUE(failure.empty()) << GetParam().name << ":\n" << failure;
+}
+
+INSTANTIATE_TEST_SUITE_P(AllLayers, GpuMatchesCpu, ::testing::ValuesIn(grad_cases()),
+                         [](const auto& info) { return info.param.name; });
+
+}  // namespace poseidon::testing
