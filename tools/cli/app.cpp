@@ -46,6 +46,7 @@ int run_cli(int argc, char** argv) {
   ti->add_option("--iters", time.iters, "timed iterations")->check(CLI::PositiveNumber);
   ti->add_option("--warmup", time.warmup, "untimed iterations first")->check(CLI::NonNegativeNumber);
   ti->add_option("--threads", time.threads, "threads (0: all cores)")->check(CLI::NonNegativeNumber);
+  ti->add_option("--device", time.device, "cpu, cuda or cuda:N (default: the config's device, else cpu)");
   ti->add_flag("--json", time.json, "machine-readable output");
 
   SummaryArgs summary;
@@ -111,6 +112,10 @@ int run_cli(int argc, char** argv) {
   auto* l = app.add_subcommand("layers", "list the registered layer types and their keys");
   l->add_flag("--json", layers_json, "machine-readable output");
 
+  bool info_json = false;
+  auto* in = app.add_subcommand("info", "build configuration (CUDA, cuDNN, NCCL, MPI, BLAS versions) and visible GPUs");
+  in->add_flag("--json", info_json, "machine-readable output");
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -128,6 +133,7 @@ int run_cli(int argc, char** argv) {
     if (*ti) return cmd_time(time);
     if (*s) return cmd_summary(summary);
     if (*l) return cmd_layers(layers_json);
+    if (*in) return cmd_info(info_json);
     if (*pl) return cmd_plan(plan);
     if (*si) return cmd_simulate(sim);
   } catch (const Error& e) {

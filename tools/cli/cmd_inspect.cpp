@@ -6,6 +6,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/device_memory.h"
 #include "core/finite_check.h"
 #include "core/math.h"
 #include "core/net.h"
@@ -25,12 +26,13 @@ struct LoadedModel {
   ConfigNode model;
   int64_t batch = 0;
   int threads = 0;
+  Device device;
 };
 
 LoadedModel load_any(const std::string& file, const std::vector<std::string>& overrides, int64_t default_batch) {
   if (is_train_config(file)) {
     TrainConfig c = TrainConfig::load(file, overrides);
-    return {c.model, c.train_data.batch_size, c.threads};
+    return {c.model, c.train_data.batch_size, c.threads, c.device};
   }
   return {load_model(file, overrides), default_batch, 0};
 }
@@ -41,7 +43,9 @@ void fill_synthetic_inputs(Net& net) {
   for (size_t i = 0; i < net.input_names().size(); ++i) {
     Tensor& t = net.blob(net.input_names()[i]).value;
     if (i == 0) {
-      for (int64_t k = 0; k < t.numel(); ++k) t[k] = normal(rng);
+      Tensor host(t.shape());
+      for (int64_t k = 0; k < host.numel(); ++k) host[k] = normal(rng);
+      t.copy_from(host);
     } else {
       t.zero();  // labels: class 0 is valid for every classifier
     }
@@ -62,7 +66,9 @@ int cmd_time(const TimeArgs& args) {
   LoadedModel m = load_any(args.file, args.overrides, 32);
   const int64_t batch = args.batch > 0 ? args.batch : m.batch;
   set_num_threads(args.threads > 0 ? args.threads : m.threads);
-  Net net(m.model, batch);
+  const Device device = args.device.empty() ? m.device : Device::parse(args.device);
+  device_memory::require(device);
+  Net net(m.model, batch, device);
   net.init_params(1);
   fill_synthetic_inputs(net);
   SolverConfig sc;
@@ -72,39 +78,58 @@ int cmd_time(const TimeArgs& args) {
   const size_t n = net.num_layers();
   std::vector<double> fwd(n, 0), bwd(n, 0);
   double update_ms = 0, check_ms = 0;
-  RunContext ctx{Phase::train, nullptr, {}};
+  RunContext ctx{Phase::train, nullptr, device};
   std::mt19937_64 rng(1);
   ctx.rng = &rng;
   auto params = net.params();
+  // GPU work is asynchronous: each timed piece waits for the device, so
+  // per-layer times are real (the waits themselves cost a few microseconds).
+  auto since = [&](Clock::time_point t0) {
+    device_memory::synchronize(device);
+    return ms_since(t0);
+  };
   for (int64_t it = 0; it < args.warmup + args.iters; ++it) {
     bool timed = it >= args.warmup;
     for (size_t i = 0; i < n; ++i) {
       auto t0 = Clock::now();
       net.forward_layer(i, ctx);
-      if (timed) fwd[i] += ms_since(t0);
+      if (timed) fwd[i] += since(t0);
     }
     net.zero_blob_grads();
     net.seed_loss_grads();
     for (size_t i = n; i-- > 0;) {
       auto t0 = Clock::now();
       net.backward_layer(i, ctx);
-      if (timed) bwd[i] += ms_since(t0);
+      if (timed) bwd[i] += since(t0);
     }
     // The trainer's solver.check_finite scan, timed on its own to show its share.
     auto t0 = Clock::now();
     if (auto bad = find_non_finite_gradient(net)) throw Error(bad->describe("non-finite gradient"));
-    if (timed) check_ms += ms_since(t0);
+    if (timed) check_ms += since(t0);
     t0 = Clock::now();
     for (Param* p : params) solver.update(*p);
-    if (timed) update_ms += ms_since(t0);
+    if (timed) update_ms += since(t0);
   }
   const double k = static_cast<double>(args.iters);
   double fwd_total = 0, bwd_total = 0;
   for (size_t i = 0; i < n; ++i) fwd_total += fwd[i] / k, bwd_total += bwd[i] / k;
-  const double iter_ms = fwd_total + bwd_total + check_ms / k + update_ms / k;
+  double iter_ms = fwd_total + bwd_total + check_ms / k + update_ms / k;
+  if (device.is_cuda()) {
+    // The iteration as training runs it, with no wait between layers.
+    auto t0 = Clock::now();
+    for (int64_t it = 0; it < args.iters; ++it) {
+      for (size_t i = 0; i < n; ++i) net.forward_layer(i, ctx);
+      net.zero_blob_grads();
+      net.seed_loss_grads();
+      for (size_t i = n; i-- > 0;) net.backward_layer(i, ctx);
+      if (auto bad = find_non_finite_gradient(net)) throw Error(bad->describe("non-finite gradient"));
+      for (Param* p : params) solver.update(*p);
+    }
+    iter_ms = since(t0) / k;
+  }
   const double ips = batch * 1000.0 / iter_ms;
   if (args.json) {
-    nlohmann::json out = {{"model", net.name()}, {"batch", batch}, {"threads", num_threads()},
+    nlohmann::json out = {{"model", net.name()}, {"batch", batch}, {"threads", num_threads()}, {"device", device.str()},
                           {"iters", args.iters}, {"forward_ms", fwd_total}, {"backward_ms", bwd_total},
                           {"update_ms", update_ms / k}, {"check_finite_ms", check_ms / k},
                           {"iteration_ms", iter_ms}, {"images_per_sec", ips}};
@@ -115,8 +140,8 @@ int cmd_time(const TimeArgs& args) {
     std::printf("%s\n", out.dump(2).c_str());
     return 0;
   }
-  std::printf("%s: batch %lld, %d threads, %lld iterations\n", net.name().c_str(), static_cast<long long>(batch),
-              num_threads(), static_cast<long long>(args.iters));
+  std::printf("%s: batch %lld, %s, %d threads, %lld iterations\n", net.name().c_str(), static_cast<long long>(batch),
+              device.str().c_str(), num_threads(), static_cast<long long>(args.iters));
   std::printf("%-24s %-14s %12s %12s\n", "layer", "type", "forward ms", "backward ms");
   for (size_t i = 0; i < n; ++i)
     std::printf("%-24s %-14s %12.3f %12.3f\n", net.layer(i).name().c_str(), net.layer(i).type().c_str(), fwd[i] / k,

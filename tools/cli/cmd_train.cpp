@@ -33,7 +33,7 @@ int cmd_test(const TestArgs& args) {
   if (!config.test_data) throw Error(args.config + ": no data.test section to evaluate on");
   set_num_threads(config.threads);
   const DataConfig& d = *config.test_data;
-  Net net(config.model, d.batch_size);
+  Net net(config.model, d.batch_size, config.device);
   load_checkpoint(args.weights, net, nullptr);
   LoaderConfig lc;
   lc.batch_size = d.batch_size;

@@ -31,6 +31,7 @@ struct TimeArgs {
   int64_t batch = 0;  // 0: the config's batch size, or 32 for a model file
   int64_t iters = 10, warmup = 2;
   int threads = 0;
+  std::string device;  // empty: the config's device, else cpu
   bool json = false;
 };
 int cmd_time(const TimeArgs& args);
@@ -43,6 +44,7 @@ struct SummaryArgs {
 };
 int cmd_summary(const SummaryArgs& args);
 int cmd_layers(bool json);
+int cmd_info(bool json);
 
 struct PlanArgs {
   std::string file;  // a model or a training config

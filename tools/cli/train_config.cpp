@@ -3,6 +3,8 @@
 
 #include <filesystem>
 
+#include "core/device_memory.h"
+
 namespace poseidon {
 
 namespace {
@@ -78,8 +80,11 @@ TrainConfig TrainConfig::load(const std::string& file, const std::vector<std::st
   } catch (const Error& e) {
     root.child("device").fail(e.what());
   }
-  if (c.device.kind != Device::Kind::cpu)
-    root.child("device").fail("this build has no CUDA support; use device: cpu");
+  try {
+    device_memory::require(c.device);
+  } catch (const Error& e) {
+    root.child("device").fail(e.what());
+  }
 
   ConfigNode data = root.child("data");
   data.check_keys({"train", "test"});

@@ -34,17 +34,23 @@ void check_sample_shape(Net& net, const Source& source, const ConfigNode& where)
     where.fail("the model needs a second input for the labels (e.g. inputs: {data: [...], label: []})");
 }
 
-void feed_batch(Net& net, Loader& loader) {
+void feed_batch(Net& net, Loader& loader, Tensor& staged_data, Tensor& staged_labels) {
   Tensor& data = net.blob(net.input_names()[0]).value;
   Tensor& labels = net.blob(net.input_names()[1]).value;
-  loader.next(data, labels);
+  if (!data.is_cuda()) {
+    loader.next(data, labels);
+    return;
+  }
+  loader.next(staged_data, staged_labels);
+  data.copy_from(staged_data);
+  labels.copy_from(staged_labels);
 }
 
 EvalResult evaluate(Net& net, Loader& loader, int64_t max_batches) {
   const int64_t train_batch = net.batch();
   int64_t batches = max_batches > 0 ? max_batches : loader.batches_per_epoch();
   loader.seek({});
-  RunContext ctx{Phase::test, nullptr, {}};
+  RunContext ctx{Phase::test, nullptr, net.device()};
   EvalResult r;
   Tensor data, labels;
   for (int64_t b = 0; b < batches; ++b) {
@@ -54,7 +60,7 @@ EvalResult evaluate(Net& net, Loader& loader, int64_t max_batches) {
     net.blob(net.input_names()[0]).value.copy_from(data);
     net.blob(net.input_names()[1]).value.copy_from(labels);
     r.loss += net.forward(ctx) * n;
-    for (const auto& m : net.metric_outputs()) r.metrics[m] += net.blob(m).value[0] * n;
+    for (const auto& m : net.metric_outputs()) r.metrics[m] += net.blob(m).value.item(0) * n;
     r.examples += n;
   }
   r.loss /= std::max<int64_t>(1, r.examples);
@@ -70,7 +76,11 @@ Trainer::Trainer(TrainConfig config, TrainOptions options)
     rank_ = options_.world->rank();
     world_size_ = options_.world->size();
   }
-  net_ = std::make_unique<Net>(config_.model, config_.train_data.batch_size);
+  if (config_.device.is_cuda() && world_size_ > 1)
+    throw Error(config_.file + ": device " + config_.device.str() +
+                " with several ranks is not supported yet (GPU gradients are not staged for MPI); use device: cpu "
+                "or one rank");
+  net_ = std::make_unique<Net>(config_.model, config_.train_data.batch_size, config_.device);
   net_->init_params(config_.seed);
   if (!options_.emulate_compute.empty())
     emulated_ = emulate_compute(*net_, options_.emulate_compute, options_.emulate_scale, config_.train_data.batch_size);
@@ -291,7 +301,7 @@ EvalResult Trainer::run() {
     const LoaderPosition position = train_loader_->position();
     const int64_t epoch = position.epoch;
     rng_before = rng_;
-    feed_batch(*net_, *train_loader_);
+    feed_batch(*net_, *train_loader_, staged_data_, staged_labels_);
     // The scheduler sets the solver's iteration itself, on its own thread.
     if (!scheduler_) solver_->set_iteration(iter_);
     const double lr = config_.solver.lr.at(iter_);

@@ -40,8 +40,10 @@ EvalResult evaluate(Net& net, Loader& loader, int64_t max_batches);
 // and the net has a second input for labels.
 void check_sample_shape(Net& net, const Source& source, const ConfigNode& where);
 
-// Feeds one batch into the net's first two inputs (data, labels).
-void feed_batch(Net& net, Loader& loader);
+// Feeds one batch into the net's first two inputs (data, labels). For a net
+// on a GPU the loader fills the host tensors `staged_data` and
+// `staged_labels`, which are then copied up.
+void feed_batch(Net& net, Loader& loader, Tensor& staged_data, Tensor& staged_labels);
 
 struct TrainOptions {
   std::string resume;   // checkpoint to continue from
@@ -66,6 +68,7 @@ class Trainer {
   void save(const std::string& path);
 
  private:
+  Tensor staged_data_, staged_labels_;  // host side of a GPU net's inputs (feed_batch)
   EvalResult test();
   std::map<std::string, std::string> checkpoint_metadata(int64_t iter, const LoaderPosition& pos,
                                                          const std::mt19937_64& rng) const;
