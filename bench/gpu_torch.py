@@ -1,0 +1,69 @@
+"""PyTorch's training speed on the GPU for the benchmark models, the peer of
+`poseidon time --device cuda` in tools/gpu_check.sh: torchvision's vgg19,
+vgg19 with VGG19-22K's 21,841 classes and inception_v3 (no auxiliary head,
+as the engine is run) at batch 32 and full input size, one step = forward,
+cross-entropy, backward and an SGD-with-momentum update, TF32 off like the
+engine. Prints one JSON object: model -> images per second."""
+
+import argparse
+import json
+import sys
+import time
+
+import torch
+import torch.nn.functional as F
+
+
+def build(name: str):
+    import torchvision
+    if name == "vgg19":
+        return torchvision.models.vgg19(weights=None), 224, 1000
+    if name == "vgg19_22k":
+        return torchvision.models.vgg19(weights=None, num_classes=21841), 224, 21841
+    if name == "inception_v3":
+        return torchvision.models.inception_v3(weights=None, aux_logits=False, init_weights=False), 299, 1000
+    raise ValueError(name)
+
+
+def images_per_second(name: str, batch: int, iters: int, warmup: int) -> float:
+    model, size, classes = build(name)
+    model = model.cuda().train()
+    data = torch.randn(batch, 3, size, size, device="cuda")
+    label = torch.randint(0, classes, (batch,), device="cuda")
+    opt = torch.optim.SGD(model.parameters(), lr=1e-5, momentum=0.9)
+
+    def step():
+        opt.zero_grad(set_to_none=False)
+        F.cross_entropy(model(data), label).backward()
+        opt.step()
+
+    for _ in range(warmup):
+        step()
+    torch.cuda.synchronize()
+    start = time.perf_counter()
+    for _ in range(iters):
+        step()
+    torch.cuda.synchronize()
+    return batch * iters / (time.perf_counter() - start)
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__)
+    p.add_argument("--models", nargs="+", default=["vgg19", "vgg19_22k", "inception_v3"])
+    p.add_argument("--batch", type=int, default=32)
+    p.add_argument("--iters", type=int, default=20)
+    p.add_argument("--warmup", type=int, default=5)
+    args = p.parse_args()
+    if not torch.cuda.is_available():
+        print("PyTorch sees no GPU", file=sys.stderr)
+        return 1
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    torch.backends.cudnn.benchmark = True  # algorithm chosen once per shape, as the engine does
+    out = {m: images_per_second(m, args.batch, args.iters, args.warmup) for m in args.models}
+    print(json.dumps(out))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
