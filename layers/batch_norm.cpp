@@ -1,171 +1,153 @@
-// Batch normalisation over dimension 1 (channels) of [N, C] or [N, C, ...]
-// inputs, as PyTorch's BatchNorm1d/2d/3d: training normalises with the biased
-// batch variance and folds the unbiased one into the running variance; the
-// test phase normalises with the running statistics.
-//   y = (x - mean) / sqrt(var + eps) * weight + bias
+// Batch normalisation on the CPU (see batch_norm.h).
+#include "layers/batch_norm.h"
+
 #include <cmath>
 
 #include "core/registry.h"
 
 namespace poseidon {
-namespace {
 
-class BatchNormLayer : public Layer {
- public:
-  explicit BatchNormLayer(const ConfigNode& config)
-      : Layer(config),
-        eps_(config.get_double("eps", 1e-5)),
-        momentum_(config.get_double("momentum", 0.1)),
-        affine_(config.get_bool("affine", true)) {
-    if (!(eps_ > 0.0)) fail("eps must be positive, got " + std::to_string(eps_), "eps");
-    if (!(momentum_ >= 0.0 && momentum_ <= 1.0))
-      fail("momentum must be in [0, 1], got " + std::to_string(momentum_), "momentum");
+BatchNormLayer::BatchNormLayer(const ConfigNode& config)
+    : Layer(config),
+      eps_(config.get_double("eps", 1e-5)),
+      momentum_(config.get_double("momentum", 0.1)),
+      affine_(config.get_bool("affine", true)) {
+  if (!(eps_ > 0.0)) fail("eps must be positive, got " + std::to_string(eps_), "eps");
+  if (!(momentum_ >= 0.0 && momentum_ <= 1.0))
+    fail("momentum must be in [0, 1], got " + std::to_string(momentum_), "momentum");
+}
+
+BatchNormLayer::Extent BatchNormLayer::extent(const Tensor& x) {
+  Extent e{x.dim(0), x.dim(1), 1, 0};
+  for (int i = 2; i < x.ndim(); ++i) e.spatial *= x.dim(i);
+  e.count = e.batch * e.spatial;
+  return e;
+}
+
+void BatchNormLayer::check_batch(const Tensor& x, const Extent& e) const {
+  if (e.count < 2) fail("training needs more than one value per channel, got input " + shape_str(x.shape()));
+}
+
+std::vector<Shape> BatchNormLayer::reshape(const std::vector<Shape>& in) {
+  const Shape& s = in[0];
+  if (s.size() < 2) fail("input must be [N, C] or [N, C, ...] (channels on dimension 1), got " + shape_str(s));
+  const int64_t channels = s[1];
+  if (affine_) {
+    declare_param("weight", {channels}, ParamInit{.type = "constant", .value = 1.f});
+    declare_param("bias", {channels}, ParamInit{.type = "constant", .value = 0.f});
   }
+  declare_param("running_mean", {channels}, ParamInit{.type = "constant", .value = 0.f}, false);
+  declare_param("running_var", {channels}, ParamInit{.type = "constant", .value = 1.f}, false);
+  mean_.resize(channels);
+  inv_std_.resize(channels);
+  return {s};
+}
 
-  std::vector<Shape> reshape(const std::vector<Shape>& in) override {
-    const Shape& s = in[0];
-    if (s.size() < 2)
-      fail("input must be [N, C] or [N, C, ...] (channels on dimension 1), got " + shape_str(s));
-    const int64_t channels = s[1];
-    if (affine_) {
-      declare_param("weight", {channels}, ParamInit{.type = "constant", .value = 1.f});
-      declare_param("bias", {channels}, ParamInit{.type = "constant", .value = 0.f});
+void BatchNormLayer::forward(LayerIO& io, RunContext& ctx) {
+  const Tensor& x = *io.in[0];
+  const Extent e = extent(x);
+  batch_stats_ = ctx.phase == Phase::train;
+  if (batch_stats_) {
+    check_batch(x, e);
+    compute_batch_stats(x, e);
+  } else {
+    const float* rm = running_mean().value.data();
+    const float* rv = running_var().value.data();
+    for (int64_t c = 0; c < e.channels; ++c) {
+      mean_[c] = rm[c];
+      inv_std_[c] = static_cast<float>(1.0 / std::sqrt(double(rv[c]) + eps_));
     }
-    declare_param("running_mean", {channels}, ParamInit{.type = "constant", .value = 0.f}, false);
-    declare_param("running_var", {channels}, ParamInit{.type = "constant", .value = 1.f}, false);
-    mean_.resize(channels);
-    inv_std_.resize(channels);
-    return {s};
   }
-
-  void forward(LayerIO& io, RunContext& ctx) override {
-    const Tensor& x = *io.in[0];
-    const Extent e = extent(x);
-    batch_stats_ = ctx.phase == Phase::train;
-    if (batch_stats_) {
-      if (e.count < 2)
-        fail("training needs more than one value per channel, got input " + shape_str(x.shape()));
-      compute_batch_stats(x, e);
-    } else {
-      const float* rm = running_mean().value.data();
-      const float* rv = running_var().value.data();
-      for (int64_t c = 0; c < e.channels; ++c) {
-        mean_[c] = rm[c];
-        inv_std_[c] = static_cast<float>(1.0 / std::sqrt(double(rv[c]) + eps_));
-      }
-    }
-    const float* px = x.data();
-    float* py = io.out[0]->data();
-    const float* w = affine_ ? param(0).value.data() : nullptr;
-    const float* b = affine_ ? param(1).value.data() : nullptr;
+  const float* px = x.data();
+  float* py = io.out[0]->data();
+  const float* w = affine_ ? param(0).value.data() : nullptr;
+  const float* b = affine_ ? param(1).value.data() : nullptr;
 #pragma omp parallel for collapse(2) if (x.numel() > 32768)
-    for (int64_t n = 0; n < e.batch; ++n)
-      for (int64_t c = 0; c < e.channels; ++c) {
-        const float scale = inv_std_[c] * (w ? w[c] : 1.f);
-        const float shift = (b ? b[c] : 0.f) - mean_[c] * scale;
-        const int64_t off = (n * e.channels + c) * e.spatial;
-        for (int64_t s = 0; s < e.spatial; ++s) py[off + s] = px[off + s] * scale + shift;
-      }
-  }
-
-  void backward(LayerIO& io, RunContext&) override {
-    const Tensor& x = *io.in[0];
-    const Extent e = extent(x);
-    const float* px = x.data();
-    const float* dy = io.out_grad[0]->data();
-    float* dx = io.in_grad[0] ? io.in_grad[0]->data() : nullptr;
-    const float* w = affine_ ? param(0).value.data() : nullptr;
-    float* dw = affine_ ? param(0).grad.data() : nullptr;
-    float* db = affine_ ? param(1).grad.data() : nullptr;
-#pragma omp parallel for if (x.numel() > 32768)
+  for (int64_t n = 0; n < e.batch; ++n)
     for (int64_t c = 0; c < e.channels; ++c) {
-      // Sums over the channel's values of dy and dy * xhat.
-      double sum_dy = 0, sum_dy_xhat = 0;
-      for (int64_t n = 0; n < e.batch; ++n) {
-        const int64_t off = (n * e.channels + c) * e.spatial;
-        for (int64_t s = 0; s < e.spatial; ++s) {
-          sum_dy += dy[off + s];
-          sum_dy_xhat += double(dy[off + s]) * ((px[off + s] - mean_[c]) * inv_std_[c]);
-        }
+      const float scale = inv_std_[c] * (w ? w[c] : 1.f);
+      const float shift = (b ? b[c] : 0.f) - mean_[c] * scale;
+      const int64_t off = (n * e.channels + c) * e.spatial;
+      for (int64_t s = 0; s < e.spatial; ++s) py[off + s] = px[off + s] * scale + shift;
+    }
+}
+
+void BatchNormLayer::backward(LayerIO& io, RunContext&) {
+  const Tensor& x = *io.in[0];
+  const Extent e = extent(x);
+  const float* px = x.data();
+  const float* dy = io.out_grad[0]->data();
+  float* dx = io.in_grad[0] ? io.in_grad[0]->data() : nullptr;
+  const float* w = affine_ ? param(0).value.data() : nullptr;
+  float* dw = affine_ ? param(0).grad.data() : nullptr;
+  float* db = affine_ ? param(1).grad.data() : nullptr;
+#pragma omp parallel for if (x.numel() > 32768)
+  for (int64_t c = 0; c < e.channels; ++c) {
+    // Sums over the channel's values of dy and dy * xhat.
+    double sum_dy = 0, sum_dy_xhat = 0;
+    for (int64_t n = 0; n < e.batch; ++n) {
+      const int64_t off = (n * e.channels + c) * e.spatial;
+      for (int64_t s = 0; s < e.spatial; ++s) {
+        sum_dy += dy[off + s];
+        sum_dy_xhat += double(dy[off + s]) * ((px[off + s] - mean_[c]) * inv_std_[c]);
       }
-      if (dw) dw[c] = static_cast<float>(sum_dy_xhat);
-      if (db) db[c] = static_cast<float>(sum_dy);
-      if (!dx) continue;
-      const float g = inv_std_[c] * (w ? w[c] : 1.f);
-      // With batch statistics the mean and variance depend on x too:
-      // dx = g * (dy - mean(dy) - xhat * mean(dy * xhat)).
-      const float mean_dy = batch_stats_ ? static_cast<float>(sum_dy / e.count) : 0.f;
-      const float mean_dy_xhat = batch_stats_ ? static_cast<float>(sum_dy_xhat / e.count) : 0.f;
-      for (int64_t n = 0; n < e.batch; ++n) {
-        const int64_t off = (n * e.channels + c) * e.spatial;
-        for (int64_t s = 0; s < e.spatial; ++s) {
-          const float xhat = (px[off + s] - mean_[c]) * inv_std_[c];
-          dx[off + s] += g * (dy[off + s] - mean_dy - xhat * mean_dy_xhat);
-        }
+    }
+    if (dw) dw[c] = static_cast<float>(sum_dy_xhat);
+    if (db) db[c] = static_cast<float>(sum_dy);
+    if (!dx) continue;
+    const float g = inv_std_[c] * (w ? w[c] : 1.f);
+    // With batch statistics the mean and variance depend on x too:
+    // dx = g * (dy - mean(dy) - xhat * mean(dy * xhat)).
+    const float mean_dy = batch_stats_ ? static_cast<float>(sum_dy / e.count) : 0.f;
+    const float mean_dy_xhat = batch_stats_ ? static_cast<float>(sum_dy_xhat / e.count) : 0.f;
+    for (int64_t n = 0; n < e.batch; ++n) {
+      const int64_t off = (n * e.channels + c) * e.spatial;
+      for (int64_t s = 0; s < e.spatial; ++s) {
+        const float xhat = (px[off + s] - mean_[c]) * inv_std_[c];
+        dx[off + s] += g * (dy[off + s] - mean_dy - xhat * mean_dy_xhat);
       }
     }
   }
+}
 
-  int64_t forward_flops(const std::vector<Shape>& in) const override {
-    return 2 * shape_numel(in[0]);
-  }
-
- private:
-  struct Extent {
-    int64_t batch, channels, spatial, count;  // count: values per channel
-  };
-  static Extent extent(const Tensor& x) {
-    Extent e{x.dim(0), x.dim(1), 1, 0};
-    for (int i = 2; i < x.ndim(); ++i) e.spatial *= x.dim(i);
-    e.count = e.batch * e.spatial;
-    return e;
-  }
-  Param& running_mean() { return param(affine_ ? 2 : 0); }
-  Param& running_var() { return param(affine_ ? 3 : 1); }
-
-  // Two passes in double per channel: mean, then the centred sum of squares.
-  void compute_batch_stats(const Tensor& x, const Extent& e) {
-    const float* px = x.data();
-    float* rm = running_mean().value.data();
-    float* rv = running_var().value.data();
-    const double m = momentum_;
+// Two passes in double per channel: mean, then the centred sum of squares.
+void BatchNormLayer::compute_batch_stats(const Tensor& x, const Extent& e) {
+  const float* px = x.data();
+  float* rm = running_mean().value.data();
+  float* rv = running_var().value.data();
+  const double m = momentum_;
 #pragma omp parallel for if (x.numel() > 32768)
-    for (int64_t c = 0; c < e.channels; ++c) {
-      double sum = 0;
-      for (int64_t n = 0; n < e.batch; ++n) {
-        const int64_t off = (n * e.channels + c) * e.spatial;
-        for (int64_t s = 0; s < e.spatial; ++s) sum += px[off + s];
-      }
-      const double mean = sum / e.count;
-      double squares = 0;
-      for (int64_t n = 0; n < e.batch; ++n) {
-        const int64_t off = (n * e.channels + c) * e.spatial;
-        for (int64_t s = 0; s < e.spatial; ++s) {
-          const double d = px[off + s] - mean;
-          squares += d * d;
-        }
-      }
-      const double var = squares / e.count;
-      mean_[c] = static_cast<float>(mean);
-      inv_std_[c] = static_cast<float>(1.0 / std::sqrt(var + eps_));
-      rm[c] = static_cast<float>((1 - m) * rm[c] + m * mean);
-      rv[c] = static_cast<float>((1 - m) * rv[c] + m * squares / (e.count - 1));
+  for (int64_t c = 0; c < e.channels; ++c) {
+    double sum = 0;
+    for (int64_t n = 0; n < e.batch; ++n) {
+      const int64_t off = (n * e.channels + c) * e.spatial;
+      for (int64_t s = 0; s < e.spatial; ++s) sum += px[off + s];
     }
+    const double mean = sum / e.count;
+    double squares = 0;
+    for (int64_t n = 0; n < e.batch; ++n) {
+      const int64_t off = (n * e.channels + c) * e.spatial;
+      for (int64_t s = 0; s < e.spatial; ++s) {
+        const double d = px[off + s] - mean;
+        squares += d * d;
+      }
+    }
+    const double var = squares / e.count;
+    mean_[c] = static_cast<float>(mean);
+    inv_std_[c] = static_cast<float>(1.0 / std::sqrt(var + eps_));
+    rm[c] = static_cast<float>((1 - m) * rm[c] + m * mean);
+    rv[c] = static_cast<float>((1 - m) * rv[c] + m * squares / (e.count - 1));
   }
+}
 
-  double eps_, momentum_;
-  bool affine_;
-  bool batch_stats_ = true;            // the last forward used batch statistics
-  std::vector<float> mean_, inv_std_;  // per channel, as used by the last forward
-};
+namespace {
 
 // The affine weight and bias take the usual init and multiplier keys; only
 // their initial values differ from other layers'.
 std::vector<KeyDoc> batch_norm_keys() {
   return {
       {"eps", "float", "1e-5", "added to the variance before the square root"},
-      {"momentum", "float", "0.1",
-       "running = (1 - momentum) * running + momentum * batch statistic"},
+      {"momentum", "float", "0.1", "running = (1 - momentum) * running + momentum * batch statistic"},
       {"affine", "bool", "true", "learn a per-channel weight and bias"},
       {"weight_init", "init", "constant 1", "as for any weight"},
       {"bias_init", "init", "constant 0", "as for any bias"},
@@ -179,7 +161,6 @@ std::vector<KeyDoc> batch_norm_keys() {
 }  // namespace
 
 POSEIDON_REGISTER_LAYER(BatchNormLayer, "batch_norm",
-                        "batch normalisation per channel (dimension 1), PyTorch semantics",
-                        batch_norm_keys());
+                        "batch normalisation per channel (dimension 1), PyTorch semantics", batch_norm_keys());
 
 }  // namespace poseidon

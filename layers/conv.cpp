@@ -1,5 +1,4 @@
-// 2-D convolution, NCHW, with PyTorch's parameter layout (weight [out,
-// in/groups, kh, kw], bias [out]) so checkpoints move between the two.
+// 2-D convolution on the CPU (see conv.h).
 //
 // Where oneDNN is built in, its direct convolution runs the layer (see
 // layers/conv_dnnl.h). The im2col path below remains for builds without it,
@@ -14,6 +13,8 @@
 //   dW_g = dY_g * col_g^T,  dcol_g = W_g^T * dY_g, then col2im adds into dX.
 // A 1x1, stride-1, unpadded convolution needs no unrolling: the input image
 // already is its column matrix, so it runs per-image GEMMs on the tensors.
+#include "layers/conv.h"
+
 #include <algorithm>
 
 #include "core/im2col.h"
@@ -22,233 +23,222 @@
 #include "layers/conv_dnnl.h"
 
 namespace poseidon {
-namespace {
 
-class ConvLayer : public Layer {
- public:
-  explicit ConvLayer(const ConfigNode& c) : Layer(c) {
-    num_output_ = c.get_int("num_output");
-    if (num_output_ < 1) fail("num_output must be at least 1", "num_output");
-    kernel_ = read_hw(c, "kernel_size", {0, 0}, 1);
-    stride_ = read_hw(c, "stride", {1, 1}, 1);
-    pad_ = read_hw(c, "pad", {0, 0}, 0);
-    dilation_ = read_hw(c, "dilation", {1, 1}, 1);
-    groups_ = c.get_int("groups", 1);
-    if (groups_ < 1) fail("groups must be at least 1", "groups");
-    if (num_output_ % groups_ != 0)
-      fail("groups (" + std::to_string(groups_) + ") must divide num_output (" + std::to_string(num_output_) + ")",
-           "groups");
-    has_bias_ = c.get_bool("bias", true);
-    im2col_only_ = c.get_choice("engine", {"auto", "im2col"}, "auto") == "im2col";
+ConvLayer::ConvLayer(const ConfigNode& c) : Layer(c) {
+  num_output_ = c.get_int("num_output");
+  if (num_output_ < 1) fail("num_output must be at least 1", "num_output");
+  kernel_ = read_hw(c, "kernel_size", {0, 0}, 1);
+  stride_ = read_hw(c, "stride", {1, 1}, 1);
+  pad_ = read_hw(c, "pad", {0, 0}, 0);
+  dilation_ = read_hw(c, "dilation", {1, 1}, 1);
+  groups_ = c.get_int("groups", 1);
+  if (groups_ < 1) fail("groups must be at least 1", "groups");
+  if (num_output_ % groups_ != 0)
+    fail("groups (" + std::to_string(groups_) + ") must divide num_output (" + std::to_string(num_output_) + ")",
+         "groups");
+  has_bias_ = c.get_bool("bias", true);
+  im2col_only_ = c.get_choice("engine", {"auto", "im2col"}, "auto") == "im2col";
+}
+
+ConvLayer::~ConvLayer() = default;
+
+Shape ConvLayer::accept_input(const Shape& s) {
+  if (s.size() != 4) fail("expects an NCHW input, got shape " + shape_str(s));
+  geom_ = geometry(s);
+  if (geom_.channels % groups_ != 0)
+    fail("groups (" + std::to_string(groups_) + ") must divide the input channels (" + std::to_string(geom_.channels) +
+             ")",
+         "groups");
+  if (!geom_.fits())
+    fail("kernel_size " + std::to_string(kernel_[0]) + "x" + std::to_string(kernel_[1]) + " (dilation " +
+             std::to_string(dilation_[0]) + "x" + std::to_string(dilation_[1]) + ") is larger than the padded input " +
+             std::to_string(s[2] + 2 * pad_[0]) + "x" + std::to_string(s[3] + 2 * pad_[1]),
+         "kernel_size");
+  in_shape_ = s;
+  batch_ = s[0];
+  out_hw_ = geom_.col_cols();
+
+  ParamInit init;
+  init.fan_in = geom_.col_rows() / groups_;
+  init.fan_out = num_output_ * kernel_[0] * kernel_[1];
+  declare_param("weight", {num_output_, geom_.channels / groups_, kernel_[0], kernel_[1]}, init);
+  if (has_bias_) declare_param("bias", {num_output_}, init);
+  return {batch_, num_output_, geom_.out_height(), geom_.out_width()};
+}
+
+std::vector<Shape> ConvLayer::reshape(const std::vector<Shape>& in) {
+  Shape out = accept_input(in[0]);
+  prepare_cpu_engine();
+  return {out};
+}
+
+void ConvLayer::prepare_cpu_engine() {
+  dnnl_.reset();  // before its replacement is made: both may be large
+  if (!im2col_only_)
+    dnnl_ = DnnlConv::create(
+        {.geom = geom_, .batch = batch_, .num_output = num_output_, .groups = groups_, .bias = has_bias_});
+  pointwise_ = kernel_ == Hw{1, 1} && stride_ == Hw{1, 1} && pad_ == Hw{0, 0};
+  if (dnnl_ || pointwise_) {
+    chunk_ = 0;
+    col_.clear();
+    col_.shrink_to_fit();
+    gathered_.clear();
+    gathered_.shrink_to_fit();
+  } else {
+    chunk_ = images_per_chunk(std::max(geom_.col_rows(), num_output_) * out_hw_, batch_);
+    col_.resize(geom_.col_rows() * chunk_ * out_hw_);
+    gathered_.resize(num_output_ * chunk_ * out_hw_);
   }
+}
 
-  std::vector<Shape> reshape(const std::vector<Shape>& in) override {
-    const Shape& s = in[0];
-    if (s.size() != 4) fail("expects an NCHW input, got shape " + shape_str(s));
-    geom_ = geometry(s);
-    if (geom_.channels % groups_ != 0)
-      fail("groups (" + std::to_string(groups_) + ") must divide the input channels (" +
-               std::to_string(geom_.channels) + ")",
-           "groups");
-    if (!geom_.fits())
-      fail("kernel_size " + std::to_string(kernel_[0]) + "x" + std::to_string(kernel_[1]) + " (dilation " +
-               std::to_string(dilation_[0]) + "x" + std::to_string(dilation_[1]) +
-               ") is larger than the padded input " + std::to_string(s[2] + 2 * pad_[0]) + "x" +
-               std::to_string(s[3] + 2 * pad_[1]),
-           "kernel_size");
-    in_shape_ = s;
-    batch_ = s[0];
-    out_hw_ = geom_.col_cols();
+ConvGeometry ConvLayer::geometry(const Shape& nchw) const {
+  return {.channels = nchw[1],
+          .height = nchw[2],
+          .width = nchw[3],
+          .kernel_h = kernel_[0],
+          .kernel_w = kernel_[1],
+          .stride_h = stride_[0],
+          .stride_w = stride_[1],
+          .pad_h = pad_[0],
+          .pad_w = pad_[1],
+          .dilation_h = dilation_[0],
+          .dilation_w = dilation_[1]};
+}
 
-    ParamInit init;
-    init.fan_in = geom_.col_rows() / groups_;
-    init.fan_out = num_output_ * kernel_[0] * kernel_[1];
-    declare_param("weight", {num_output_, geom_.channels / groups_, kernel_[0], kernel_[1]}, init);
-    if (has_bias_) declare_param("bias", {num_output_}, init);
+// Calls fn(w_g, col_g, gathered_g, out_g, rows_g, cols) for each group of a
+// chunk of `images` images: its slice of the weights, of the column buffer
+// and of the gathered output (or output gradient) matrix.
+template <class Fn>
+void ConvLayer::for_each_group(int64_t images, Fn fn) {
+  const int64_t cols = images * out_hw_;
+  const int64_t rows_g = geom_.col_rows() / groups_, out_g = num_output_ / groups_;
+  const float* w = param(0).value.data();
+  for (int64_t g = 0; g < groups_; ++g)
+    fn(w + g * out_g * rows_g, col_.data() + g * rows_g * cols, gathered_.data() + g * out_g * cols, out_g, rows_g,
+       cols);
+}
 
-    dnnl_.reset();  // before its replacement is made: both may be large
-    if (!im2col_only_)
-      dnnl_ = DnnlConv::create(
-          {.geom = geom_, .batch = batch_, .num_output = num_output_, .groups = groups_, .bias = has_bias_});
-    pointwise_ = kernel_ == Hw{1, 1} && stride_ == Hw{1, 1} && pad_ == Hw{0, 0};
-    if (dnnl_ || pointwise_) {
-      chunk_ = 0;
-      col_.clear();
-      col_.shrink_to_fit();
-      gathered_.clear();
-      gathered_.shrink_to_fit();
-    } else {
-      chunk_ = images_per_chunk(std::max(geom_.col_rows(), num_output_) * out_hw_, batch_);
-      col_.resize(geom_.col_rows() * chunk_ * out_hw_);
-      gathered_.resize(num_output_ * chunk_ * out_hw_);
-    }
-    return {{batch_, num_output_, geom_.out_height(), geom_.out_width()}};
-  }
-
-  void forward(LayerIO& io, RunContext&) override {
-    POSEIDON_CHECK(io.in[0]->shape() == in_shape_) << name() << ": forward before reshape";
-    const float* x = io.in[0]->data();
-    float* y = io.out[0]->data();
-    const float* w = param(0).value.data();
-    if (dnnl_) {
-      dnnl_->forward(x, w, has_bias_ ? param(1).value.data() : nullptr, y);
-      return;
-    }
-    if (pointwise_) {
-      const int64_t in_g = geom_.channels / groups_, out_g = num_output_ / groups_;
-      for (int64_t n = 0; n < batch_; ++n)
-        for (int64_t g = 0; g < groups_; ++g)
-          gemm(false, false, out_g, out_hw_, in_g, 1.f, w + g * out_g * in_g,
-               x + (n * geom_.channels + g * in_g) * out_hw_, 0.f, y + (n * num_output_ + g * out_g) * out_hw_);
-      if (has_bias_) add_bias(y);
-      return;
-    }
-    for (int64_t n0 = 0; n0 < batch_; n0 += chunk_) {
-      const int64_t images = std::min(chunk_, batch_ - n0);
-      im2col(x + n0 * geom_.image_size(), images, geom_, col_.data());
-      for_each_group(images, [&](const float* w_g, float* col_g, float* y_g, int64_t out_g, int64_t rows_g,
-                                 int64_t cols) { gemm(false, false, out_g, cols, rows_g, 1.f, w_g, col_g, 0.f, y_g); });
-      scatter_to_nchw(images, y + n0 * num_output_ * out_hw_);
-    }
-  }
-
-  void backward(LayerIO& io, RunContext&) override {
-    const float* x = io.in[0]->data();
-    const float* dy = io.out_grad[0]->data();
-    float* dx = io.in_grad[0] ? io.in_grad[0]->data() : nullptr;
-    const float* w = param(0).value.data();
-    float* dw = param(0).grad.data();
-    if (dnnl_) {
-      dnnl_->backward(x, w, dy, dx, dw, has_bias_ ? param(1).grad.data() : nullptr);
-      return;
-    }
-    if (has_bias_) bias_grad(dy, param(1).grad.data());
-    if (pointwise_) {
-      const int64_t in_g = geom_.channels / groups_, out_g = num_output_ / groups_;
-      for (int64_t n = 0; n < batch_; ++n)
-        for (int64_t g = 0; g < groups_; ++g) {
-          const float* dy_n = dy + (n * num_output_ + g * out_g) * out_hw_;
-          const float* x_n = x + (n * geom_.channels + g * in_g) * out_hw_;
-          gemm(false, true, out_g, in_g, out_hw_, 1.f, dy_n, x_n, n == 0 ? 0.f : 1.f, dw + g * out_g * in_g);
-          if (dx)
-            gemm(true, false, in_g, out_hw_, out_g, 1.f, w + g * out_g * in_g, dy_n, 1.f,
-                 dx + (n * geom_.channels + g * in_g) * out_hw_);
-        }
-      return;
-    }
-    for (int64_t n0 = 0; n0 < batch_; n0 += chunk_) {
-      const int64_t images = std::min(chunk_, batch_ - n0);
-      gather_from_nchw(images, dy + n0 * num_output_ * out_hw_);
-      im2col(x + n0 * geom_.image_size(), images, geom_, col_.data());
-      const float beta = n0 == 0 ? 0.f : 1.f;  // parameter gradients are overwritten
-      for_each_group(images,
-                     [&](const float* w_g, float* col_g, float* dy_g, int64_t out_g, int64_t rows_g, int64_t cols) {
-                       float* dw_g = dw + (w_g - w);
-                       gemm(false, true, out_g, rows_g, cols, 1.f, dy_g, col_g, beta, dw_g);
-                       // The input columns are spent; the buffer now receives their gradient.
-                       if (dx) gemm(true, false, rows_g, cols, out_g, 1.f, w_g, dy_g, 0.f, col_g);
-                     });
-      if (dx) col2im_add(col_.data(), images, geom_, dx + n0 * geom_.image_size());
-    }
-  }
-
-  int64_t forward_flops(const std::vector<Shape>& in) const override {
-    const ConvGeometry g = geometry(in[0]);
-    return 2 * in[0][0] * num_output_ * g.col_cols() * (g.col_rows() / groups_);
-  }
-
- private:
-  using Hw = std::array<int64_t, 2>;
-
-  ConvGeometry geometry(const Shape& nchw) const {
-    return {.channels = nchw[1],
-            .height = nchw[2],
-            .width = nchw[3],
-            .kernel_h = kernel_[0],
-            .kernel_w = kernel_[1],
-            .stride_h = stride_[0],
-            .stride_w = stride_[1],
-            .pad_h = pad_[0],
-            .pad_w = pad_[1],
-            .dilation_h = dilation_[0],
-            .dilation_w = dilation_[1]};
-  }
-
-  // Calls fn(w_g, col_g, gathered_g, out_g, rows_g, cols) for each group of a
-  // chunk of `images` images: its slice of the weights, of the column buffer
-  // and of the gathered output (or output gradient) matrix.
-  template <class Fn>
-  void for_each_group(int64_t images, Fn fn) {
-    const int64_t cols = images * out_hw_;
-    const int64_t rows_g = geom_.col_rows() / groups_, out_g = num_output_ / groups_;
-    const float* w = param(0).value.data();
-    for (int64_t g = 0; g < groups_; ++g)
-      fn(w + g * out_g * rows_g, col_.data() + g * rows_g * cols, gathered_.data() + g * out_g * cols, out_g, rows_g,
-         cols);
-  }
-
-  // gathered_ [out, images*hw] -> y [images, out, hw], adding the bias.
-  void scatter_to_nchw(int64_t images, float* y) {
-    const int64_t cols = images * out_hw_;
-    const float* b = has_bias_ ? param(1).value.data() : nullptr;
+// gathered_ [out, images*hw] -> y [images, out, hw], adding the bias.
+void ConvLayer::scatter_to_nchw(int64_t images, float* y) {
+  const int64_t cols = images * out_hw_;
+  const float* b = has_bias_ ? param(1).value.data() : nullptr;
 #pragma omp parallel for collapse(2) if (images * num_output_ * out_hw_ > 32768)
-    for (int64_t n = 0; n < images; ++n)
-      for (int64_t o = 0; o < num_output_; ++o) {
-        const float* src = gathered_.data() + o * cols + n * out_hw_;
-        float* dst = y + (n * num_output_ + o) * out_hw_;
-        const float bias = b ? b[o] : 0.f;
-#pragma omp simd
-        for (int64_t p = 0; p < out_hw_; ++p) dst[p] = src[p] + bias;
-      }
-  }
-
-  // dy [images, out, hw] -> gathered_ [out, images*hw].
-  void gather_from_nchw(int64_t images, const float* dy) {
-    const int64_t cols = images * out_hw_;
-#pragma omp parallel for collapse(2) if (images * num_output_ * out_hw_ > 32768)
-    for (int64_t n = 0; n < images; ++n)
-      for (int64_t o = 0; o < num_output_; ++o)
-        std::copy_n(dy + (n * num_output_ + o) * out_hw_, out_hw_, gathered_.data() + o * cols + n * out_hw_);
-  }
-
-  void add_bias(float* y) {
-    const float* b = param(1).value.data();
-#pragma omp parallel for collapse(2) if (batch_ * num_output_ * out_hw_ > 32768)
-    for (int64_t n = 0; n < batch_; ++n)
-      for (int64_t o = 0; o < num_output_; ++o) {
-        float* dst = y + (n * num_output_ + o) * out_hw_;
-#pragma omp simd
-        for (int64_t p = 0; p < out_hw_; ++p) dst[p] += b[o];
-      }
-  }
-
-  void bias_grad(const float* dy, float* db) {
-#pragma omp parallel for if (batch_ * num_output_ * out_hw_ > 32768)
+  for (int64_t n = 0; n < images; ++n)
     for (int64_t o = 0; o < num_output_; ++o) {
-      float sum = 0.f;
-      for (int64_t n = 0; n < batch_; ++n) {
-        const float* src = dy + (n * num_output_ + o) * out_hw_;
-#pragma omp simd reduction(+ : sum)
-        for (int64_t p = 0; p < out_hw_; ++p) sum += src[p];
-      }
-      db[o] = sum;
+      const float* src = gathered_.data() + o * cols + n * out_hw_;
+      float* dst = y + (n * num_output_ + o) * out_hw_;
+      const float bias = b ? b[o] : 0.f;
+#pragma omp simd
+      for (int64_t p = 0; p < out_hw_; ++p) dst[p] = src[p] + bias;
     }
+}
+
+// dy [images, out, hw] -> gathered_ [out, images*hw].
+void ConvLayer::gather_from_nchw(int64_t images, const float* dy) {
+  const int64_t cols = images * out_hw_;
+#pragma omp parallel for collapse(2) if (images * num_output_ * out_hw_ > 32768)
+  for (int64_t n = 0; n < images; ++n)
+    for (int64_t o = 0; o < num_output_; ++o)
+      std::copy_n(dy + (n * num_output_ + o) * out_hw_, out_hw_, gathered_.data() + o * cols + n * out_hw_);
+}
+
+void ConvLayer::add_bias(float* y) {
+  const float* b = param(1).value.data();
+#pragma omp parallel for collapse(2) if (batch_ * num_output_ * out_hw_ > 32768)
+  for (int64_t n = 0; n < batch_; ++n)
+    for (int64_t o = 0; o < num_output_; ++o) {
+      float* dst = y + (n * num_output_ + o) * out_hw_;
+#pragma omp simd
+      for (int64_t p = 0; p < out_hw_; ++p) dst[p] += b[o];
+    }
+}
+
+void ConvLayer::bias_grad(const float* dy, float* db) {
+#pragma omp parallel for if (batch_ * num_output_ * out_hw_ > 32768)
+  for (int64_t o = 0; o < num_output_; ++o) {
+    float sum = 0.f;
+    for (int64_t n = 0; n < batch_; ++n) {
+      const float* src = dy + (n * num_output_ + o) * out_hw_;
+#pragma omp simd reduction(+ : sum)
+      for (int64_t p = 0; p < out_hw_; ++p) sum += src[p];
+    }
+    db[o] = sum;
   }
+}
 
-  int64_t num_output_ = 0, groups_ = 1;
-  Hw kernel_{}, stride_{}, pad_{}, dilation_{};
-  bool has_bias_ = true;
-  bool im2col_only_ = false;
+void ConvLayer::forward(LayerIO& io, RunContext&) {
+  POSEIDON_CHECK(io.in[0]->shape() == in_shape_) << name() << ": forward before reshape";
+  const float* x = io.in[0]->data();
+  float* y = io.out[0]->data();
+  const float* w = param(0).value.data();
+  if (dnnl_) {
+    dnnl_->forward(x, w, has_bias_ ? param(1).value.data() : nullptr, y);
+    return;
+  }
+  if (pointwise_) {
+    const int64_t in_g = geom_.channels / groups_, out_g = num_output_ / groups_;
+    for (int64_t n = 0; n < batch_; ++n)
+      for (int64_t g = 0; g < groups_; ++g)
+        gemm(false, false, out_g, out_hw_, in_g, 1.f, w + g * out_g * in_g,
+             x + (n * geom_.channels + g * in_g) * out_hw_, 0.f, y + (n * num_output_ + g * out_g) * out_hw_);
+    if (has_bias_) add_bias(y);
+    return;
+  }
+  for (int64_t n0 = 0; n0 < batch_; n0 += chunk_) {
+    const int64_t images = std::min(chunk_, batch_ - n0);
+    im2col(x + n0 * geom_.image_size(), images, geom_, col_.data());
+    for_each_group(images, [&](const float* w_g, float* col_g, float* y_g, int64_t out_g, int64_t rows_g,
+                               int64_t cols) { gemm(false, false, out_g, cols, rows_g, 1.f, w_g, col_g, 0.f, y_g); });
+    scatter_to_nchw(images, y + n0 * num_output_ * out_hw_);
+  }
+}
 
-  Shape in_shape_;
-  ConvGeometry geom_;
-  int64_t batch_ = 0, out_hw_ = 0;
-  std::unique_ptr<DnnlConv> dnnl_;  // null: the im2col path runs
-  bool pointwise_ = false;
-  int64_t chunk_ = 0;            // images unrolled per GEMM
-  std::vector<float> col_;       // [in*kh*kw, chunk*hw]: im2col output, then its gradient
-  std::vector<float> gathered_;  // [out, chunk*hw]: GEMM output, or gathered dY
-};
+void ConvLayer::backward(LayerIO& io, RunContext&) {
+  const float* x = io.in[0]->data();
+  const float* dy = io.out_grad[0]->data();
+  float* dx = io.in_grad[0] ? io.in_grad[0]->data() : nullptr;
+  const float* w = param(0).value.data();
+  float* dw = param(0).grad.data();
+  if (dnnl_) {
+    dnnl_->backward(x, w, dy, dx, dw, has_bias_ ? param(1).grad.data() : nullptr);
+    return;
+  }
+  if (has_bias_) bias_grad(dy, param(1).grad.data());
+  if (pointwise_) {
+    const int64_t in_g = geom_.channels / groups_, out_g = num_output_ / groups_;
+    for (int64_t n = 0; n < batch_; ++n)
+      for (int64_t g = 0; g < groups_; ++g) {
+        const float* dy_n = dy + (n * num_output_ + g * out_g) * out_hw_;
+        const float* x_n = x + (n * geom_.channels + g * in_g) * out_hw_;
+        gemm(false, true, out_g, in_g, out_hw_, 1.f, dy_n, x_n, n == 0 ? 0.f : 1.f, dw + g * out_g * in_g);
+        if (dx)
+          gemm(true, false, in_g, out_hw_, out_g, 1.f, w + g * out_g * in_g, dy_n, 1.f,
+               dx + (n * geom_.channels + g * in_g) * out_hw_);
+      }
+    return;
+  }
+  for (int64_t n0 = 0; n0 < batch_; n0 += chunk_) {
+    const int64_t images = std::min(chunk_, batch_ - n0);
+    gather_from_nchw(images, dy + n0 * num_output_ * out_hw_);
+    im2col(x + n0 * geom_.image_size(), images, geom_, col_.data());
+    const float beta = n0 == 0 ? 0.f : 1.f;  // parameter gradients are overwritten
+    for_each_group(images,
+                   [&](const float* w_g, float* col_g, float* dy_g, int64_t out_g, int64_t rows_g, int64_t cols) {
+                     float* dw_g = dw + (w_g - w);
+                     gemm(false, true, out_g, rows_g, cols, 1.f, dy_g, col_g, beta, dw_g);
+                     // The input columns are spent; the buffer now receives their gradient.
+                     if (dx) gemm(true, false, rows_g, cols, out_g, 1.f, w_g, dy_g, 0.f, col_g);
+                   });
+    if (dx) col2im_add(col_.data(), images, geom_, dx + n0 * geom_.image_size());
+  }
+}
+
+int64_t ConvLayer::forward_flops(const std::vector<Shape>& in) const {
+  const ConvGeometry g = geometry(in[0]);
+  return 2 * in[0][0] * num_output_ * g.col_cols() * (g.col_rows() / groups_);
+}
+
+namespace {
 
 std::vector<KeyDoc> conv_keys() {
   std::vector<KeyDoc> keys = {
@@ -258,7 +248,8 @@ std::vector<KeyDoc> conv_keys() {
       {"pad", "ints", "0", "zero padding on each side: one value or [h, w]"},
       {"dilation", "ints", "1", "spacing between kernel taps: one value or [h, w]"},
       {"groups", "int", "1", "split channels into groups convolved separately; divides in and out"},
-      {"engine", "string", "auto", "auto|im2col: oneDNN where built in, else im2col + GEMM; or always im2col + GEMM"},
+      {"engine", "string", "auto",
+       "auto|im2col: oneDNN where built in, else im2col + GEMM; or always im2col + GEMM (CPU only: GPUs use cuDNN)"},
   };
   for (KeyDoc& k : weight_bias_keys()) keys.push_back(std::move(k));
   return keys;

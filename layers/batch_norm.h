@@ -1,0 +1,45 @@
+// Batch normalisation over dimension 1 (channels) of [N, C] or [N, C, ...]
+// inputs, as PyTorch's BatchNorm1d/2d/3d: training normalises with the biased
+// batch variance and folds the unbiased one into the running variance; the
+// test phase normalises with the running statistics.
+//   y = (x - mean) / sqrt(var + eps) * weight + bias
+// Declared here so that the GPU implementation (batch_norm.cu) shares the
+// keys, parameters and phase rules while taking over the computation.
+#pragma once
+
+#include <vector>
+
+#include "core/layer.h"
+
+namespace poseidon {
+
+class BatchNormLayer : public Layer {
+ public:
+  explicit BatchNormLayer(const ConfigNode& config);
+
+  std::vector<Shape> reshape(const std::vector<Shape>& in) override;
+  void forward(LayerIO& io, RunContext& ctx) override;
+  void backward(LayerIO& io, RunContext& ctx) override;
+  int64_t forward_flops(const std::vector<Shape>& in) const override { return 2 * shape_numel(in[0]); }
+
+ protected:
+  struct Extent {
+    int64_t batch, channels, spatial, count;  // count: values per channel
+  };
+  static Extent extent(const Tensor& x);
+  Param& running_mean() { return param(affine_ ? 2 : 0); }
+  Param& running_var() { return param(affine_ ? 3 : 1); }
+  // Fails unless a training forward has more than one value per channel.
+  void check_batch(const Tensor& x, const Extent& e) const;
+
+  double eps_, momentum_;
+  bool affine_;
+  bool batch_stats_ = true;  // the last forward used batch statistics
+
+ private:
+  void compute_batch_stats(const Tensor& x, const Extent& e);
+
+  std::vector<float> mean_, inv_std_;  // per channel, as used by the last forward
+};
+
+}  // namespace poseidon

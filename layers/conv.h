@@ -1,0 +1,64 @@
+// 2-D convolution, NCHW, with PyTorch's parameter layout (weight [out,
+// in/groups, kh, kw], bias [out]) so checkpoints move between the two.
+// Declared here so that the GPU implementation (conv.cu, cuDNN) can share the
+// keys, shape checks and parameters while taking over the computation; the
+// CPU engines (oneDNN, im2col + GEMM) are set up only by the CPU class's
+// reshape.
+#pragma once
+
+#include <array>
+#include <memory>
+#include <vector>
+
+#include "core/im2col.h"
+#include "core/layer.h"
+
+namespace poseidon {
+
+class DnnlConv;
+
+class ConvLayer : public Layer {
+ public:
+  explicit ConvLayer(const ConfigNode& c);
+  ~ConvLayer() override;
+
+  std::vector<Shape> reshape(const std::vector<Shape>& in) override;
+  void forward(LayerIO& io, RunContext& ctx) override;
+  void backward(LayerIO& io, RunContext& ctx) override;
+  int64_t forward_flops(const std::vector<Shape>& in) const override;
+
+ protected:
+  using Hw = std::array<int64_t, 2>;
+
+  // Checks an NCHW input shape against the layer's keys, declares the
+  // parameters and records the geometry; returns the output shape.
+  Shape accept_input(const Shape& nchw);
+  ConvGeometry geometry(const Shape& nchw) const;
+
+  int64_t num_output_ = 0, groups_ = 1;
+  Hw kernel_{}, stride_{}, pad_{}, dilation_{};
+  bool has_bias_ = true;
+
+  Shape in_shape_;  // as of the last reshape
+  ConvGeometry geom_;
+  int64_t batch_ = 0, out_hw_ = 0;
+
+ private:
+  // The CPU engine for the accepted shape: oneDNN, or the im2col buffers.
+  void prepare_cpu_engine();
+  template <class Fn>
+  void for_each_group(int64_t images, Fn fn);
+  void scatter_to_nchw(int64_t images, float* y);
+  void gather_from_nchw(int64_t images, const float* dy);
+  void add_bias(float* y);
+  void bias_grad(const float* dy, float* db);
+
+  bool im2col_only_ = false;
+  std::unique_ptr<DnnlConv> dnnl_;  // null: the im2col path runs
+  bool pointwise_ = false;
+  int64_t chunk_ = 0;            // images unrolled per GEMM
+  std::vector<float> col_;       // [in*kh*kw, chunk*hw]: im2col output, then its gradient
+  std::vector<float> gathered_;  // [out, chunk*hw]: GEMM output, or gathered dY
+};
+
+}  // namespace poseidon
