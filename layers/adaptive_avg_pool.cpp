@@ -1,10 +1,5 @@
-// Adaptive average pooling over NCHW input with the semantics of PyTorch's
-// AdaptiveAvgPool2d: output cell o of a dimension of size I pooled to O
-// averages the inputs [floor(o * I / O), ceil((o + 1) * I / O)). Windows may
-// overlap, and an input smaller than the output is replicated. VGG pools its
-// features to 7x7 this way, so its classifier keeps its size whatever the
-// input size.
-#include <cstdint>
+// Adaptive average pooling on the CPU (see adaptive_avg_pool.h).
+#include "layers/adaptive_avg_pool.h"
 
 #include "core/im2col.h"
 #include "core/registry.h"
@@ -12,9 +7,7 @@
 namespace poseidon {
 namespace {
 
-struct Window {
-  int64_t begin, end;
-};
+using Window = AdaptiveAvgPoolLayer::Window;
 
 std::vector<Window> adaptive_windows(int64_t in, int64_t out) {
   std::vector<Window> w(out);
@@ -22,75 +15,68 @@ std::vector<Window> adaptive_windows(int64_t in, int64_t out) {
   return w;
 }
 
-class AdaptiveAvgPoolLayer : public Layer {
- public:
-  explicit AdaptiveAvgPoolLayer(const ConfigNode& c) : Layer(c), out_(read_hw(c, "output_size", {1, 1}, 1)) {}
-
-  std::vector<Shape> reshape(const std::vector<Shape>& in) override {
-    const Shape& s = in[0];
-    if (s.size() != 4) fail("expects an NCHW input, got shape " + shape_str(s));
-    in_shape_ = s;
-    rows_ = adaptive_windows(s[2], out_[0]);
-    cols_ = adaptive_windows(s[3], out_[1]);
-    return {{s[0], s[1], out_[0], out_[1]}};
-  }
-
-  void forward(LayerIO& io, RunContext&) override {
-    POSEIDON_CHECK(io.in[0]->shape() == in_shape_) << name() << ": forward before reshape";
-    const float* x = io.in[0]->data();
-    float* y = io.out[0]->data();
-    const int64_t planes = in_shape_[0] * in_shape_[1], width = in_shape_[3];
-    const int64_t in_plane = in_shape_[2] * width, out_plane = out_[0] * out_[1];
-#pragma omp parallel for if (planes * in_plane > 32768)
-    for (int64_t p = 0; p < planes; ++p) {
-      const float* src = x + p * in_plane;
-      float* dst = y + p * out_plane;
-      for (int64_t oy = 0; oy < out_[0]; ++oy)
-        for (int64_t ox = 0; ox < out_[1]; ++ox) {
-          const Window r = rows_[oy], c = cols_[ox];
-          float sum = 0.f;
-          for (int64_t iy = r.begin; iy < r.end; ++iy)
-            for (int64_t ix = c.begin; ix < c.end; ++ix) sum += src[iy * width + ix];
-          dst[oy * out_[1] + ox] = sum / static_cast<float>((r.end - r.begin) * (c.end - c.begin));
-        }
-    }
-  }
-
-  void backward(LayerIO& io, RunContext&) override {
-    if (!io.in_grad[0]) return;
-    const float* dy = io.out_grad[0]->data();
-    float* dx = io.in_grad[0]->data();
-    const int64_t planes = in_shape_[0] * in_shape_[1], width = in_shape_[3];
-    const int64_t in_plane = in_shape_[2] * width, out_plane = out_[0] * out_[1];
-#pragma omp parallel for if (planes * in_plane > 32768)
-    for (int64_t p = 0; p < planes; ++p) {
-      float* dst = dx + p * in_plane;
-      const float* grad = dy + p * out_plane;
-      for (int64_t oy = 0; oy < out_[0]; ++oy)
-        for (int64_t ox = 0; ox < out_[1]; ++ox) {
-          const Window r = rows_[oy], c = cols_[ox];
-          const float g = grad[oy * out_[1] + ox] / static_cast<float>((r.end - r.begin) * (c.end - c.begin));
-          for (int64_t iy = r.begin; iy < r.end; ++iy)
-            for (int64_t ix = c.begin; ix < c.end; ++ix) dst[iy * width + ix] += g;
-        }
-    }
-  }
-
-  int64_t forward_flops(const std::vector<Shape>& in) const override {
-    const Shape& s = in[0];
-    int64_t taps = 0;
-    for (const Window& r : adaptive_windows(s[2], out_[0]))
-      for (const Window& c : adaptive_windows(s[3], out_[1])) taps += (r.end - r.begin) * (c.end - c.begin);
-    return s[0] * s[1] * taps;
-  }
-
- private:
-  std::array<int64_t, 2> out_;  // output height and width
-  Shape in_shape_;
-  std::vector<Window> rows_, cols_;
-};
-
 }  // namespace
+
+AdaptiveAvgPoolLayer::AdaptiveAvgPoolLayer(const ConfigNode& c)
+    : Layer(c), out_(read_hw(c, "output_size", {1, 1}, 1)) {}
+
+std::vector<Shape> AdaptiveAvgPoolLayer::reshape(const std::vector<Shape>& in) {
+  const Shape& s = in[0];
+  if (s.size() != 4) fail("expects an NCHW input, got shape " + shape_str(s));
+  in_shape_ = s;
+  rows_ = adaptive_windows(s[2], out_[0]);
+  cols_ = adaptive_windows(s[3], out_[1]);
+  return {{s[0], s[1], out_[0], out_[1]}};
+}
+
+void AdaptiveAvgPoolLayer::forward(LayerIO& io, RunContext&) {
+  POSEIDON_CHECK(io.in[0]->shape() == in_shape_) << name() << ": forward before reshape";
+  const float* x = io.in[0]->data();
+  float* y = io.out[0]->data();
+  const int64_t planes = in_shape_[0] * in_shape_[1], width = in_shape_[3];
+  const int64_t in_plane = in_shape_[2] * width, out_plane = out_[0] * out_[1];
+#pragma omp parallel for if (planes * in_plane > 32768)
+  for (int64_t p = 0; p < planes; ++p) {
+    const float* src = x + p * in_plane;
+    float* dst = y + p * out_plane;
+    for (int64_t oy = 0; oy < out_[0]; ++oy)
+      for (int64_t ox = 0; ox < out_[1]; ++ox) {
+        const Window r = rows_[oy], c = cols_[ox];
+        float sum = 0.f;
+        for (int64_t iy = r.begin; iy < r.end; ++iy)
+          for (int64_t ix = c.begin; ix < c.end; ++ix) sum += src[iy * width + ix];
+        dst[oy * out_[1] + ox] = sum / static_cast<float>((r.end - r.begin) * (c.end - c.begin));
+      }
+  }
+}
+
+void AdaptiveAvgPoolLayer::backward(LayerIO& io, RunContext&) {
+  if (!io.in_grad[0]) return;
+  const float* dy = io.out_grad[0]->data();
+  float* dx = io.in_grad[0]->data();
+  const int64_t planes = in_shape_[0] * in_shape_[1], width = in_shape_[3];
+  const int64_t in_plane = in_shape_[2] * width, out_plane = out_[0] * out_[1];
+#pragma omp parallel for if (planes * in_plane > 32768)
+  for (int64_t p = 0; p < planes; ++p) {
+    float* dst = dx + p * in_plane;
+    const float* grad = dy + p * out_plane;
+    for (int64_t oy = 0; oy < out_[0]; ++oy)
+      for (int64_t ox = 0; ox < out_[1]; ++ox) {
+        const Window r = rows_[oy], c = cols_[ox];
+        const float g = grad[oy * out_[1] + ox] / static_cast<float>((r.end - r.begin) * (c.end - c.begin));
+        for (int64_t iy = r.begin; iy < r.end; ++iy)
+          for (int64_t ix = c.begin; ix < c.end; ++ix) dst[iy * width + ix] += g;
+      }
+  }
+}
+
+int64_t AdaptiveAvgPoolLayer::forward_flops(const std::vector<Shape>& in) const {
+  const Shape& s = in[0];
+  int64_t taps = 0;
+  for (const Window& r : adaptive_windows(s[2], out_[0]))
+    for (const Window& c : adaptive_windows(s[3], out_[1])) taps += (r.end - r.begin) * (c.end - c.begin);
+  return s[0] * s[1] * taps;
+}
 
 POSEIDON_REGISTER_LAYER(AdaptiveAvgPoolLayer, "adaptive_avg_pool",
                         "average pooling to a fixed output size, PyTorch's AdaptiveAvgPool2d",

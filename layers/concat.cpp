@@ -1,83 +1,62 @@
-// Concat: joins two or more inputs along one axis (torch.cat); all other
-// dimensions must agree. Backward hands each input its slice of the gradient.
+// Concat on the CPU (see concat.h).
+#include "layers/concat.h"
+
 #include <cstring>
 
 #include "core/registry.h"
 
 namespace poseidon {
-namespace {
 
-class ConcatLayer : public Layer {
- public:
-  explicit ConcatLayer(const ConfigNode& config)
-      : Layer(config), axis_(config.get_int("axis", 1)) {}
-
-  std::pair<int, int> input_count() const override { return {2, -1}; }
-
-  std::vector<Shape> reshape(const std::vector<Shape>& in) override {
-    const int64_t ndim = static_cast<int64_t>(in[0].size());
-    if (axis_ < -ndim || axis_ >= ndim)
-      fail("axis " + std::to_string(axis_) + " is out of range for input 0 of shape " +
-               shape_str(in[0]),
-           "axis");
-    axis_index_ = axis_ < 0 ? axis_ + ndim : axis_;
-    Shape out = in[0];
-    for (size_t k = 1; k < in.size(); ++k) {
-      bool match = in[k].size() == in[0].size();
-      for (int64_t d = 0; match && d < ndim; ++d) match = d == axis_index_ || in[k][d] == in[0][d];
-      if (!match)
-        fail("input " + std::to_string(k) + " has shape " + shape_str(in[k]) + " but input 0 has " +
-             shape_str(in[0]) + "; shapes must agree except on axis " +
-             std::to_string(axis_index_));
-      out[axis_index_] += in[k][axis_index_];
-    }
-    outer_ = shape_numel(Shape(out.begin(), out.begin() + axis_index_));
-    return {out};
+std::vector<Shape> ConcatLayer::reshape(const std::vector<Shape>& in) {
+  const int64_t ndim = static_cast<int64_t>(in[0].size());
+  if (axis_ < -ndim || axis_ >= ndim)
+    fail("axis " + std::to_string(axis_) + " is out of range for input 0 of shape " + shape_str(in[0]), "axis");
+  axis_index_ = axis_ < 0 ? axis_ + ndim : axis_;
+  Shape out = in[0];
+  for (size_t k = 1; k < in.size(); ++k) {
+    bool match = in[k].size() == in[0].size();
+    for (int64_t d = 0; match && d < ndim; ++d) match = d == axis_index_ || in[k][d] == in[0][d];
+    if (!match)
+      fail("input " + std::to_string(k) + " has shape " + shape_str(in[k]) + " but input 0 has " + shape_str(in[0]) +
+           "; shapes must agree except on axis " + std::to_string(axis_index_));
+    out[axis_index_] += in[k][axis_index_];
   }
+  outer_ = shape_numel(Shape(out.begin(), out.begin() + axis_index_));
+  return {out};
+}
 
-  void forward(LayerIO& io, RunContext&) override {
-    const int64_t outer = outer_;
-    const int64_t out_row = io.out[0]->numel() / outer;  // floats per outer index in the output
-    float* y = io.out[0]->data();
-    int64_t offset = 0;
-    for (const Tensor* x : io.in) {
-      const int64_t row = x->numel() / outer;
-      const float* px = x->data();
+void ConcatLayer::forward(LayerIO& io, RunContext&) {
+  const int64_t outer = outer_;
+  const int64_t out_row = io.out[0]->numel() / outer;  // floats per outer index in the output
+  float* y = io.out[0]->data();
+  int64_t offset = 0;
+  for (const Tensor* x : io.in) {
+    const int64_t row = x->numel() / outer;
+    const float* px = x->data();
 #pragma omp parallel for if (x->numel() > 65536)
-      for (int64_t o = 0; o < outer; ++o)
-        std::memcpy(y + o * out_row + offset, px + o * row, row * sizeof(float));
-      offset += row;
-    }
+    for (int64_t o = 0; o < outer; ++o) std::memcpy(y + o * out_row + offset, px + o * row, row * sizeof(float));
+    offset += row;
   }
+}
 
-  void backward(LayerIO& io, RunContext&) override {
-    const int64_t outer = outer_;
-    const int64_t out_row = io.out_grad[0]->numel() / outer;
-    const float* dy = io.out_grad[0]->data();
-    int64_t offset = 0;
-    for (size_t k = 0; k < io.in.size(); ++k) {
-      const int64_t row = io.in[k]->numel() / outer;
-      if (io.in_grad[k]) {
-        float* dx = io.in_grad[k]->data();
+void ConcatLayer::backward(LayerIO& io, RunContext&) {
+  const int64_t outer = outer_;
+  const int64_t out_row = io.out_grad[0]->numel() / outer;
+  const float* dy = io.out_grad[0]->data();
+  int64_t offset = 0;
+  for (size_t k = 0; k < io.in.size(); ++k) {
+    const int64_t row = io.in[k]->numel() / outer;
+    if (io.in_grad[k]) {
+      float* dx = io.in_grad[k]->data();
 #pragma omp parallel for if (io.in[k]->numel() > 65536)
-        for (int64_t o = 0; o < outer; ++o)
-          for (int64_t i = 0; i < row; ++i) dx[o * row + i] += dy[o * out_row + offset + i];
-      }
-      offset += row;
+      for (int64_t o = 0; o < outer; ++o)
+        for (int64_t i = 0; i < row; ++i) dx[o * row + i] += dy[o * out_row + offset + i];
     }
+    offset += row;
   }
+}
 
- private:
-  int64_t axis_;            // as configured, possibly negative
-  int64_t axis_index_ = 0;  // resolved against the input rank
-  int64_t outer_ = 1;       // product of the dimensions before the axis
-};
-
-}  // namespace
-
-POSEIDON_REGISTER_LAYER(ConcatLayer, "concat",
-                        "concatenates two or more inputs along an axis (torch.cat)",
-                        {{"axis", "int", "1",
-                          "dimension to join along; negative counts from the end"}});
+POSEIDON_REGISTER_LAYER(ConcatLayer, "concat", "concatenates two or more inputs along an axis (torch.cat)",
+                        {{"axis", "int", "1", "dimension to join along; negative counts from the end"}});
 
 }  // namespace poseidon

@@ -1,13 +1,9 @@
-// 2-D max and average pooling over NCHW input with exactly the semantics of
-// PyTorch's MaxPool2d / AvgPool2d: padding never wins a max, ceil_mode adds a
-// last partial window only if it starts inside the input or the left padding,
-// and count_include_pad chooses whether padding counts in the average divisor.
-// Max pooling remembers each window's argmax for backward.
+// Pooling on the CPU (see pool.h).
+#include "layers/pool.h"
+
 #include <algorithm>
-#include <cstdint>
 #include <limits>
 
-#include "core/im2col.h"
 #include "core/registry.h"
 
 namespace poseidon {
@@ -34,171 +30,162 @@ std::vector<float> avg_divisors(int64_t size, int64_t kernel, int64_t stride, in
   return d;
 }
 
-class PoolLayer : public Layer {
- public:
-  explicit PoolLayer(const ConfigNode& c) : Layer(c) {
-    max_ = c.get_choice("mode", {"max", "avg"}, "max") == "max";
-    global_ = c.get_bool("global", false);
-    ceil_mode_ = c.get_bool("ceil_mode", false);
-    count_include_pad_ = c.get_bool("count_include_pad", true);
-    if (global_) {
-      for (const char* key : {"kernel_size", "stride", "pad"})
-        if (c.has(key))
-          fail(std::string(key) + " cannot be combined with global: true (the window is the whole input)", key);
-      return;
-    }
-    if (!c.has("kernel_size")) fail("kernel_size is required unless global is true", "kernel_size");
-    kernel_ = read_hw(c, "kernel_size", {1, 1}, 1);
-    stride_ = read_hw(c, "stride", kernel_, 1);
-    pad_ = read_hw(c, "pad", {0, 0}, 0);
-    for (int d = 0; d < 2; ++d)
-      if (pad_[d] > kernel_[d] / 2)
-        fail("pad " + std::to_string(pad_[d]) + " must be at most half of kernel_size " + std::to_string(kernel_[d]),
-             "pad");
-  }
+}  // namespace
 
-  std::vector<Shape> reshape(const std::vector<Shape>& in) override {
-    const Shape& s = in[0];
-    if (s.size() != 4) fail("expects an NCHW input, got shape " + shape_str(s));
-    if (s[2] * s[3] > std::numeric_limits<int32_t>::max())
-      fail("input planes of " + std::to_string(s[2]) + "x" + std::to_string(s[3]) +
-           " are too large to pool (argmax indices are 32-bit)");
-    in_shape_ = s;
-    if (global_) {
-      kernel_ = {s[2], s[3]};
-      stride_ = {1, 1};
-      pad_ = {0, 0};
-    }
-    out_h_ = pooled_size(s[2], kernel_[0], stride_[0], pad_[0], ceil_mode_);
-    out_w_ = pooled_size(s[3], kernel_[1], stride_[1], pad_[1], ceil_mode_);
-    if (out_h_ < 1 || out_w_ < 1)
-      fail("kernel_size " + std::to_string(kernel_[0]) + "x" + std::to_string(kernel_[1]) +
-               " is larger than the padded input " + std::to_string(s[2] + 2 * pad_[0]) + "x" +
-               std::to_string(s[3] + 2 * pad_[1]),
-           "kernel_size");
+PoolLayer::PoolLayer(const ConfigNode& c) : Layer(c) {
+  max_ = c.get_choice("mode", {"max", "avg"}, "max") == "max";
+  global_ = c.get_bool("global", false);
+  ceil_mode_ = c.get_bool("ceil_mode", false);
+  count_include_pad_ = c.get_bool("count_include_pad", true);
+  if (global_) {
+    for (const char* key : {"kernel_size", "stride", "pad"})
+      if (c.has(key))
+        fail(std::string(key) + " cannot be combined with global: true (the window is the whole input)", key);
+    return;
+  }
+  if (!c.has("kernel_size")) fail("kernel_size is required unless global is true", "kernel_size");
+  kernel_ = read_hw(c, "kernel_size", {1, 1}, 1);
+  stride_ = read_hw(c, "stride", kernel_, 1);
+  pad_ = read_hw(c, "pad", {0, 0}, 0);
+  for (int d = 0; d < 2; ++d)
+    if (pad_[d] > kernel_[d] / 2)
+      fail("pad " + std::to_string(pad_[d]) + " must be at most half of kernel_size " + std::to_string(kernel_[d]),
+           "pad");
+}
+
+std::vector<Shape> PoolLayer::reshape(const std::vector<Shape>& in) {
+  const Shape& s = in[0];
+  if (s.size() != 4) fail("expects an NCHW input, got shape " + shape_str(s));
+  if (s[2] * s[3] > std::numeric_limits<int32_t>::max())
+    fail("input planes of " + std::to_string(s[2]) + "x" + std::to_string(s[3]) +
+         " are too large to pool (argmax indices are 32-bit)");
+  in_shape_ = s;
+  if (global_) {
+    kernel_ = {s[2], s[3]};
+    stride_ = {1, 1};
+    pad_ = {0, 0};
+  }
+  out_h_ = pooled_size(s[2], kernel_[0], stride_[0], pad_[0], ceil_mode_);
+  out_w_ = pooled_size(s[3], kernel_[1], stride_[1], pad_[1], ceil_mode_);
+  if (out_h_ < 1 || out_w_ < 1)
+    fail("kernel_size " + std::to_string(kernel_[0]) + "x" + std::to_string(kernel_[1]) +
+             " is larger than the padded input " + std::to_string(s[2] + 2 * pad_[0]) + "x" +
+             std::to_string(s[3] + 2 * pad_[1]),
+         "kernel_size");
+  if (!max_) {
+    row_divisors_ = avg_divisors(s[2], kernel_[0], stride_[0], pad_[0], out_h_, count_include_pad_);
+    col_divisors_ = avg_divisors(s[3], kernel_[1], stride_[1], pad_[1], out_w_, count_include_pad_);
+    col_scales_.resize(out_w_);
+    for (int64_t ox = 0; ox < out_w_; ++ox) col_scales_[ox] = 1.f / col_divisors_[ox];
+  }
+  column_spans_.clear();
+  for (int64_t j = 0; j < kernel_[1]; ++j)
+    column_spans_.push_back(outputs_reading_input(s[3], pad_[1], stride_[1], j, out_w_));
+  return {{s[0], s[1], out_h_, out_w_}};
+}
+
+void PoolLayer::forward(LayerIO& io, RunContext&) {
+  POSEIDON_CHECK(io.in[0]->shape() == in_shape_) << name() << ": forward before reshape";
+  const float* x = io.in[0]->data();
+  float* y = io.out[0]->data();
+  const int64_t planes = in_shape_[0] * in_shape_[1];
+  const int64_t in_plane = in_shape_[2] * in_shape_[3], out_plane = out_h_ * out_w_;
+  // Sized here, not in reshape, so that the GPU layer, which keeps its own, holds no host copy.
+  if (max_) argmax_.resize(planes * out_plane);
+#pragma omp parallel for if (planes * in_plane > 32768)
+  for (int64_t p = 0; p < planes; ++p) {
+    if (max_)
+      max_plane(x + p * in_plane, y + p * out_plane, argmax_.data() + p * out_plane);
+    else
+      avg_plane(x + p * in_plane, y + p * out_plane);
+  }
+}
+
+void PoolLayer::backward(LayerIO& io, RunContext&) {
+  if (!io.in_grad[0]) return;
+  const float* dy = io.out_grad[0]->data();
+  float* dx = io.in_grad[0]->data();
+  const int64_t planes = in_shape_[0] * in_shape_[1], width = in_shape_[3];
+  const int64_t in_plane = in_shape_[2] * width, out_plane = out_h_ * out_w_;
+#pragma omp parallel for if (planes * in_plane > 32768)
+  for (int64_t p = 0; p < planes; ++p) {
+    float* dst = dx + p * in_plane;
+    const float* grad = dy + p * out_plane;
     if (max_) {
-      argmax_.resize(s[0] * s[1] * out_h_ * out_w_);
-    } else {
-      row_divisors_ = avg_divisors(s[2], kernel_[0], stride_[0], pad_[0], out_h_, count_include_pad_);
-      col_divisors_ = avg_divisors(s[3], kernel_[1], stride_[1], pad_[1], out_w_, count_include_pad_);
-      col_scales_.resize(out_w_);
-      for (int64_t ox = 0; ox < out_w_; ++ox) col_scales_[ox] = 1.f / col_divisors_[ox];
+      const int32_t* at = argmax_.data() + p * out_plane;
+      for (int64_t o = 0; o < out_plane; ++o) dst[at[o]] += grad[o];
+      continue;
     }
-    column_spans_.clear();
-    for (int64_t j = 0; j < kernel_[1]; ++j)
-      column_spans_.push_back(outputs_reading_input(s[3], pad_[1], stride_[1], j, out_w_));
-    return {{s[0], s[1], out_h_, out_w_}};
-  }
-
-  void forward(LayerIO& io, RunContext&) override {
-    POSEIDON_CHECK(io.in[0]->shape() == in_shape_) << name() << ": forward before reshape";
-    const float* x = io.in[0]->data();
-    float* y = io.out[0]->data();
-    const int64_t planes = in_shape_[0] * in_shape_[1];
-    const int64_t in_plane = in_shape_[2] * in_shape_[3], out_plane = out_h_ * out_w_;
-#pragma omp parallel for if (planes * in_plane > 32768)
-    for (int64_t p = 0; p < planes; ++p) {
-      if (max_)
-        max_plane(x + p * in_plane, y + p * out_plane, argmax_.data() + p * out_plane);
-      else
-        avg_plane(x + p * in_plane, y + p * out_plane);
-    }
-  }
-
-  void backward(LayerIO& io, RunContext&) override {
-    if (!io.in_grad[0]) return;
-    const float* dy = io.out_grad[0]->data();
-    float* dx = io.in_grad[0]->data();
-    const int64_t planes = in_shape_[0] * in_shape_[1], width = in_shape_[3];
-    const int64_t in_plane = in_shape_[2] * width, out_plane = out_h_ * out_w_;
-#pragma omp parallel for if (planes * in_plane > 32768)
-    for (int64_t p = 0; p < planes; ++p) {
-      float* dst = dx + p * in_plane;
-      const float* grad = dy + p * out_plane;
-      if (max_) {
-        const int32_t* at = argmax_.data() + p * out_plane;
-        for (int64_t o = 0; o < out_plane; ++o) dst[at[o]] += grad[o];
-        continue;
-      }
-      for (int64_t oy = 0; oy < out_h_; ++oy) {
-        const float* g = grad + oy * out_w_;
-        // Reciprocals: a division per tap would cost more than the rest of the loop.
-        const float row_scale = 1.f / row_divisors_[oy];
-        for_each_tap_row(oy, [&](int64_t iy, int64_t offset, int64_t lo, int64_t hi) {
-          float* row = dst + iy * width;
-          for (int64_t ox = lo; ox < hi; ++ox) row[ox * stride_[1] + offset] += g[ox] * row_scale * col_scales_[ox];
-        });
-      }
-    }
-  }
-
-  int64_t forward_flops(const std::vector<Shape>& in) const override {
-    const Shape& s = in[0];
-    if (global_) return shape_numel(s);
-    return s[0] * s[1] * kernel_[0] * kernel_[1] * pooled_size(s[2], kernel_[0], stride_[0], pad_[0], ceil_mode_) *
-           pooled_size(s[3], kernel_[1], stride_[1], pad_[1], ceil_mode_);
-  }
-
- private:
-  // Calls visit(iy, offset, lo, hi) for each input row iy and kernel column of
-  // output row oy, in the row-major tap order PyTorch scans a window in:
-  // outputs ox in [lo, hi) read input column ox * stride + offset of row iy.
-  // Working on whole output rows keeps the inner loops free of dependencies.
-  template <class Fn>
-  void for_each_tap_row(int64_t oy, Fn visit) const {
-    const int64_t y0 = oy * stride_[0] - pad_[0];
-    const int64_t y1 = std::min(y0 + kernel_[0], in_shape_[2]);
-    for (int64_t iy = std::max<int64_t>(y0, 0); iy < y1; ++iy)
-      for (int64_t j = 0; j < kernel_[1]; ++j) visit(iy, j - pad_[1], column_spans_[j].lo, column_spans_[j].hi);
-  }
-
-  // One plane: the max of each window and where it is. The first maximum in
-  // scan order wins and so does a NaN, as in PyTorch.
-  void max_plane(const float* src, float* dst, int32_t* argmax) const {
-    const int64_t width = in_shape_[3];
     for (int64_t oy = 0; oy < out_h_; ++oy) {
-      float* best = dst + oy * out_w_;
-      int32_t* best_at = argmax + oy * out_w_;
-      const int64_t first_row = std::max<int64_t>(oy * stride_[0] - pad_[0], 0);
-      for (int64_t ox = 0; ox < out_w_; ++ox) {
-        best[ox] = -std::numeric_limits<float>::infinity();
-        best_at[ox] = static_cast<int32_t>(first_row * width + std::max<int64_t>(ox * stride_[1] - pad_[1], 0));
-      }
+      const float* g = grad + oy * out_w_;
+      // Reciprocals: a division per tap would cost more than the rest of the loop.
+      const float row_scale = 1.f / row_divisors_[oy];
       for_each_tap_row(oy, [&](int64_t iy, int64_t offset, int64_t lo, int64_t hi) {
-        const float* row = src + iy * width;
-        for (int64_t ox = lo; ox < hi; ++ox) {
-          const int64_t ix = ox * stride_[1] + offset;
-          const float v = row[ix];
-          const bool take = v > best[ox] || v != v;
-          best[ox] = take ? v : best[ox];
-          best_at[ox] = take ? static_cast<int32_t>(iy * width + ix) : best_at[ox];
-        }
+        float* row = dst + iy * width;
+        for (int64_t ox = lo; ox < hi; ++ox) row[ox * stride_[1] + offset] += g[ox] * row_scale * col_scales_[ox];
       });
     }
   }
+}
 
-  void avg_plane(const float* src, float* dst) const {
-    const int64_t width = in_shape_[3];
-    for (int64_t oy = 0; oy < out_h_; ++oy) {
-      float* sum = dst + oy * out_w_;
-      std::fill(sum, sum + out_w_, 0.f);
-      for_each_tap_row(oy, [&](int64_t iy, int64_t offset, int64_t lo, int64_t hi) {
-        const float* row = src + iy * width;
-        for (int64_t ox = lo; ox < hi; ++ox) sum[ox] += row[ox * stride_[1] + offset];
-      });
-      for (int64_t ox = 0; ox < out_w_; ++ox) sum[ox] /= row_divisors_[oy] * col_divisors_[ox];
+int64_t PoolLayer::forward_flops(const std::vector<Shape>& in) const {
+  const Shape& s = in[0];
+  if (global_) return shape_numel(s);
+  return s[0] * s[1] * kernel_[0] * kernel_[1] * pooled_size(s[2], kernel_[0], stride_[0], pad_[0], ceil_mode_) *
+         pooled_size(s[3], kernel_[1], stride_[1], pad_[1], ceil_mode_);
+}
+
+// Calls visit(iy, offset, lo, hi) for each input row iy and kernel column of
+// output row oy, in the row-major tap order PyTorch scans a window in:
+// outputs ox in [lo, hi) read input column ox * stride + offset of row iy.
+// Working on whole output rows keeps the inner loops free of dependencies.
+template <class Fn>
+void PoolLayer::for_each_tap_row(int64_t oy, Fn visit) const {
+  const int64_t y0 = oy * stride_[0] - pad_[0];
+  const int64_t y1 = std::min(y0 + kernel_[0], in_shape_[2]);
+  for (int64_t iy = std::max<int64_t>(y0, 0); iy < y1; ++iy)
+    for (int64_t j = 0; j < kernel_[1]; ++j) visit(iy, j - pad_[1], column_spans_[j].lo, column_spans_[j].hi);
+}
+
+// One plane: the max of each window and where it is. The first maximum in
+// scan order wins and so does a NaN, as in PyTorch.
+void PoolLayer::max_plane(const float* src, float* dst, int32_t* argmax) const {
+  const int64_t width = in_shape_[3];
+  for (int64_t oy = 0; oy < out_h_; ++oy) {
+    float* best = dst + oy * out_w_;
+    int32_t* best_at = argmax + oy * out_w_;
+    const int64_t first_row = std::max<int64_t>(oy * stride_[0] - pad_[0], 0);
+    for (int64_t ox = 0; ox < out_w_; ++ox) {
+      best[ox] = -std::numeric_limits<float>::infinity();
+      best_at[ox] = static_cast<int32_t>(first_row * width + std::max<int64_t>(ox * stride_[1] - pad_[1], 0));
     }
+    for_each_tap_row(oy, [&](int64_t iy, int64_t offset, int64_t lo, int64_t hi) {
+      const float* row = src + iy * width;
+      for (int64_t ox = lo; ox < hi; ++ox) {
+        const int64_t ix = ox * stride_[1] + offset;
+        const float v = row[ix];
+        const bool take = v > best[ox] || v != v;
+        best[ox] = take ? v : best[ox];
+        best_at[ox] = take ? static_cast<int32_t>(iy * width + ix) : best_at[ox];
+      }
+    });
   }
+}
 
-  bool max_ = true, global_ = false, ceil_mode_ = false, count_include_pad_ = true;
-  std::array<int64_t, 2> kernel_{}, stride_{}, pad_{};
-  Shape in_shape_;
-  int64_t out_h_ = 0, out_w_ = 0;
-  std::vector<int32_t> argmax_;                     // per output: index of the max within its input plane
-  std::vector<float> row_divisors_, col_divisors_;  // avg: per output row and column
-  std::vector<float> col_scales_;                   // avg: 1 / col_divisors_
-  std::vector<OutputSpan> column_spans_;            // per kernel column: outputs reading real input
-};
+void PoolLayer::avg_plane(const float* src, float* dst) const {
+  const int64_t width = in_shape_[3];
+  for (int64_t oy = 0; oy < out_h_; ++oy) {
+    float* sum = dst + oy * out_w_;
+    std::fill(sum, sum + out_w_, 0.f);
+    for_each_tap_row(oy, [&](int64_t iy, int64_t offset, int64_t lo, int64_t hi) {
+      const float* row = src + iy * width;
+      for (int64_t ox = lo; ox < hi; ++ox) sum[ox] += row[ox * stride_[1] + offset];
+    });
+    for (int64_t ox = 0; ox < out_w_; ++ox) sum[ox] /= row_divisors_[oy] * col_divisors_[ox];
+  }
+}
+
+namespace {
 
 std::vector<KeyDoc> pool_keys() {
   return {

@@ -1,116 +1,88 @@
-// Softmax cross-entropy loss (PyTorch's cross_entropy with mean reduction):
-// inputs are logits [N, C] (or [N, C, 1, 1]) and labels [N] holding class
-// indices as floats; the output is the scalar mean over counted samples of
-// -log softmax(logits)[label]. Samples labelled `ignore_label` are left out of
-// the sum and of the count. Backward: dlogits += g / count * (softmax - onehot).
+// Softmax cross-entropy loss on the CPU (see softmax_loss.h).
+#include "layers/softmax_loss.h"
+
+#include <algorithm>
 #include <cmath>
 
 #include "core/registry.h"
 
 namespace poseidon {
-namespace {
 
-class SoftmaxLossLayer : public Layer {
- public:
-  explicit SoftmaxLossLayer(const ConfigNode& config)
-      : Layer(config),
-        loss_weight_(static_cast<float>(config.get_double("loss_weight", 1.0))),
-        ignore_label_(config.get_int("ignore_label", -1)) {}
+SoftmaxLossLayer::SoftmaxLossLayer(const ConfigNode& config)
+    : Layer(config),
+      loss_weight_(static_cast<float>(config.get_double("loss_weight", 1.0))),
+      ignore_label_(config.get_int("ignore_label", -1)) {}
 
-  std::pair<int, int> input_count() const override { return {2, 2}; }
-  float loss_weight() const override { return loss_weight_; }
+std::vector<Shape> SoftmaxLossLayer::reshape(const std::vector<Shape>& in) {
+  const Shape& logits = in[0];
+  bool ok = logits.size() >= 2;
+  for (size_t d = 2; ok && d < logits.size(); ++d) ok = logits[d] == 1;
+  if (!ok) fail("logits must be [N, C] or [N, C, 1, 1], got " + shape_str(logits));
+  if (in[1].empty() || in[1][0] != logits[0] || shape_numel(in[1]) != logits[0])
+    fail("labels must be [N] with N = " + std::to_string(logits[0]) + " (the logits' batch), got " + shape_str(in[1]));
+  prob_.resize({logits[0], logits[1]});
+  sample_loss_.resize(logits[0]);
+  return {Shape{}};
+}
 
-  std::vector<Shape> reshape(const std::vector<Shape>& in) override {
-    const Shape& logits = in[0];
-    bool ok = logits.size() >= 2;
-    for (size_t d = 2; ok && d < logits.size(); ++d) ok = logits[d] == 1;
-    if (!ok) fail("logits must be [N, C] or [N, C, 1, 1], got " + shape_str(logits));
-    if (in[1].empty() || in[1][0] != logits[0] || shape_numel(in[1]) != logits[0])
-      fail("labels must be [N] with N = " + std::to_string(logits[0]) +
-           " (the logits' batch), got " + shape_str(in[1]));
-    prob_.resize({logits[0], logits[1]});
-    sample_loss_.resize(logits[0]);
-    return {Shape{}};
-  }
-
-  void forward(LayerIO& io, RunContext&) override {
-    const int64_t batch = prob_.dim(0), classes = prob_.dim(1);
-    const float* x = io.in[0]->data();
-    const float* labels = io.in[1]->data();
-    float* p = prob_.data();
-    for (int64_t n = 0; n < batch; ++n) check_label(labels[n], n, classes);
+void SoftmaxLossLayer::forward(LayerIO& io, RunContext&) {
+  const int64_t batch = prob_.dim(0), classes = prob_.dim(1);
+  const float* x = io.in[0]->data();
+  const float* labels = io.in[1]->data();
+  float* p = prob_.data();
+  for (int64_t n = 0; n < batch; ++n) check_label(labels[n], n, classes);
 #pragma omp parallel for if (batch * classes > 32768)
-    for (int64_t n = 0; n < batch; ++n) {
-      const float* xn = x + n * classes;
-      float* pn = p + n * classes;
-      float max = xn[0];
-      for (int64_t c = 1; c < classes; ++c) max = std::max(max, xn[c]);
-      double sum = 0;
-      for (int64_t c = 0; c < classes; ++c) {
-        pn[c] = std::exp(xn[c] - max);
-        sum += pn[c];
-      }
-      const float inv = static_cast<float>(1.0 / sum);
-      for (int64_t c = 0; c < classes; ++c) pn[c] *= inv;
-      sample_loss_[n] =
-          counted(labels[n]) ? std::log(sum) + max - xn[static_cast<int64_t>(labels[n])] : 0.0;
+  for (int64_t n = 0; n < batch; ++n) {
+    const float* xn = x + n * classes;
+    float* pn = p + n * classes;
+    float max = xn[0];
+    for (int64_t c = 1; c < classes; ++c) max = std::max(max, xn[c]);
+    double sum = 0;
+    for (int64_t c = 0; c < classes; ++c) {
+      pn[c] = std::exp(xn[c] - max);
+      sum += pn[c];
     }
-    // A serial sum keeps the loss independent of the thread count.
-    double total = 0;
-    count_ = 0;
-    for (int64_t n = 0; n < batch; ++n) {
-      total += sample_loss_[n];
-      count_ += counted(labels[n]);
-    }
-    // No counted sample gives 0 / 0 = NaN, as PyTorch.
-    (*io.out[0])[0] = static_cast<float>(total / count_);
+    const float inv = static_cast<float>(1.0 / sum);
+    for (int64_t c = 0; c < classes; ++c) pn[c] *= inv;
+    sample_loss_[n] = counted(labels[n]) ? std::log(sum) + max - xn[static_cast<int64_t>(labels[n])] : 0.0;
   }
+  // A serial sum keeps the loss independent of the thread count.
+  double total = 0;
+  count_ = 0;
+  for (int64_t n = 0; n < batch; ++n) {
+    total += sample_loss_[n];
+    count_ += counted(labels[n]);
+  }
+  // No counted sample gives 0 / 0 = NaN, as PyTorch.
+  (*io.out[0])[0] = static_cast<float>(total / count_);
+}
 
-  void backward(LayerIO& io, RunContext&) override {
-    if (!io.in_grad[0] || count_ == 0) return;
-    const int64_t batch = prob_.dim(0), classes = prob_.dim(1);
-    const float scale = (*io.out_grad[0])[0] / static_cast<float>(count_);
-    const float* labels = io.in[1]->data();
-    const float* p = prob_.data();
-    float* dx = io.in_grad[0]->data();
+void SoftmaxLossLayer::backward(LayerIO& io, RunContext&) {
+  if (!io.in_grad[0] || count_ == 0) return;
+  const int64_t batch = prob_.dim(0), classes = prob_.dim(1);
+  const float scale = (*io.out_grad[0])[0] / static_cast<float>(count_);
+  const float* labels = io.in[1]->data();
+  const float* p = prob_.data();
+  float* dx = io.in_grad[0]->data();
 #pragma omp parallel for if (batch * classes > 32768)
-    for (int64_t n = 0; n < batch; ++n) {
-      if (!counted(labels[n])) continue;
-      const int64_t label = static_cast<int64_t>(labels[n]);
-      for (int64_t c = 0; c < classes; ++c)
-        dx[n * classes + c] += scale * (p[n * classes + c] - (c == label ? 1.f : 0.f));
-    }
+  for (int64_t n = 0; n < batch; ++n) {
+    if (!counted(labels[n])) continue;
+    const int64_t label = static_cast<int64_t>(labels[n]);
+    for (int64_t c = 0; c < classes; ++c)
+      dx[n * classes + c] += scale * (p[n * classes + c] - (c == label ? 1.f : 0.f));
   }
+}
 
-  int64_t forward_flops(const std::vector<Shape>& in) const override {
-    return 4 * shape_numel(in[0]);
-  }
-
- private:
-  bool counted(float label) const {
-    return ignore_label_ == -1 || label != static_cast<float>(ignore_label_);
-  }
-  void check_label(float label, int64_t sample, int64_t classes) const {
-    if (!counted(label)) return;
-    POSEIDON_REQUIRE(label >= 0.f && label < static_cast<float>(classes) &&
-                     label == std::floor(label))
-        << "layer '" << name() << "' (softmax_loss): label " << label << " of sample " << sample
-        << " is not a class index in [0, " << classes << ")";
-  }
-
-  float loss_weight_;
-  int64_t ignore_label_;  // -1: none
-  Tensor prob_;           // softmax of the last forward, [N, C]
-  std::vector<double> sample_loss_;
-  int64_t count_ = 0;  // samples counted by the last forward
-};
-
-}  // namespace
+void SoftmaxLossLayer::check_label(float label, int64_t sample, int64_t classes) const {
+  if (!counted(label)) return;
+  POSEIDON_REQUIRE(label >= 0.f && label < static_cast<float>(classes) && label == std::floor(label))
+      << "layer '" << name() << "' (softmax_loss): label " << label << " of sample " << sample
+      << " is not a class index in [0, " << classes << ")";
+}
 
 POSEIDON_REGISTER_LAYER(SoftmaxLossLayer, "softmax_loss",
                         "mean softmax cross-entropy of logits [N, C] against class labels [N]",
                         {{"loss_weight", "float", "1", "weight of this loss in the objective"},
-                         {"ignore_label", "int", "-1",
-                          "samples with this label are left out of the loss (-1: none)"}});
+                         {"ignore_label", "int", "-1", "samples with this label are left out of the loss (-1: none)"}});
 
 }  // namespace poseidon

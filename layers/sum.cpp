@@ -1,77 +1,61 @@
-// Sum: element-wise weighted sum of two or more inputs of equal shape,
-// y = sum_k coefficients[k] * x_k (residual connections, Caffe's Eltwise SUM).
+// Sum on the CPU (see sum.h).
+#include "layers/sum.h"
+
 #include "core/registry.h"
 
 namespace poseidon {
-namespace {
 
-class SumLayer : public Layer {
- public:
-  explicit SumLayer(const ConfigNode& config) : Layer(config) {
-    if (auto node = config.find("coefficients")) {
-      if (!node->is_sequence()) node->fail("expected a list of numbers, one per input");
-      for (size_t i = 0; i < node->size(); ++i)
-        coefficients_.push_back(static_cast<float>(node->at(i).as_double()));
-    }
+SumLayer::SumLayer(const ConfigNode& config) : Layer(config) {
+  if (auto node = config.find("coefficients")) {
+    if (!node->is_sequence()) node->fail("expected a list of numbers, one per input");
+    for (size_t i = 0; i < node->size(); ++i) coefficients_.push_back(static_cast<float>(node->at(i).as_double()));
   }
+}
 
-  std::pair<int, int> input_count() const override { return {2, -1}; }
-
-  std::vector<Shape> reshape(const std::vector<Shape>& in) override {
-    for (size_t k = 1; k < in.size(); ++k)
-      if (in[k] != in[0])
-        fail("input " + std::to_string(k) + " has shape " + shape_str(in[k]) + " but input 0 has " +
-             shape_str(in[0]) + "; all inputs must have the same shape");
-    if (config().has("coefficients")) {
-      if (coefficients_.size() != in.size())
-        fail("has " + std::to_string(coefficients_.size()) + " coefficients for " +
-                 std::to_string(in.size()) + " inputs; give one per input",
-             "coefficients");
-    } else {
-      coefficients_.assign(in.size(), 1.f);
-    }
-    return {in[0]};
+std::vector<Shape> SumLayer::reshape(const std::vector<Shape>& in) {
+  for (size_t k = 1; k < in.size(); ++k)
+    if (in[k] != in[0])
+      fail("input " + std::to_string(k) + " has shape " + shape_str(in[k]) + " but input 0 has " + shape_str(in[0]) +
+           "; all inputs must have the same shape");
+  if (config().has("coefficients")) {
+    if (coefficients_.size() != in.size())
+      fail("has " + std::to_string(coefficients_.size()) + " coefficients for " + std::to_string(in.size()) +
+               " inputs; give one per input",
+           "coefficients");
+  } else {
+    coefficients_.assign(in.size(), 1.f);
   }
+  return {in[0]};
+}
 
-  void forward(LayerIO& io, RunContext&) override {
-    float* y = io.out[0]->data();
-    const int64_t n = io.out[0]->numel();
-    const float* x0 = io.in[0]->data();
-    const float c0 = coefficients_[0];
+void SumLayer::forward(LayerIO& io, RunContext&) {
+  float* y = io.out[0]->data();
+  const int64_t n = io.out[0]->numel();
+  const float* x0 = io.in[0]->data();
+  const float c0 = coefficients_[0];
 #pragma omp parallel for simd if (n > 32768)
-    for (int64_t i = 0; i < n; ++i) y[i] = c0 * x0[i];
-    for (size_t k = 1; k < io.in.size(); ++k) {
-      const float* x = io.in[k]->data();
-      const float c = coefficients_[k];
+  for (int64_t i = 0; i < n; ++i) y[i] = c0 * x0[i];
+  for (size_t k = 1; k < io.in.size(); ++k) {
+    const float* x = io.in[k]->data();
+    const float c = coefficients_[k];
 #pragma omp parallel for simd if (n > 32768)
-      for (int64_t i = 0; i < n; ++i) y[i] += c * x[i];
-    }
+    for (int64_t i = 0; i < n; ++i) y[i] += c * x[i];
   }
+}
 
-  void backward(LayerIO& io, RunContext&) override {
-    const float* dy = io.out_grad[0]->data();
-    const int64_t n = io.out_grad[0]->numel();
-    for (size_t k = 0; k < io.in.size(); ++k) {
-      if (!io.in_grad[k]) continue;
-      float* dx = io.in_grad[k]->data();
-      const float c = coefficients_[k];
+void SumLayer::backward(LayerIO& io, RunContext&) {
+  const float* dy = io.out_grad[0]->data();
+  const int64_t n = io.out_grad[0]->numel();
+  for (size_t k = 0; k < io.in.size(); ++k) {
+    if (!io.in_grad[k]) continue;
+    float* dx = io.in_grad[k]->data();
+    const float c = coefficients_[k];
 #pragma omp parallel for simd if (n > 32768)
-      for (int64_t i = 0; i < n; ++i) dx[i] += c * dy[i];
-    }
+    for (int64_t i = 0; i < n; ++i) dx[i] += c * dy[i];
   }
-
-  int64_t forward_flops(const std::vector<Shape>& in) const override {
-    return 2 * static_cast<int64_t>(in.size()) * shape_numel(in[0]);
-  }
-
- private:
-  std::vector<float> coefficients_;  // one per input
-};
-
-}  // namespace
+}
 
 POSEIDON_REGISTER_LAYER(SumLayer, "sum", "element-wise weighted sum of inputs of equal shape",
-                        {{"coefficients", "floats", "[1, 1, ...]",
-                          "one multiplier per input, in input order"}});
+                        {{"coefficients", "floats", "[1, 1, ...]", "one multiplier per input, in input order"}});
 
 }  // namespace poseidon

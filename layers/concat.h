@@ -1,0 +1,27 @@
+// Concat: joins two or more inputs along one axis (torch.cat); all other
+// dimensions must agree. Backward hands each input its slice of the gradient.
+// Declared here so that the GPU implementation (concat.cu) can take over
+// forward and backward.
+#pragma once
+
+#include "core/layer.h"
+
+namespace poseidon {
+
+class ConcatLayer : public Layer {
+ public:
+  explicit ConcatLayer(const ConfigNode& config) : Layer(config), axis_(config.get_int("axis", 1)) {}
+
+  std::pair<int, int> input_count() const override { return {2, -1}; }
+
+  std::vector<Shape> reshape(const std::vector<Shape>& in) override;
+  void forward(LayerIO& io, RunContext& ctx) override;
+  void backward(LayerIO& io, RunContext& ctx) override;
+
+ protected:
+  int64_t axis_;            // as configured, possibly negative
+  int64_t axis_index_ = 0;  // resolved against the input rank
+  int64_t outer_ = 1;       // product of the dimensions before the axis
+};
+
+}  // namespace poseidon

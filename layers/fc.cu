@@ -1,0 +1,98 @@
+// Fully connected on the GPU: the three products are cuBLAS SGEMMs, the bias
+// add and the bias gradient small kernels. cuBLAS is column-major: a
+// row-major [r, c] matrix is, to cuBLAS, the column-major [c, r] matrix that
+// is its transpose, so each row-major product C = A B is asked for as
+// C^T = B^T A^T.
+#include <climits>
+
+#include "core/cuda/check.h"
+#include "core/cuda/context.h"
+#include "core/error.h"
+#include "core/registry.h"
+#include "layers/fc.h"
+
+namespace poseidon {
+
+namespace {
+
+// y[n, o] += b[o] over a row-major [rows, cols] matrix.
+__global__ void add_bias(float* y, const float* b, size_t rows, size_t cols) {
+  const size_t total = rows * cols;
+  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < total; i += size_t(gridDim.x) * blockDim.x)
+    y[i] += b[i % cols];
+}
+
+// db[o] = sum over n of dy[n, o], in the CPU's order (n ascending).
+__global__ void bias_gradient(const float* dy, float* db, size_t rows, size_t cols) {
+  for (size_t o = blockIdx.x * size_t(blockDim.x) + threadIdx.x; o < cols; o += size_t(gridDim.x) * blockDim.x) {
+    float sum = 0.f;
+    for (size_t n = 0; n < rows; ++n) sum += dy[n * cols + o];
+    db[o] = sum;
+  }
+}
+
+int blas_int(int64_t v) {
+  POSEIDON_CHECK(v >= 0 && v <= INT_MAX) << "matrix dimension " << v << " exceeds cuBLAS's int";
+  return static_cast<int>(v);
+}
+
+class FcCudaLayer : public FcLayer {
+ public:
+  using FcLayer::FcLayer;
+
+  // Y [N, O] = X [N, F] W^T, asked for as Y^T (O x N) = W (O x F) X^T (F x N):
+  // W's memory is, column-major, W^T (F x O), hence op T; X's is X^T, op N.
+  void forward(LayerIO& io, RunContext& ctx) override {
+    POSEIDON_CHECK(io.in[0]->numel() == batch_ * features_) << name() << ": forward before reshape";
+    if (batch_ == 0) return;
+    auto& cuda_ctx = cuda::Context::get(ctx.device.index);
+    float* y = io.out[0]->data();
+    const int n = blas_int(batch_), o = blas_int(num_output_), f = blas_int(features_);
+    if (f == 0) {
+      POSEIDON_CUDA_CHECK(cudaMemsetAsync(y, 0, size_t(n) * o * sizeof(float), cuda_ctx.compute()));
+    } else {
+      const float one = 1.f, zero = 0.f;
+      POSEIDON_CUBLAS_CHECK(cublasSgemm(cuda_ctx.cublas(), CUBLAS_OP_T, CUBLAS_OP_N, o, n, f, &one,
+                                        param(0).value.data(), f, io.in[0]->data(), f, &zero, y, o));
+    }
+    if (!has_bias_) return;
+    const size_t total = size_t(n) * o;
+    add_bias<<<cuda::blocks_for(total), 256, 0, cuda_ctx.compute()>>>(y, param(1).value.data(), n, o);
+    POSEIDON_CUDA_CHECK_LAUNCH();
+  }
+
+  void backward(LayerIO& io, RunContext& ctx) override {
+    auto& cuda_ctx = cuda::Context::get(ctx.device.index);
+    cudaStream_t stream = cuda_ctx.compute();
+    const float* dy = io.out_grad[0]->data();
+    const float* x = io.in[0]->data();
+    const int n = blas_int(batch_), o = blas_int(num_output_), f = blas_int(features_);
+    const float one = 1.f, zero = 0.f;
+    // dW [O, F] = dY^T X, overwritten like the CPU's, asked for as
+    // dW^T (F x O) = X^T (F x N) dY (N x O): X's memory is X^T (op N), dY's
+    // is dY^T (O x N), hence op T.
+    if (!param(0).grad_formed_elsewhere && f > 0) {
+      float* dw = param(0).grad.data();
+      if (n == 0)
+        POSEIDON_CUDA_CHECK(cudaMemsetAsync(dw, 0, size_t(o) * f * sizeof(float), stream));
+      else
+        POSEIDON_CUBLAS_CHECK(
+            cublasSgemm(cuda_ctx.cublas(), CUBLAS_OP_N, CUBLAS_OP_T, f, o, n, &one, x, f, dy, o, &zero, dw, f));
+    }
+    if (has_bias_) {
+      bias_gradient<<<cuda::blocks_for(o), 256, 0, stream>>>(dy, param(1).grad.data(), n, o);
+      POSEIDON_CUDA_CHECK_LAUNCH();
+    }
+    // dX [N, F] += dY W, asked for as dX^T (F x N) += W^T (F x O) dY^T (O x N):
+    // both memories already are those column-major matrices (op N).
+    if (io.in_grad[0] && n > 0 && f > 0)
+      POSEIDON_CUBLAS_CHECK(cublasSgemm(cuda_ctx.cublas(), CUBLAS_OP_N, CUBLAS_OP_N, f, n, o, &one,
+                                        param(0).value.data(), f, dy, o, &one, io.in_grad[0]->data(), f));
+  }
+};
+
+}  // namespace
+
+POSEIDON_REGISTER_CUDA_LAYER(FcCudaLayer, "fc");
+
+}  // namespace poseidon

@@ -1,0 +1,44 @@
+// 2-D max and average pooling over NCHW input with exactly the semantics of
+// PyTorch's MaxPool2d / AvgPool2d: padding never wins a max, ceil_mode adds a
+// last partial window only if it starts inside the input or the left padding,
+// and count_include_pad chooses whether padding counts in the average divisor.
+// Max pooling remembers each window's argmax for backward. Declared here so
+// that the GPU implementation (pool.cu) can take over forward and backward.
+#pragma once
+
+#include <array>
+#include <cstdint>
+
+#include "core/im2col.h"
+#include "core/layer.h"
+
+namespace poseidon {
+
+class PoolLayer : public Layer {
+ public:
+  explicit PoolLayer(const ConfigNode& c);
+
+  std::vector<Shape> reshape(const std::vector<Shape>& in) override;
+  void forward(LayerIO& io, RunContext& ctx) override;
+  void backward(LayerIO& io, RunContext& ctx) override;
+  int64_t forward_flops(const std::vector<Shape>& in) const override;
+
+ protected:
+  bool max_ = true, global_ = false, ceil_mode_ = false, count_include_pad_ = true;
+  std::array<int64_t, 2> kernel_{}, stride_{}, pad_{};  // [h, w]; set from the input when global
+  Shape in_shape_;
+  int64_t out_h_ = 0, out_w_ = 0;
+
+ private:
+  template <class Fn>
+  void for_each_tap_row(int64_t oy, Fn visit) const;
+  void max_plane(const float* src, float* dst, int32_t* argmax) const;
+  void avg_plane(const float* src, float* dst) const;
+
+  std::vector<int32_t> argmax_;                     // per output: index of the max within its input plane
+  std::vector<float> row_divisors_, col_divisors_;  // avg: per output row and column
+  std::vector<float> col_scales_;                   // avg: 1 / col_divisors_
+  std::vector<OutputSpan> column_spans_;            // per kernel column: outputs reading real input
+};
+
+}  // namespace poseidon
