@@ -17,7 +17,8 @@ std::string scheme_name(Scheme s) {
 
 const std::vector<std::string>& DistConfig::keys() {
   static const std::vector<std::string> k = {"scheme",       "wfbp",           "order",      "block_bytes",
-                                             "bucket_bytes", "bandwidth_gbps", "latency_us", "timeout_s"};
+                                             "bucket_bytes", "bandwidth_gbps", "latency_us", "timeout_s",
+                                             "host_staging"};
   return k;
 }
 
@@ -50,6 +51,7 @@ DistConfig DistConfig::parse(const ConfigNode& node) {
     if (!(*c.latency_us >= 0)) node.child("latency_us").fail("expected a non-negative number");
   }
   if (node.has("timeout_s")) c.timeout_s = positive(node, "timeout_s");
+  c.host_staging = node.get_bool("host_staging", c.host_staging);
   return c;
 }
 

@@ -10,6 +10,8 @@
 //     bandwidth_gbps: 10    # link speed for the planner (omitted: measured)
 //     latency_us: 20        # per-message latency for the planner (omitted: measured)
 //     timeout_s: 300        # a transfer stalled this long stops every rank
+//     host_staging: false   # exchange through a host copy of the net (always so
+//                           # for a GPU net; on the CPU it runs that path, for tests)
 #pragma once
 
 #include <cstdint>
@@ -33,6 +35,7 @@ struct DistConfig {
   std::optional<double> bandwidth_gbps;  // Gbit/s
   std::optional<double> latency_us;
   double timeout_s = 300;
+  bool host_staging = false;
 
   static DistConfig parse(const ConfigNode& node);
   static const std::vector<std::string>& keys();

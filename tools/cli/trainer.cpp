@@ -8,6 +8,7 @@
 
 #include "core/checkpoint.h"
 #include "core/finite_check.h"
+#include "core/host_staging_sink.h"
 #include "core/local_sink.h"
 #include "core/math.h"
 #include "tools/cli/emulate_compute.h"
@@ -76,12 +77,13 @@ Trainer::Trainer(TrainConfig config, TrainOptions options)
     rank_ = options_.world->rank();
     world_size_ = options_.world->size();
   }
-  if (config_.device.is_cuda() && world_size_ > 1)
-    throw Error(config_.file + ": device " + config_.device.str() +
-                " with several ranks is not supported yet (GPU gradients are not staged for MPI); use device: cpu "
-                "or one rank");
   net_ = std::make_unique<Net>(config_.model, config_.train_data.batch_size, config_.device);
   net_->init_params(config_.seed);
+  // MPI moves host memory: a GPU net is distributed through a host mirror.
+  if (world_size_ > 1 && (config_.device.is_cuda() || config_.dist.host_staging)) {
+    mirror_ = std::make_unique<Net>(config_.model, config_.train_data.batch_size, Device{});
+    mirror_->init_params(config_.seed);
+  }
   if (!options_.emulate_compute.empty())
     emulated_ = emulate_compute(*net_, options_.emulate_compute, options_.emulate_scale, config_.train_data.batch_size);
   solver_ = std::make_unique<Solver>(config_.solver);
@@ -109,17 +111,20 @@ Trainer::Trainer(TrainConfig config, TrainOptions options)
     read_loader_keys(config_.test_data->node, tc);
     test_loader_ = std::make_unique<Loader>(test_source, tc);
   }
-  if (!options_.weights.empty()) load_checkpoint(options_.weights, *net_, nullptr);
+  if (!options_.weights.empty()) load_checkpoint(options_.weights, exchange_net(), nullptr);
   if (!options_.resume.empty()) restore(options_.resume);
+  if (mirror_) copy_net_state(*mirror_, *net_);
   if (world_size_ > 1) {
     // Emulated, SFB rebuilds run at the profiled device's rate, not this machine's.
     std::optional<double> gemm_gflops;
     if (emulated_ && emulated_->device.gemm_gflops > 0) gemm_gflops = emulated_->device.gemm_gflops;
     if (config_.dist.scheme == "hybrid") link_ = dist::measure_link(*options_.world, config_.dist, gemm_gflops);
     // Emulated gradients are not computed, so there is nothing to check.
+    Net& exchanged = exchange_net();
     scheduler_ = std::make_unique<dist::Scheduler>(
-        *net_, *solver_, *options_.world,
-        dist::plan_for_config(*net_, config_.dist, world_size_, link_.value_or(dist::LinkModel{})), config_.dist, iter_,
+        exchanged, *solver_, *options_.world,
+        dist::plan_for_config(exchanged, config_.dist, world_size_, link_.value_or(dist::LinkModel{})), config_.dist,
+        iter_,
         config_.solver.check_finite && !emulated_,
         emulated_ ? std::optional<dist::DeviceCosts>(emulated_->device) : std::nullopt);
   }
@@ -151,11 +156,11 @@ std::map<std::string, std::string> Trainer::checkpoint_metadata(int64_t iter, co
 
 void Trainer::save(const std::string& path) {
   if (scheduler_) {
-    scheduler_->average_buffers();
+    average_buffers();
     const Solver full = scheduler_->solver_snapshot();
     if (rank_ != 0) return;
     std::filesystem::create_directories(std::filesystem::path(path).parent_path());
-    save_checkpoint(path, *net_, &full, checkpoint_metadata(iter_, train_loader_->position(), rng_));
+    save_checkpoint(path, exchange_net(), &full, checkpoint_metadata(iter_, train_loader_->position(), rng_));
     return;
   }
   std::filesystem::create_directories(std::filesystem::path(path).parent_path());
@@ -163,7 +168,7 @@ void Trainer::save(const std::string& path) {
 }
 
 void Trainer::restore(const std::string& path) {
-  auto meta = load_checkpoint(path, *net_, solver_.get());
+  auto meta = load_checkpoint(path, exchange_net(), solver_.get());
   auto get = [&](const std::string& key) -> std::string {
     auto it = meta.find(key);
     if (it == meta.end()) throw Error(path + ": not a training checkpoint (metadata '" + key + "' missing)");
@@ -201,10 +206,20 @@ void Trainer::restore(const std::string& path) {
   train_loader_->seek(pos);
 }
 
+void Trainer::average_buffers() {
+  if (mirror_) copy_net_buffers(*net_, *mirror_);
+  scheduler_->average_buffers();
+  if (mirror_) copy_net_buffers(*mirror_, *net_);
+}
+
 EvalResult Trainer::test() {
   if (!scheduler_) return evaluate(*net_, *test_loader_, config_.test_iters);
   // Each rank tests its shard of the test set; the sums are combined.
-  scheduler_->average_buffers();
+  average_buffers();
+  if (mirror_) {
+    scheduler_->sync();  // every update of the iterations so far is in the mirror
+    copy_net_state(*mirror_, *net_);
+  }
   const EvalResult local = evaluate(*net_, *test_loader_, config_.test_iters);
   const double n = static_cast<double>(local.examples);
   std::vector<double> sums = {local.loss * n, n};
@@ -254,7 +269,10 @@ EvalResult Trainer::run() {
   std::optional<EmulatedUpdateSink> emulated_sink;
   if (emulated_) emulated_sink.emplace(emulated_->device);
   GradSink& alone = emulated_sink ? static_cast<GradSink&>(*emulated_sink) : local_sink;
-  GradSink& untraced = scheduler_ ? static_cast<GradSink&>(*scheduler_) : alone;
+  std::optional<HostStagingSink> staging;
+  if (scheduler_ && mirror_) staging.emplace(*net_, *mirror_, *scheduler_);
+  GradSink* exchange = staging ? static_cast<GradSink*>(&*staging) : scheduler_.get();
+  GradSink& untraced = exchange ? *exchange : alone;
   std::optional<dist::TracingSink> traced;
   if (timeline_) traced.emplace(untraced, *timeline_);
   GradSink& sink = traced ? static_cast<GradSink&>(*traced) : untraced;

@@ -69,6 +69,12 @@ class Trainer {
 
  private:
   Tensor staged_data_, staged_labels_;  // host side of a GPU net's inputs (feed_batch)
+  // The host copy of a GPU net that the distributed exchange works on
+  // (core/host_staging_sink.h); null when the exchange uses net_ itself.
+  std::unique_ptr<Net> mirror_;
+  Net& exchange_net() { return mirror_ ? *mirror_ : *net_; }
+  // Averages the buffers (running statistics) over ranks, on the GPU net too.
+  void average_buffers();
   EvalResult test();
   std::map<std::string, std::string> checkpoint_metadata(int64_t iter, const LoaderPosition& pos,
                                                          const std::mt19937_64& rng) const;

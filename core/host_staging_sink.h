@@ -1,0 +1,49 @@
+// Distribution for a net whose tensors live on a GPU, through a host copy.
+// The exchange (dist's scheduler: parameter server, SFB, all-reduce over MPI)
+// works on host memory; this sink sits between the GPU net and a GradSink
+// that serves a second Net of the same model on the host (the mirror):
+// each finished gradient is copied down before it is handed over (with, for
+// a weight whose gradient SFB forms itself, the layer's input and output
+// gradient that it forms it from), and each layer's gate copies the
+// parameters the exchange made current back up before the layer runs.
+// With both nets on the CPU it runs the same path with plain copies, which is
+// how the tests check it against distribution without staging.
+#pragma once
+
+#include <unordered_map>
+#include <vector>
+
+#include "core/events.h"
+#include "core/net.h"
+
+namespace poseidon {
+
+class HostStagingSink : public GradSink {
+ public:
+  // `net` and `mirror` are built from the same model; `inner` serves `mirror`
+  // and has marked the gradients it forms itself (Param::grad_formed_elsewhere).
+  HostStagingSink(Net& net, Net& mirror, GradSink& inner);
+
+  void await_params(const Layer& layer) override;
+  void grad_ready(Param& param) override;
+  void backward_done() override { inner_.backward_done(); }
+  void layer_begin(const Layer& layer, bool backward) override { inner_.layer_begin(mirror_layer(layer), backward); }
+  void layer_end(const Layer& layer, bool backward) override { inner_.layer_end(mirror_layer(layer), backward); }
+
+ private:
+  const Layer& mirror_layer(const Layer& layer) const;
+  Net& net_;
+  Net& mirror_;
+  GradSink& inner_;
+  std::unordered_map<const Layer*, size_t> layer_index_;
+  std::unordered_map<const Param*, Param*> mirror_param_;
+  std::unordered_map<const Param*, size_t> param_layer_;
+};
+
+// Copies every parameter and buffer (values only) of `from` into `to`, a net
+// of the same model on any device.
+void copy_net_state(Net& from, Net& to);
+// Copies only the buffers (running statistics).
+void copy_net_buffers(Net& from, Net& to);
+
+}  // namespace poseidon
