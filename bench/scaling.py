@@ -55,7 +55,9 @@ def markdown(by_model):
         out.append(f"### {model}: scale {first['scale']:g} (links {first['bandwidth_gbps']:g} Gbit/s), t1 = {t1:.3f} s\n")
         sim_t1 = next((r["simulated_single_s"] for r in rows if r.get("simulated_single_s")), None)
         if sim_t1:
-            out.append(f"simulated t1 = {sim_t1:.3f} s (the profile's compute; the emulated t1 adds the real solver update)\n")
+            payload = first.get("simulated_bandwidth_gbps")
+            links = f"; simulated links at the {payload:g} Gbit/s they carry as TCP payload" if payload else ""
+            out.append(f"simulated t1 = {sim_t1:.3f} s (the profile's layers and update{links})\n")
         out.append("Cells: emulated iteration (s), speed-up emulated / simulated, relative difference of the speed-up "
                    "(simulated - emulated) / emulated; in brackets that of the iteration time\n")
         workers = sorted({p for by_p in table.values() for p in by_p})

@@ -59,10 +59,19 @@ while [[ $# -gt 0 ]]; do
 done
 mkdir -p "$out"
 out=$(realpath "$out")
+# Open MPI's TCP transport sends a message whose receive is already posted
+# (PS pulls) by its put protocol, as one fragment during which the connection
+# carries nothing the other way: at P = 2 that halves the link. Without put,
+# long messages go in 128 KiB fragments both ways at once.
+export OMPI_MCA_btl_tcp_flags=${OMPI_MCA_btl_tcp_flags:-send,inplace,need-ack,need-csum}
 work=$(mktemp -d /tmp/scaling.XXXX)
 trap 'rm -rf "$work"' EXIT
 gbps=$(awk -v f="$scale" 'BEGIN { printf "%.6g\n", 10 / f }')
 mbit=$(awk -v f="$scale" 'BEGIN { printf "%.0f\n", 10000 / f }')
+# What the links carry as payload: a full TCP segment over Ethernet at MTU
+# 1500 (timestamps on) is 1448 bytes of data in 1514 on the wire, which tbf
+# counts. The simulator's links move payload, so they get this rate.
+payload_gbps=$(awk -v g="$gbps" 'BEGIN { printf "%.6g\n", g * 1448 / 1514 }')
 
 # The model's config, reduced input and profile; writes the profile to use.
 setup_model() {  # setup_model MODEL -> sets config, profile, overrides
@@ -109,17 +118,18 @@ run_one() {  # run_one MODEL P SCHEME
   gemm=$(grep -o 'GEMM [0-9.e+]* GFLOP/s' "$log" | head -1 | awk '{print $2}') || true
   local sim_json=$work/sim.json
   if [[ $status -eq 0 && $p -gt 1 ]]; then
-    "$bin" simulate "$config" "${overrides[@]}" --profile "$scaled_profile" --workers "$p" --bandwidth "$gbps" \
+    "$bin" simulate "$config" "${overrides[@]}" --profile "$scaled_profile" --workers "$p" --bandwidth "$payload_gbps" \
       --latency "$latency_us" --scheme "$dist_scheme" --wfbp $wfbp --json >"$sim_json"
   else
     echo '{}' >"$sim_json"
   fi
   python3 - "$run_dir/metrics.jsonl" "$sim_json" "$model" "$p" "$scheme" "$scale" "$gbps" "$status" \
-    "$((SECONDS - start))" "${gemm:-0}" "$iters" >>"$out/results.jsonl" <<'EOF'
+    "$((SECONDS - start))" "${gemm:-0}" "$iters" "$payload_gbps" >>"$out/results.jsonl" <<'EOF'
 import json, sys
-metrics, sim, model, p, scheme, scale, gbps, status, wall, gemm, iters = sys.argv[1:]
+metrics, sim, model, p, scheme, scale, gbps, status, wall, gemm, iters, payload = sys.argv[1:]
 iters = int(iters)
 row = {"model": model, "workers": int(p), "scheme": scheme, "scale": float(scale), "bandwidth_gbps": float(gbps),
+       "simulated_bandwidth_gbps": float(payload),
        "status": int(status), "wall_s": int(wall), "gemm_gflops": float(gemm), "timed_iterations": iters}
 try:
     train = [json.loads(l) for l in open(metrics) if '"train"' in l]

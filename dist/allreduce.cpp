@@ -50,8 +50,10 @@ void AllreduceExchange::post_step(Requests& requests) {
   const bool reducing = step_ < p - 1;
   const int in = chunk_received(step_), out = chunk_sent(step_);
   float* into = reducing ? incoming_.data() : grads_ + begins_[in];
-  // The send goes first: over Open MPI's TCP transport, a ring whose ranks
-  // posted the receive first ran at half the link's rate (measured at P = 2).
+  // The send goes first: a receive already posted lets Open MPI's TCP
+  // transport move the message by its put protocol, in one fragment during
+  // which the connection carries nothing the other way (a ring posting
+  // receives first ran at half the link's rate at P = 2).
   MPI_Request req;
   POSEIDON_MPI(
       MPI_Isend(grads_ + begins_[out], static_cast<int>(counts_[out]), MPI_FLOAT, right, step_, comm_.handle(), &req));

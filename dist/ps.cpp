@@ -28,9 +28,11 @@ void PsExchange::start(Requests& requests) {
   const int me = comm_.rank();
   float* grad = param_.grad.data();
   float* value = param_.value.data();
-  // Pushes first, then the receives: over Open MPI's TCP transport, ranks
-  // that posted their receives first moved a ring's traffic at half the
-  // link's rate (measured at P = 2).
+  // Pushes first, then the receives: a receive already posted lets Open
+  // MPI's TCP transport use its put protocol, whose one large fragment holds
+  // the connection's other direction (see AllreduceExchange::post_step). The
+  // pulls are received into posted buffers all the same: bench/scaling.sh
+  // turns that protocol off.
   for (size_t b = 0; b < blocks_.size(); ++b)
     if (blocks_[b].owner != me) send_block(requests, b, blocks_[b].owner, grad + blocks_[b].begin, false);
   for (size_t b = 0; b < blocks_.size(); ++b) {
