@@ -28,8 +28,10 @@ void* host_allocate(size_t bytes);
 void* allocate(const Device& device, size_t bytes);
 void release(const Device& device, void* ptr, size_t bytes);
 void fill(const Device& device, float* ptr, size_t count, float value);
-// Copies `count` floats between any two devices. Returns when `dst` may be
-// read by the host (a copy to the host waits for the device's compute stream).
+// Copies `count` floats between any two devices, ordered on the GPU's
+// compute stream. Returns when the host may read `dst` (a copy to the host
+// waits for the stream) and change `src` (host memory is never pinned, and
+// the driver takes a pageable source in before the call returns).
 void copy(float* dst, const Device& dst_device, const float* src, const Device& src_device, size_t count);
 // Waits until the device's queued work is done (no-op on the host).
 void synchronize(const Device& device);

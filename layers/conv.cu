@@ -52,11 +52,14 @@ auto choose_algo(const std::vector<Perf>& ranked, bool tf32, bool prefer_determi
       if (p.status != CUDNN_STATUS_SUCCESS) continue;
       if (pass == 0 && p.determinism != CUDNN_DETERMINISTIC) continue;
       if (p.mathType == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION) continue;
-      if (!tf32 && p.mathType != CUDNN_FMA_MATH) continue;
+      if (!tf32 && p.mathType == CUDNN_TENSOR_OP_MATH) continue;
+      // Without TF32 every call runs with FMA math, also for entries ranked
+      // under DEFAULT math, which would let cuDNN use TF32 tensor cores.
+      const cudnnMathType_t math = tf32 ? p.mathType : CUDNN_FMA_MATH;
       size_t bytes = 0;
-      if (!workspace_of(p.algo, p.mathType, &bytes) || bytes > cuda::Context::kWorkspaceLimit) continue;
+      if (!workspace_of(p.algo, math, &bytes) || bytes > cuda::Context::kWorkspaceLimit) continue;
       choice.algo = p.algo;
-      choice.math = p.mathType;
+      choice.math = math;
       choice.workspace = bytes;
       return choice;
     }

@@ -91,7 +91,10 @@ void copy(float* dst, const Device& dst_device, const float* src, const Device& 
   const Device& gpu = src_device.is_cuda() ? src_device : dst_device;
   cudaStream_t stream = cuda::Context::get(gpu.index).compute();
   POSEIDON_CUDA_CHECK(cudaMemcpyAsync(dst, src, count * sizeof(float), cudaMemcpyDefault, stream));
-  if (!dst_device.is_cuda() || !src_device.is_cuda()) POSEIDON_CUDA_CHECK(cudaStreamSynchronize(stream));
+  // A copy to the host must be complete before the host reads it. A copy
+  // from (pageable) host memory has taken its source into the driver's
+  // staging buffer when the call returns, so the host need not wait for it.
+  if (!dst_device.is_cuda()) POSEIDON_CUDA_CHECK(cudaStreamSynchronize(stream));
 }
 
 void synchronize(const Device& device) {
