@@ -16,7 +16,7 @@
 # Usage: bench/scaling.sh [--bin build/poseidon] [--models vgg19_22k,inception_v3]
 #          [--hosts 1,2,4,8] [--schemes ps-nowfbp,ps,hybrid,allreduce] [--scale 10]
 #          [--iters M] [--latency-us 20] [--out DIR (/tmp/poseidon_scaling)] [--append]
-#          [--run-timeout S] [--set KEY=VALUE]... [--subnet A.B.C]
+#          [--run-timeout S] [--set KEY=VALUE]... [--subnet A.B.C] [--resimulate]
 #   schemes: ps-nowfbp (PS, WFBP off), ps, hybrid, allreduce, sfb (FC layers by
 #   SFB, the rest by PS: HybComm's byte rule without the planner's GEMM probe)
 # Each run trains 2M iterations and times the last M (default 2). Results go
@@ -25,7 +25,9 @@
 # parts); --run-timeout S (default 600) ends a run that hangs; --set KEY=VALUE
 # overrides a config key in every run (e.g. solver.momentum=0); --subnet
 # gives tools/cluster the hosts' /24 (another cluster may be using the
-# default). Needs root (tools/cluster).
+# default); --resimulate trains nothing and refreshes the simulator's columns
+# of DIR/results.jsonl for --models (after a change to the simulator). Needs
+# root (tools/cluster).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 bin=$root/build/poseidon
@@ -37,6 +39,7 @@ iters=2
 latency_us=20
 out=/tmp/poseidon_scaling
 append=false
+resimulate=false
 run_timeout=600
 extra=()
 cluster_args=()
@@ -51,6 +54,7 @@ while [[ $# -gt 0 ]]; do
     --latency-us) latency_us=$2; shift 2 ;;
     --out) out=$2; shift 2 ;;
     --append) append=true; shift ;;
+    --resimulate) resimulate=true; shift ;;
     --run-timeout) run_timeout=$2; shift 2 ;;
     --set) extra+=(--set "$2"); shift 2 ;;
     --subnet) cluster_args+=(--subnet "$2"); shift 2 ;;
@@ -95,6 +99,43 @@ EOF
   esac
 }
 
+# The simulator's prediction for P hosts and one scheme, as JSON into OUT.
+simulate_one() {  # simulate_one P SCHEME OUT
+  local p=$1 wfbp=true dist_scheme=$2
+  if [[ $2 == ps-nowfbp ]]; then wfbp=false; dist_scheme=ps; fi
+  "$bin" simulate "$config" "${overrides[@]}" --profile "$scaled_profile" --workers "$p" --bandwidth "$payload_gbps" \
+    --latency "$latency_us" --scheme "$dist_scheme" --wfbp $wfbp --json >"$3"
+}
+
+# Replaces the simulator's columns of MODEL's rows in results.jsonl.
+resimulate_model() {  # resimulate_model MODEL
+  local p scheme
+  python3 -c '
+import json, sys
+for line in open(sys.argv[1]):
+    r = json.loads(line)
+    if r["model"] == sys.argv[2] and r["workers"] > 1 and "iteration_s" in r:
+        print(r["workers"], r["scheme"])' "$out/results.jsonl" "$1" |
+    while read -r p scheme; do simulate_one "$p" "$scheme" "$work/sim-$p-$scheme.json"; done
+  python3 - "$out/results.jsonl" "$1" "$work" "$payload_gbps" <<'EOF'
+import json, os, sys
+path, model, work, payload = sys.argv[1:]
+rows = [json.loads(line) for line in open(path) if line.strip()]
+for r in rows:
+    sim = os.path.join(work, f"sim-{r['workers']}-{r['scheme']}.json")
+    if r["model"] != model or not os.path.exists(sim):
+        continue
+    s = json.load(open(sim))
+    r["simulated_bandwidth_gbps"] = float(payload)
+    r["simulated_single_s"] = s["single_iteration_ms"] / 1e3
+    r["simulated_iteration_s"] = s["runs"][0]["iteration_ms"] / 1e3
+    r["simulated_schemes"] = s["runs"][0]["layer_schemes"]
+with open(path, "w") as f:
+    for r in rows:
+        f.write(json.dumps(r) + "\n")
+EOF
+}
+
 # One run: P hosts, one scheme; appends a line to results.jsonl.
 run_one() {  # run_one MODEL P SCHEME
   local model=$1 p=$2 scheme=$3 wfbp=true dist_scheme=$3
@@ -118,8 +159,7 @@ run_one() {  # run_one MODEL P SCHEME
   gemm=$(grep -o 'GEMM [0-9.e+]* GFLOP/s' "$log" | head -1 | awk '{print $2}') || true
   local sim_json=$work/sim.json
   if [[ $status -eq 0 && $p -gt 1 ]]; then
-    "$bin" simulate "$config" "${overrides[@]}" --profile "$scaled_profile" --workers "$p" --bandwidth "$payload_gbps" \
-      --latency "$latency_us" --scheme "$dist_scheme" --wfbp $wfbp --json >"$sim_json"
+    simulate_one "$p" "$scheme" "$sim_json"
   else
     echo '{}' >"$sim_json"
   fi
@@ -150,7 +190,7 @@ EOF
   tail -1 "$out/results.jsonl" >&2
 }
 
-$append || : >"$out/results.jsonl"
+$append || $resimulate || : >"$out/results.jsonl"
 IFS=, read -r -a model_names <<<"$models"
 IFS=, read -r -a host_counts <<<"$hosts_list"
 IFS=, read -r -a scheme_names <<<"$schemes"
@@ -172,6 +212,10 @@ for rate in ("gflops", "memory_gbps"):
         p[rate] /= f
 json.dump(p, open(sys.argv[2], "w"), indent=1)
 EOF
+  if $resimulate; then
+    resimulate_model "$model"
+    continue
+  fi
   for p in "${host_counts[@]}"; do
     if [[ $p -eq 1 ]]; then
       run_one "$model" 1 single

@@ -322,19 +322,24 @@ void Simulation::send(int from, int to, size_t u, size_t b, int round, Action on
 
 void Simulation::transmit(int from, int to, double bytes, int round, Action on_arrival) {
   Rank& s = ranks_[from];
-  Rank& d = ranks_[to];
   const double busy = bytes * seconds_per_byte_;
-  // The switch buffers: a sender is never held by a busy receiver, and the
-  // receiver takes the bytes in once they are sent and its link is free.
-  const double sent = std::max(now_, s.send_free) + busy;
-  const double received = std::max(sent, d.recv_free + busy);
-  s.send_free = sent;
-  d.recv_free = received;
+  // A send link sends its messages one after another. The switch buffers: a
+  // sender is never held by a busy receiver, and the receiver takes the bytes
+  // in once they are sent and its link is free, in the order their sending
+  // began (claimed then, not when queued: a message queued behind others on
+  // its sender must not hold the receiver's link idle meanwhile).
+  const double begin = std::max(now_, s.send_free);
+  s.send_free = begin + busy;
   s.busy[round].send_s += busy;
-  d.busy[round].recv_s += busy;
   s.bytes += bytes;
-  d.bytes += bytes;
-  at(received + latency_s_, std::move(on_arrival));
+  at(begin, [this, to, busy, bytes, round, sent = begin + busy, on_arrival = std::move(on_arrival)]() mutable {
+    Rank& d = ranks_[to];
+    const double received = std::max(sent, d.recv_free + busy);
+    d.recv_free = received;
+    d.busy[round].recv_s += busy;
+    d.bytes += bytes;
+    at(received + latency_s_, std::move(on_arrival));
+  });
 }
 
 void Simulation::run_collective(size_t u, int round) {

@@ -15,7 +15,8 @@
 //  - every rank has one send and one receive link; a message occupies the
 //    sender's send link, then (once sent, a switch buffering it) the
 //    receiver's receive link, each for bytes/bandwidth and first come, first
-//    served, and arrives a latency after it is received;
+//    served (a receive link in the order sending began), and arrives a
+//    latency after it is received;
 //  - PS: each rank pushes each block to its owner, which waits for all P,
 //    sums the P pushes and updates on its device, and sends the new values
 //    to every rank; with order priority, sends leave through the
