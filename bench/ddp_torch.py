@@ -29,8 +29,9 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--batch", type=int, required=True, help="examples per rank and iteration")
     p.add_argument("--warmup", type=int, default=2, help="untimed iterations first")
     p.add_argument("--iters", type=int, default=4, help="timed iterations")
-    p.add_argument("--compute-iters", type=int, default=2,
-                   help="iterations without gradient synchronisation, timed apart (0: none)")
+    p.add_argument("--compute-iters", type=int,
+                   help="iterations without gradient synchronisation, timed apart "
+                        "(default: a quarter of --iters, at least 2; 0: none)")
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--lr", type=float, default=1e-5)
     p.add_argument("--momentum", type=float, default=0.9)
@@ -48,8 +49,10 @@ def rank_and_size() -> tuple:
     raise SystemExit("ddp_torch: no rank given (run under mpirun, or set RANK and WORLD_SIZE)")
 
 
-def main() -> int:
+def main() -> None:
     args = parse_args()
+    if args.compute_iters is None:
+        args.compute_iters = max(2, args.iters // 4)
     rank, world = rank_and_size()
     torch.set_num_threads(args.threads)
     os.environ.setdefault("GLOO_SOCKET_IFNAME", args.ifname)
@@ -99,9 +102,13 @@ def main() -> int:
                           "images_per_sec": world * args.batch * args.iters / seconds,
                           "compute_only_iteration_s": compute_s, "torch": torch.__version__,
                           "momentum": args.momentum}), flush=True)
-    dist.destroy_process_group()
-    return 0
+    # Every rank is done with the others here. gloo's teardown
+    # (destroy_process_group, or the interpreter's exit) sometimes blocks for
+    # minutes once a peer has gone, so the process ends without it.
+    dist.barrier()
+    sys.stdout.flush()
+    os._exit(0)
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    main()
