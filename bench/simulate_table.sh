@@ -5,11 +5,15 @@
 # clusters. Compute comes from profiles/vgg19_22k_b32.json (PAPER.md's
 # 0.925 s per iteration at batch 32, split over the layers by FLOPs).
 #
-# Usage: bench/simulate_table.sh [POSEIDON_BINARY] [LATENCY_US]
+# Usage: bench/simulate_table.sh [POSEIDON_BINARY] [LATENCY_US] [PNG]
+# With PNG, also plots both tables there (matplotlib, Debian's
+# python3-matplotlib): the paper's and the simulated speed-ups up to 32
+# machines, and the predicted efficiency at 64 to 1024.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 bin=${1:-$root/build/poseidon}
 latency=${2:-20}
+png=${3:-}
 model=$root/models/vgg19_22k.yaml
 profile=$root/profiles/vgg19_22k_b32.json
 
@@ -30,11 +34,13 @@ EOF
 "$bin" simulate "$model" --profile "$profile" --workers 64,256,1024 --bandwidth 10,40,100 --latency "$latency" \
   --scheme hybrid,allreduce,ps --wfbp true --json >"$large"
 
-python3 - "$paper" "$ours" "$large" <<'EOF'
+# Debian's python3 (with python3-matplotlib) draws the plot.
+/usr/bin/python3 - "$paper" "$ours" "$large" "$png" <<'EOF'
 import json, sys
 paper = json.load(open(sys.argv[1]))
 ours = json.load(open(sys.argv[2]))
 large = json.load(open(sys.argv[3]))
+png = sys.argv[4]
 
 def key(run):
     return f"{run['scheme']} {'wfbp' if run['wfbp'] else 'no-wfbp'}"
@@ -60,4 +66,32 @@ def cell(run):
 
 for (scheme, gbps), by_p in rows.items():
     print(f"{scheme:<10}{gbps:>8g}" + "".join(f"{cell(by_p[p]):>18}" for p in (64, 256, 1024)))
+
+if png:
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4.2))
+    for (k, label), color in zip(names.items(), ("C0", "C1", "C2")):
+        sim = {r["workers"]: r["speedup"] for r in ours["runs"] if key(r) == k}
+        left.plot(workers, paper[k], "o-", color=color, label=f"{label}, paper")
+        left.plot(workers, [sim[w] for w in workers], "s--", color=color, label=f"{label}, simulated")
+    left.plot(workers, workers, ":", color="gray", label="linear")
+    left.set(xscale="log", yscale="log", xlabel="machines", ylabel="speed-up",
+             title="VGG19-22K, 40 Gbit/s: PAPER.md vs simulated")
+    left.set_xticks(workers, [str(w) for w in workers])
+    left.legend(fontsize=7)
+    styles = {10: ":", 40: "--", 100: "-"}
+    colors = {"hybrid": "C0", "allreduce": "C3", "ps": "C1"}
+    for (scheme, gbps), by_p in rows.items():
+        ps = sorted(by_p)
+        right.plot(ps, [100 * by_p[p]["efficiency"] for p in ps], "o" + styles.get(int(gbps), "-"),
+                   color=colors.get(scheme, "k"), label=f"{scheme}, {gbps:g} Gbit/s")
+    right.set(xscale="log", xlabel="machines", ylabel="scaling efficiency (%)", ylim=(0, 105),
+              title="Predictions with WFBP")
+    right.set_xticks([64, 256, 1024], ["64", "256", "1024"])
+    right.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(png, dpi=110)
+    print(f"plot: {png}")
 EOF
