@@ -9,12 +9,9 @@ namespace poseidon::dist {
 PsExchange::PsExchange(const Comm& comm, Solver& solver, Param& param, std::vector<PsBlock> blocks,
                        PrioritySends* sends, int64_t priority)
     : comm_(comm), solver_(solver), param_(param), blocks_(std::move(blocks)), sends_(sends), priority_(priority) {
-  const int p = comm_.size();
   for (size_t b = 0; b < blocks_.size(); ++b) {
     if (blocks_[b].owner != comm_.rank()) continue;
     OwnedBlock& o = owned_[b];
-    o.received.resize(static_cast<size_t>(blocks_[b].count) * (p - 1));
-    o.sum.resize(blocks_[b].count);
     if (solver_.config().momentum != 0) o.momentum.assign(blocks_[b].count, 0.f);
   }
 }
@@ -42,9 +39,14 @@ void PsExchange::start(Requests& requests) {
     if (blk.owner == me) {
       OwnedBlock& o = owned_.at(b);
       o.pushes_left = comm_.size() - 1;
+      // Emulated, nothing reads the pushes (the sum is a wait): one buffer
+      // takes them all, so that eight ranks of a large model fit in memory.
+      const bool emulated = requests.emulated() != nullptr;
+      const size_t buffers = emulated ? 1 : comm_.size() - 1;
+      if (o.received.size() != buffers * blk.count) o.received.assign(buffers * blk.count, 0.f);
       for (int peer = 0; peer < comm_.size(); ++peer) {
         if (peer == me) continue;
-        float* into = o.received.data() + peer_index(peer) * blk.count;
+        float* into = o.received.data() + (emulated ? 0 : peer_index(peer) * blk.count);
         POSEIDON_MPI(
             MPI_Irecv(into, static_cast<int>(blk.count), MPI_FLOAT, peer, tag(blk, false), comm_.handle(), &req));
         requests.post(req, *this, slot(b, peer, recv), 0, bytes);
@@ -89,6 +91,7 @@ void PsExchange::update_owned(size_t b, Requests& requests) {
   const int64_t n = blk.count;
   if (const DeviceCosts* device = requests.emulated())
     return requests.post_device(device->sum_s(n, comm_.size()) + device->update_s(n), *this, slot(b, me, updated));
+  if (o.sum.empty()) o.sum.resize(n);
   float* sum = o.sum.data();
   // Rank order, whoever's push arrived first: the same sum on every run.
   for (int r = 0; r < comm_.size(); ++r) {

@@ -43,7 +43,9 @@ class PsExchange : public Exchange {
 
  private:
   struct OwnedBlock {
-    std::vector<float> received;  // (P - 1) gradient blocks, by peer order
+    // Allocated at first use: (P - 1) gradient blocks by peer order (one
+    // under emulated compute), and their sum.
+    std::vector<float> received;
     std::vector<float> sum;
     std::vector<float> momentum;  // empty without momentum
     int pushes_left = 0;
