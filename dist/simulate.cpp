@@ -118,8 +118,8 @@ class Simulation {
 Simulation::Simulation(const Net& net, const CommPlan& plan, const ComputeProfile& profile, const SimConfig& config)
     : plan_(plan),
       profile_(profile),
-      config_(config),
       device_(device_costs(profile, net, config.link.gemm_gflops)),
+      config_(config),
       ranks_count_(config.workers),
       iterations_(config.iterations),
       seconds_per_byte_(8 / (config.link.bandwidth_gbps * 1e9)),

@@ -173,7 +173,9 @@ TEST_P(BadInput, ExitsTwoWithOneClearLine) {
   ASSERT_FALSE(r.err.empty());
   EXPECT_EQ(r.err.find('\n'), r.err.size() - 1) << "expected exactly one line, got:\n" << r.err;
   EXPECT_EQ(r.err.rfind("error: ", 0), 0u) << r.err;
-  if (!c.file.empty()) EXPECT_NE(r.err.find(c.file), std::string::npos) << "file not named: " << r.err;
+  if (!c.file.empty()) {
+    EXPECT_NE(r.err.find(c.file), std::string::npos) << "file not named: " << r.err;
+  }
   EXPECT_NE(r.err.find(c.locator), std::string::npos) << "no '" << c.locator << "' in: " << r.err;
   EXPECT_NE(r.err.find(c.detail), std::string::npos) << "no '" << c.detail << "' in: " << r.err;
 }

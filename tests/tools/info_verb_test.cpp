@@ -23,7 +23,9 @@ TEST(InfoVerb, ReportsTheBuildAndTheGpus) {
       EXPECT_NE(info.at(lib).get<std::string>(), "none") << lib;
   }
   EXPECT_EQ(info.at("gpus").size(), static_cast<size_t>(device_memory::cuda_device_count()));
-  if (device_memory::cuda_device_count() == 0) EXPECT_FALSE(info.at("gpus_unavailable").get<std::string>().empty());
+  if (device_memory::cuda_device_count() == 0) {
+    EXPECT_FALSE(info.at("gpus_unavailable").get<std::string>().empty());
+  }
 }
 
 TEST(InfoVerb, GpuDeviceWithoutAGpuIsAClearError) {

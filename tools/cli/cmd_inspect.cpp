@@ -34,7 +34,7 @@ LoadedModel load_any(const std::string& file, const std::vector<std::string>& ov
     TrainConfig c = TrainConfig::load(file, overrides);
     return {c.model, c.train_data.batch_size, c.threads, c.device};
   }
-  return {load_model(file, overrides), default_batch, 0};
+  return {load_model(file, overrides), default_batch, 0, Device{}};
 }
 
 void fill_synthetic_inputs(Net& net) {
