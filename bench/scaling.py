@@ -6,7 +6,11 @@ iteration_s on the emulated cluster, simulated_iteration_s from `poseidon
 simulate` with the same settings) and writes, per model, a Markdown table of
 speed-ups (P x t1 / tP, t1 the one-rank run) with the simulator's prediction
 next to each and their relative difference, plus a PNG with one line per
-scheme (solid: emulated cluster, dashed: simulator).
+scheme (solid: emulated cluster, dashed: simulator). A second table gives
+the machine's CPU during each run's timed iterations: every emulated host's
+TCP stack and MPI progress run on this machine's cores, a cost the
+simulator's separate hosts do not have, so a row whose machine was
+saturated measures the machine more than the scheme.
 """
 import argparse
 import json
@@ -80,11 +84,31 @@ def markdown(by_model):
                 cells.append(f"{r['iteration_s']:.2f} s, {measured:.2f}x / {simulated:.2f}x, "
                              f"{100 * speedup_diff:+.1f}% ({100 * time_diff:+.1f}%)")
             out.append(f"| {LABELS[scheme]} | " + " | ".join(cells) + " |")
+        out.extend(cpu_table(table, workers))
         failed = [r for r in rows if r.get("status") or "error" in r]
         for r in failed:
             out.append(f"\nfailed: P={r['workers']} {r['scheme']}: status {r.get('status')} {r.get('error', '')}")
         out.append("")
     return "\n".join(out)
+
+
+def cpu_table(table, workers):
+    """The machine's CPU during each run's timed iterations: the emulated hosts
+    share its cores, which the simulator's hosts do not."""
+    if not any("machine_cpu_busy" in r for by_p in table.values() for _, _, r in by_p.values()):
+        return []
+    out = ["\nThe machine's CPU during the timed iterations: mean busy, share of the time at least 90% busy\n",
+           "| scheme | " + " | ".join(f"P={p}" for p in workers) + " |", "|---|" + "---|" * len(workers)]
+    for scheme in LABELS:
+        if scheme not in table:
+            continue
+        cells = []
+        for p in workers:
+            r = table[scheme].get(p, (None, None, {}))[2]
+            cells.append(f"{100 * r['machine_cpu_busy']:.0f}%, {100 * r['machine_cpu_saturated']:.0f}%"
+                         if "machine_cpu_busy" in r else "-")
+        out.append(f"| {LABELS[scheme]} | " + " | ".join(cells) + " |")
+    return out
 
 
 def plot(by_model, path):

@@ -20,7 +20,8 @@
 #   schemes: ps-nowfbp (PS, WFBP off), ps, hybrid, allreduce, sfb (FC layers by
 #   SFB, the rest by PS: HybComm's byte rule without the planner's GEMM probe)
 # Each run trains 2M iterations and times the last M (default 2). Results go
-# to DIR/results.jsonl (one line per run), DIR/table.md and DIR/scaling.png
+# to DIR/results.jsonl (one line per run, with the machine's CPU busy share
+# during the timed iterations), DIR/table.md and DIR/scaling.png
 # (bench/scaling.py); --append adds to an earlier results.jsonl (runs done in
 # parts); --run-timeout S (default 600) ends a run that hangs; --set KEY=VALUE
 # overrides a config key in every run (e.g. solver.momentum=0); --subnet
@@ -136,6 +137,16 @@ with open(path, "w") as f:
 EOF
 }
 
+# The machine's CPU counters (the first line of /proc/stat) every half
+# second into FILE: the emulated hosts' TCP stacks and MPI progress share
+# this machine's cores, a cost the simulator's separate hosts do not have.
+sample_cpu() {  # sample_cpu FILE
+  while :; do
+    echo "$(date +%s.%N) $(head -1 /proc/stat)" >>"$1"
+    sleep 0.5
+  done
+}
+
 # One run: P hosts, one scheme; appends a line to results.jsonl.
 run_one() {  # run_one MODEL P SCHEME
   local model=$1 p=$2 scheme=$3 wfbp=true dist_scheme=$3
@@ -149,12 +160,17 @@ run_one() {  # run_one MODEL P SCHEME
     --set train.output_dir="$run_dir" --set dist.scheme="$dist_scheme" --set dist.wfbp=$wfbp
     --set dist.bandwidth_gbps="$gbps" --set dist.latency_us="$latency_us")
   echo "== $model P=$p $scheme: $(date +%T)" >&2
-  local start=$SECONDS status=0
+  local start=$SECONDS status=0 cpu_log=$work/cpu-$model-$p-$scheme.txt sampler
+  rm -f "$cpu_log"
+  sample_cpu "$cpu_log" &
+  sampler=$!
   if [[ $p -eq 1 ]]; then
     "${train[@]}" >"$log" 2>&1 || status=$?
   else
     timeout "$run_timeout" "$root/tools/cluster" "${cluster_args[@]}" --hosts "$p" --bandwidth "${mbit}mbit" -- "${train[@]}" >"$log" 2>&1 || status=$?
   fi
+  kill "$sampler" 2>/dev/null || true
+  wait "$sampler" 2>/dev/null || true
   local gemm=""
   gemm=$(grep -o 'GEMM [0-9.e+]* GFLOP/s' "$log" | head -1 | awk '{print $2}') || true
   local sim_json=$work/sim.json
@@ -164,9 +180,26 @@ run_one() {  # run_one MODEL P SCHEME
     echo '{}' >"$sim_json"
   fi
   python3 - "$run_dir/metrics.jsonl" "$sim_json" "$model" "$p" "$scheme" "$scale" "$gbps" "$status" \
-    "$((SECONDS - start))" "${gemm:-0}" "$iters" "$payload_gbps" >>"$out/results.jsonl" <<'EOF'
+    "$((SECONDS - start))" "${gemm:-0}" "$iters" "$payload_gbps" "$cpu_log" >>"$out/results.jsonl" <<'EOF'
 import json, sys
-metrics, sim, model, p, scheme, scale, gbps, status, wall, gemm, iters, payload = sys.argv[1:]
+metrics, sim, model, p, scheme, scale, gbps, status, wall, gemm, iters, payload, cpu_log = sys.argv[1:]
+
+
+def machine_cpu(path, begin, end):
+    """Mean busy share of the machine's CPU between two wall-clock times, and
+    the share of that time it was at least 90% busy (half-second samples)."""
+    samples = []
+    for line in open(path):
+        f = line.split()
+        ticks = [int(x) for x in f[2:]]
+        samples.append((float(f[0]), sum(ticks), ticks[3] + ticks[4]))  # idle + iowait
+    busy = [(a[0], 1 - (b[2] - a[2]) / (b[1] - a[1])) for a, b in zip(samples, samples[1:])
+            if begin <= a[0] and b[0] <= end and b[1] > a[1]]
+    if not busy:
+        return None, None
+    return sum(x for _, x in busy) / len(busy), sum(x >= 0.9 for _, x in busy) / len(busy)
+
+
 iters = int(iters)
 row = {"model": model, "workers": int(p), "scheme": scheme, "scale": float(scale), "bandwidth_gbps": float(gbps),
        "simulated_bandwidth_gbps": float(payload),
@@ -177,6 +210,11 @@ try:
     row["iteration_s"] = (at[2 * iters]["elapsed_s"] - at[iters]["elapsed_s"]) / iters
     row["comm_wait_s"] = at[2 * iters].get("comm_wait_s")
     row["comm_s"] = at[2 * iters].get("comm_s")
+    if "unix_time" in at[iters]:
+        mean, saturated = machine_cpu(cpu_log, at[iters]["unix_time"], at[2 * iters]["unix_time"])
+        if mean is not None:
+            row["machine_cpu_busy"] = mean
+            row["machine_cpu_saturated"] = saturated
 except (OSError, KeyError) as e:
     row["error"] = f"no timing ({e})"
 sim = json.load(open(sim))

@@ -3,17 +3,31 @@
 // P3 and ByteScheduler). Backward reports the top layers first, so without
 // this their large blocks would occupy the link while the lowest layers'
 // blocks, which the next forward needs first, queue behind them. The order
-// is the plan's (layer, then block), the same on every rank. Receives are
+// is the layer, then ps_send_sequence (below). Receives are
 // never held back: every send can complete whatever its peer's queue holds,
 // so holding sends cannot deadlock.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <queue>
 #include <vector>
 
 namespace poseidon::dist {
+
+// The sequence of a parameter server's send within its layer's priority:
+// block `b` of its unit (id `id`), from rank `from` to rank `to` of `ranks`.
+// Blocks go in rounds of `ranks` (their owners taken in turn), and within a
+// round each rank starts with the rank after it: at any moment the ranks
+// send to different ranks (a permutation, so no receiver's link takes seven
+// streams while others idle), and an owner has a round's pushes from every
+// rank at about the same time. The block id breaks ties.
+int64_t ps_send_sequence(size_t b, int64_t id, int from, int to, int ranks);
+
+// The window of held sends: a block to each other rank (at least two), so
+// that a round of ps_send_sequence is in flight at once.
+int64_t priority_window_bytes(int64_t block_bytes, int ranks);
 
 class PrioritySends {
  public:

@@ -73,7 +73,8 @@ void PsExchange::send_block(Requests& requests, size_t b, int peer, const float*
   };
   if (!sends_) return post(false);
   requests.hold(*this);
-  sends_->submit(priority_, blk.id, blk.count * 4, [post] { post(true); });
+  sends_->submit(priority_, ps_send_sequence(b, blk.id, comm_.rank(), peer, comm_.size()), blk.count * 4,
+                 [post] { post(true); });
 }
 
 void PsExchange::complete(int s, Requests& requests) {

@@ -45,7 +45,8 @@ Scheduler::Scheduler(Net& net, Solver& solver, const World& world, CommPlan plan
   POSEIDON_CHECK(plan_.world_size == comm_->size()) << plan_.world_size << " vs " << comm_->size();
   if (emulated) requests_.emulate(*emulated);
   for (size_t i = 0; i < net_.num_layers(); ++i) layer_index_[&net_.layer(i)] = i;
-  if (config_.order == "priority") priority_sends_ = std::make_unique<PrioritySends>(2 * config_.block_bytes);
+  if (config_.order == "priority")
+    priority_sends_ = std::make_unique<PrioritySends>(priority_window_bytes(config_.block_bytes, comm_->size()));
   int64_t blocks = 0;
   for (size_t u = 0; u < plan_.units.size(); ++u) {
     const Unit& unit = plan_.units[u];

@@ -134,7 +134,8 @@ Simulation::Simulation(const Net& net, const CommPlan& plan, const ComputeProfil
     r.done.assign(units, 0);
     r.pending.assign(units, 0);
     r.busy.assign(iterations_, {});
-    if (config.dist.order == "priority") r.sends = std::make_unique<PrioritySends>(2 * config.dist.block_bytes);
+    if (config.dist.order == "priority")
+      r.sends = std::make_unique<PrioritySends>(priority_window_bytes(config.dist.block_bytes, config.workers));
   }
   reports_.assign(net.num_layers(), {});
   costs_.assign(units, {});
@@ -309,8 +310,8 @@ void Simulation::send(int from, int to, size_t u, size_t b, int round, Action on
   const double bytes = static_cast<double>(plan_.units[u].blocks[b].count) * 4;
   PrioritySends* queue = ranks_[from].sends.get();
   if (!queue) return transmit(from, to, bytes, round, std::move(on_arrival));
-  queue->submit(costs_[u].priority, plan_.units[u].blocks[b].id, static_cast<int64_t>(bytes),
-                [this, queue, from, to, bytes, round, on_arrival = std::move(on_arrival)] {
+  queue->submit(costs_[u].priority, ps_send_sequence(b, plan_.units[u].blocks[b].id, from, to, ranks_count_),
+                static_cast<int64_t>(bytes), [this, queue, from, to, bytes, round, on_arrival = std::move(on_arrival)] {
                   transmit(from, to, bytes, round, [queue, bytes, on_arrival] {
                     queue->sent(static_cast<int64_t>(bytes));
                     queue->pump();

@@ -124,8 +124,7 @@ Trainer::Trainer(TrainConfig config, TrainOptions options)
     scheduler_ = std::make_unique<dist::Scheduler>(
         exchanged, *solver_, *options_.world,
         dist::plan_for_config(exchanged, config_.dist, world_size_, link_.value_or(dist::LinkModel{})), config_.dist,
-        iter_,
-        config_.solver.check_finite && !emulated_,
+        iter_, config_.solver.check_finite && !emulated_,
         emulated_ ? std::optional<dist::DeviceCosts>(emulated_->device) : std::nullopt);
   }
   if (!options_.timeline.empty()) {
@@ -358,15 +357,17 @@ EvalResult Trainer::run() {
     progress.step(iter_, epoch, loss, lr, net_->batch() * world_size_, comm_text);
     if (display_now) {
       double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-      nlohmann::json record = {{"type", "train"},
-                               {"iter", iter_},
-                               {"epoch", epoch},
-                               {"loss", loss},
-                               {"loss_avg", progress.smoothed_loss()},
-                               {"lr", lr},
-                               {"images_per_sec", progress.images_per_sec()},
-                               {"elapsed_s", elapsed},
-                               {"skipped_images", train_loader_->skipped()}};
+      nlohmann::json record = {
+          {"type", "train"},
+          {"iter", iter_},
+          {"epoch", epoch},
+          {"loss", loss},
+          {"loss_avg", progress.smoothed_loss()},
+          {"lr", lr},
+          {"images_per_sec", progress.images_per_sec()},
+          {"elapsed_s", elapsed},
+          {"unix_time", std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count()},
+          {"skipped_images", train_loader_->skipped()}};
       if (comm) {
         const double n = static_cast<double>(std::max<int64_t>(1, comm->iterations));
         record["comm_bytes_sent"] = comm->bytes_sent / n;

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 
+#include <chrono>
 #include <cmath>
 #include <fstream>
 #include <map>
@@ -107,9 +108,23 @@ std::vector<nlohmann::json> records(const std::string& metrics, const std::strin
   return out;
 }
 
+double unix_now() { return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count(); }
+
 TEST_F(MpiTrain, TwoRanksMatchOneProcessOnTheCombinedBatch) {
+  const double before = unix_now();
   CliResult single = run_poseidon(train_args(8, "single"));
   ASSERT_EQ(single.status, 0) << single.err;
+  const double after = unix_now();
+  // Each train record says when it was written, by the wall clock and since training began.
+  auto single_train = records(dir.file("single/metrics.jsonl"), "train");
+  ASSERT_FALSE(single_train.empty());
+  for (const auto& r : single_train) {
+    EXPECT_GE(r["unix_time"].get<double>(), before);
+    EXPECT_LE(r["unix_time"].get<double>(), after);
+    const double wall = r["unix_time"].get<double>() - single_train[0]["unix_time"].get<double>();
+    const double since_start = r["elapsed_s"].get<double>() - single_train[0]["elapsed_s"].get<double>();
+    EXPECT_NEAR(wall, since_start, 0.05);
+  }
   for (const std::string scheme : {"ps", "allreduce"}) {
     SCOPED_TRACE(scheme);
     CliResult mpi = run_mpi(
