@@ -1,7 +1,9 @@
 // HybComm cost model, the per-layer choice, and the link and GEMM probes.
 #include "dist/planner.h"
 
+#include <algorithm>
 #include <chrono>
+#include <thread>
 #include <vector>
 
 #include "core/math.h"
@@ -10,6 +12,22 @@
 namespace poseidon::dist {
 
 namespace {
+double median(std::vector<double> values) {
+  std::nth_element(values.begin(), values.begin() + values.size() / 2, values.end());
+  return values[values.size() / 2];
+}
+
+// Waits for a collective asleep, not spinning in a blocking call: on a host
+// with more ranks than cores the waiting ranks' polling would take the cores
+// the probing ranks need, and the probe would time the scheduler.
+void wait_asleep(MPI_Request& request) {
+  for (int done = 0;;) {
+    POSEIDON_MPI(MPI_Test(&request, &done, MPI_STATUS_IGNORE));
+    if (done) return;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+}
+
 double transfer_seconds(double numbers, const LinkModel& link) {
   return numbers / 2 * 4 / (link.bandwidth_gbps * 1e9 / 8);
 }
@@ -79,11 +97,13 @@ double measure_gemm_gflops() {
   const int64_t n = 384;
   std::vector<float> a(n * n, 0.5f), b(n * n, 0.25f), c(n * n);
   gemm(false, false, n, n, n, 1.f, a.data(), b.data(), 0.f, c.data());  // warm-up
-  const int reps = 4;
-  const auto t0 = std::chrono::steady_clock::now();
-  for (int r = 0; r < reps; ++r) gemm(false, false, n, n, n, 1.f, a.data(), b.data(), 0.f, c.data());
-  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  return 2.0 * n * n * n * reps / std::max(s, 1e-9) / 1e9;
+  std::vector<double> seconds(8);
+  for (double& s : seconds) {
+    const auto t0 = std::chrono::steady_clock::now();
+    gemm(false, false, n, n, n, 1.f, a.data(), b.data(), 0.f, c.data());
+    s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  }
+  return 2.0 * n * n * n / std::max(median(seconds), 1e-9) / 1e9;
 }
 
 LinkModel measure_link(const World& world, const DistConfig& config, std::optional<double> gemm_gflops) {
@@ -92,11 +112,19 @@ LinkModel measure_link(const World& world, const DistConfig& config, std::option
   const bool probe = comm.size() > 1 && (!config.bandwidth_gbps || !config.latency_us);
   double figures[3] = {config.bandwidth_gbps.value_or(link.bandwidth_gbps), config.latency_us.value_or(link.latency_us),
                        0};
+  // Every rank is done with its start-up (building and initialising a large
+  // net keeps a core busy) before the probe times anything.
+  MPI_Request arrived;
+  POSEIDON_MPI(MPI_Ibarrier(comm.handle(), &arrived));
+  wait_asleep(arrived);
   if (probe && comm.rank() < 2) {
     const int peer = 1 - comm.rank();
-    auto round_trips = [&](std::vector<char>& buf, int reps) {
-      const auto t0 = std::chrono::steady_clock::now();
-      for (int r = 0; r < reps; ++r) {
+    // The median round trip: a few delayed by the scheduler (other processes
+    // on the host's cores) must not pass for the link's latency.
+    auto round_trip = [&](std::vector<char>& buf, int reps) {
+      std::vector<double> seconds(reps);
+      for (double& s : seconds) {
+        const auto t0 = std::chrono::steady_clock::now();
         const int n = static_cast<int>(buf.size());
         if (comm.rank() == 0) {
           POSEIDON_MPI(MPI_Send(buf.data(), n, MPI_BYTE, peer, 0, comm.handle()));
@@ -105,19 +133,22 @@ LinkModel measure_link(const World& world, const DistConfig& config, std::option
           POSEIDON_MPI(MPI_Recv(buf.data(), n, MPI_BYTE, peer, 0, comm.handle(), MPI_STATUS_IGNORE));
           POSEIDON_MPI(MPI_Send(buf.data(), n, MPI_BYTE, peer, 0, comm.handle()));
         }
+        s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       }
-      return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / reps;
+      return median(seconds);
     };
     std::vector<char> small(8), large(4 << 20);
-    round_trips(small, 10);  // warm-up: connections are made lazily
-    const double latency = round_trips(small, 200) / 2;
-    round_trips(large, 1);
-    const double one_way = round_trips(large, 5) / 2;
+    round_trip(small, 10);  // warm-up: connections are made lazily
+    const double latency = round_trip(small, 200) / 2;
+    round_trip(large, 1);
+    const double one_way = round_trip(large, 5) / 2;
     if (!config.latency_us) figures[1] = latency * 1e6;
     if (!config.bandwidth_gbps) figures[0] = large.size() * 8 / std::max(one_way - latency, 1e-9) / 1e9;
   }
   if (comm.rank() == 0) figures[2] = gemm_gflops ? *gemm_gflops : measure_gemm_gflops();
-  POSEIDON_MPI(MPI_Bcast(figures, 3, MPI_DOUBLE, 0, comm.handle()));
+  MPI_Request request;
+  POSEIDON_MPI(MPI_Ibcast(figures, 3, MPI_DOUBLE, 0, comm.handle(), &request));
+  wait_asleep(request);
   link.bandwidth_gbps = figures[0];
   link.latency_us = figures[1];
   link.gemm_gflops = figures[2];

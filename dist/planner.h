@@ -56,9 +56,12 @@ struct LayerPlan {
 std::vector<LayerPlan> plan_layers(Net& net, int64_t batch, int ranks, const LinkModel& link);
 
 // Fills what `config` leaves unset: bandwidth and latency by a ping-pong
-// between ranks 0 and 1, the GEMM rate (unless `gemm_gflops` gives it) by
-// timing one GEMM on rank 0; rank 0's figures are broadcast, so that every
-// rank plans the same. Collective; call it before the scheduler exists.
+// between ranks 0 and 1 (median round trips), the GEMM rate (unless
+// `gemm_gflops` gives it) by timing GEMMs on rank 0 (the median); rank 0's
+// figures are broadcast, so that every rank plans the same. The ranks start
+// together and the others wait asleep, so that on hosts with more ranks than
+// cores the probe times the link, not the scheduler. Collective; call it
+// before the scheduler exists.
 LinkModel measure_link(const World& world, const DistConfig& config, std::optional<double> gemm_gflops = std::nullopt);
 
 // The GEMM rate of this process, GFLOP/s, from a short timed GEMM.
