@@ -12,9 +12,18 @@
 namespace poseidon::dist {
 
 namespace {
-double median(std::vector<double> values) {
-  std::nth_element(values.begin(), values.begin() + values.size() / 2, values.end());
-  return values[values.size() / 2];
+// The median of `reps` timed runs of `run`: a few runs delayed by the
+// scheduler (other processes on the host's cores) do not move it.
+template <class Run>
+double median_seconds(int reps, Run&& run) {
+  std::vector<double> seconds(reps);
+  for (double& s : seconds) {
+    const auto t0 = std::chrono::steady_clock::now();
+    run();
+    s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  }
+  std::nth_element(seconds.begin(), seconds.begin() + reps / 2, seconds.end());
+  return seconds[reps / 2];
 }
 
 // Waits for a collective asleep, not spinning in a blocking call: on a host
@@ -97,13 +106,9 @@ double measure_gemm_gflops() {
   const int64_t n = 384;
   std::vector<float> a(n * n, 0.5f), b(n * n, 0.25f), c(n * n);
   gemm(false, false, n, n, n, 1.f, a.data(), b.data(), 0.f, c.data());  // warm-up
-  std::vector<double> seconds(8);
-  for (double& s : seconds) {
-    const auto t0 = std::chrono::steady_clock::now();
-    gemm(false, false, n, n, n, 1.f, a.data(), b.data(), 0.f, c.data());
-    s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  }
-  return 2.0 * n * n * n / std::max(median(seconds), 1e-9) / 1e9;
+  const double seconds =
+      median_seconds(8, [&] { gemm(false, false, n, n, n, 1.f, a.data(), b.data(), 0.f, c.data()); });
+  return 2.0 * n * n * n / std::max(seconds, 1e-9) / 1e9;
 }
 
 LinkModel measure_link(const World& world, const DistConfig& config, std::optional<double> gemm_gflops) {
@@ -119,13 +124,10 @@ LinkModel measure_link(const World& world, const DistConfig& config, std::option
   wait_asleep(arrived);
   if (probe && comm.rank() < 2) {
     const int peer = 1 - comm.rank();
-    // The median round trip: a few delayed by the scheduler (other processes
-    // on the host's cores) must not pass for the link's latency.
+    // The median round trip.
     auto round_trip = [&](std::vector<char>& buf, int reps) {
-      std::vector<double> seconds(reps);
-      for (double& s : seconds) {
-        const auto t0 = std::chrono::steady_clock::now();
-        const int n = static_cast<int>(buf.size());
+      const int n = static_cast<int>(buf.size());
+      return median_seconds(reps, [&] {
         if (comm.rank() == 0) {
           POSEIDON_MPI(MPI_Send(buf.data(), n, MPI_BYTE, peer, 0, comm.handle()));
           POSEIDON_MPI(MPI_Recv(buf.data(), n, MPI_BYTE, peer, 0, comm.handle(), MPI_STATUS_IGNORE));
@@ -133,9 +135,7 @@ LinkModel measure_link(const World& world, const DistConfig& config, std::option
           POSEIDON_MPI(MPI_Recv(buf.data(), n, MPI_BYTE, peer, 0, comm.handle(), MPI_STATUS_IGNORE));
           POSEIDON_MPI(MPI_Send(buf.data(), n, MPI_BYTE, peer, 0, comm.handle()));
         }
-        s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-      }
-      return median(seconds);
+      });
     };
     std::vector<char> small(8), large(4 << 20);
     round_trip(small, 10);  // warm-up: connections are made lazily
