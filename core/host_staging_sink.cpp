@@ -1,6 +1,9 @@
 // The host staging of a GPU net's distribution (see host_staging_sink.h).
 #include "core/host_staging_sink.h"
 
+#include <algorithm>
+#include <utility>
+
 #include "core/error.h"
 
 namespace poseidon {
@@ -44,32 +47,118 @@ HostStagingSink::HostStagingSink(Net& net, Net& mirror, GradSink& inner) : net_(
       param_layer_[&mine[k]] = i;
     }
   }
+  if (!net_.device().is_cuda()) return;
+  streams_ = std::make_unique<StagingStreams>(net_.device());
+  pin_mirror();
+  stager_ = std::thread(&HostStagingSink::hand_over, this);
+}
+
+HostStagingSink::~HostStagingSink() {
+  if (!stager_.joinable()) return;
+  {
+    std::lock_guard lock(mutex_);
+    stop_ = true;
+  }
+  queued_.notify_all();
+  stager_.join();
+}
+
+void HostStagingSink::pin_mirror() {
+  auto pin = [&](Tensor& t) { streams_->pin(t.data(), static_cast<size_t>(t.numel()) * sizeof(float)); };
+  for (size_t i = 0; i < mirror_.num_layers(); ++i)
+    for (Param& p : mirror_.layer(i).params()) {
+      pin(p.value);
+      pin(p.grad);
+      if (p.grad_formed_elsewhere) {
+        pin(mirror_.blob(mirror_.layer(i).inputs()[0]).value);
+        pin(mirror_.blob(mirror_.layer(i).outputs()[0]).grad);
+      }
+    }
 }
 
 const Layer& HostStagingSink::mirror_layer(const Layer& layer) const { return mirror_.layer(layer_index_.at(&layer)); }
 
+void HostStagingSink::rethrow() {
+  std::lock_guard lock(mutex_);
+  if (error_) std::rethrow_exception(std::exchange(error_, nullptr));
+}
+
 void HostStagingSink::await_params(const Layer& layer) {
+  rethrow();
   const size_t i = layer_index_.at(&layer);
   inner_.await_params(mirror_.layer(i));
-  // Queued ahead of the layer's kernels on the device's stream.
   auto& mine = net_.layer(i).params();
   auto& theirs = mirror_.layer(i).params();
+  std::vector<StagingStreams::Copy> up;
   for (size_t k = 0; k < mine.size(); ++k)
-    if (mine[k].learnable) mine[k].value.copy_from(theirs[k].value);
+    if (mine[k].learnable) up.push_back({mine[k].value.data(), theirs[k].value.data(), size_t(mine[k].value.numel())});
+  if (streams_) {
+    streams_->upload(up);  // the layer's kernels, queued next, wait for it on the GPU
+    return;
+  }
+  for (const auto& c : up) std::copy(c.src, c.src + c.count, c.dst);
+}
+
+std::vector<StagingStreams::Copy> HostStagingSink::gradient_copies(Param& param) {
+  Param& mirror = *mirror_param_.at(&param);
+  if (!mirror.grad_formed_elsewhere) return {{mirror.grad.data(), param.grad.data(), size_t(param.grad.numel())}};
+  // SFB forms this gradient from the layer's input and output gradient; the
+  // mirror's blobs must hold this iteration's.
+  const Layer& layer = net_.layer(param_layer_.at(&param));
+  const Blob& in = net_.blob(layer.inputs()[0]);
+  const Blob& out = net_.blob(layer.outputs()[0]);
+  return {{mirror_.blob(in.name).value.data(), in.value.data(), size_t(in.value.numel())},
+          {mirror_.blob(out.name).grad.data(), out.grad.data(), size_t(out.grad.numel())}};
 }
 
 void HostStagingSink::grad_ready(Param& param) {
+  rethrow();
   Param& mirror = *mirror_param_.at(&param);
-  if (mirror.grad_formed_elsewhere) {
-    // SFB forms this gradient from the layer's input and output gradient;
-    // the mirror's blobs must hold this iteration's.
-    const Layer& layer = net_.layer(param_layer_.at(&param));
-    mirror_.blob(layer.inputs()[0]).value.copy_from(net_.blob(layer.inputs()[0]).value);
-    mirror_.blob(layer.outputs()[0]).grad.copy_from(net_.blob(layer.outputs()[0]).grad);
-  } else {
-    mirror.grad.copy_from(param.grad);
+  const std::vector<StagingStreams::Copy> down = gradient_copies(param);
+  if (!streams_) {
+    for (const auto& c : down) std::copy(c.src, c.src + c.count, c.dst);
+    inner_.grad_ready(mirror);
+    return;
   }
-  inner_.grad_ready(mirror);
+  const StagingStreams::Ticket ticket = streams_->download(down);
+  std::lock_guard lock(mutex_);
+  landings_.push_back(Landing{&mirror, ticket});
+  queued_.notify_one();
+}
+
+void HostStagingSink::backward_done() {
+  if (streams_) {
+    // Every gradient handed over before the exchange hears that backward is
+    // done; the next forward's gates then ask about this iteration.
+    std::unique_lock lock(mutex_);
+    drained_.wait(lock, [&] { return landings_.empty() && !handing_; });
+  }
+  rethrow();
+  inner_.backward_done();
+}
+
+void HostStagingSink::hand_over() {
+  for (;;) {
+    std::unique_lock lock(mutex_);
+    queued_.wait(lock, [&] { return stop_ || !landings_.empty(); });
+    if (landings_.empty()) return;  // stopping
+    const Landing landing = landings_.front();
+    landings_.pop_front();
+    handing_ = true;
+    const bool failed = error_ != nullptr;
+    lock.unlock();
+    try {
+      streams_->wait(landing.ticket);
+      if (!failed) inner_.grad_ready(*landing.mirror);
+    } catch (...) {
+      lock.lock();
+      if (!error_) error_ = std::current_exception();
+      lock.unlock();
+    }
+    lock.lock();
+    handing_ = false;
+    drained_.notify_all();
+  }
 }
 
 }  // namespace poseidon

@@ -6,15 +6,30 @@
 // a weight whose gradient SFB forms itself, the layer's input and output
 // gradient that it forms it from), and each layer's gate copies the
 // parameters the exchange made current back up before the layer runs.
+//
+// On a GPU neither direction holds the compute stream or the thread that
+// queues its kernels: a gradient's copy is queued on the copy stream behind
+// an event of the compute stream into pinned memory, and a staging thread
+// hands it to the exchange once it has landed; the parameters go up on the
+// other copy stream and the layer's kernels wait for them on the GPU. The
+// thread that runs the net waits only for the exchange itself (at a gate)
+// and, at the end of backward, for the last gradients to be handed over.
 // With both nets on the CPU it runs the same path with plain copies, which is
 // how the tests check it against distribution without staging.
 #pragma once
 
+#include <condition_variable>
+#include <deque>
+#include <exception>
+#include <memory>
+#include <mutex>
+#include <thread>
 #include <unordered_map>
 #include <vector>
 
 #include "core/events.h"
 #include "core/net.h"
+#include "core/staging_streams.h"
 
 namespace poseidon {
 
@@ -23,18 +38,38 @@ class HostStagingSink : public GradSink {
   // `net` and `mirror` are built from the same model; `inner` serves `mirror`
   // and has marked the gradients it forms itself (Param::grad_formed_elsewhere).
   HostStagingSink(Net& net, Net& mirror, GradSink& inner);
+  ~HostStagingSink() override;
 
   void await_params(const Layer& layer) override;
   void grad_ready(Param& param) override;
-  void backward_done() override { inner_.backward_done(); }
+  void backward_done() override;
   void layer_begin(const Layer& layer, bool backward) override { inner_.layer_begin(mirror_layer(layer), backward); }
   void layer_end(const Layer& layer, bool backward) override { inner_.layer_end(mirror_layer(layer), backward); }
 
  private:
   const Layer& mirror_layer(const Layer& layer) const;
+  // The copies that bring `param`'s gradient (or what SFB forms it from) down.
+  std::vector<StagingStreams::Copy> gradient_copies(Param& param);
+  void pin_mirror();
+  void hand_over();  // the staging thread
+  void rethrow();
+
   Net& net_;
   Net& mirror_;
   GradSink& inner_;
+  // On a GPU: the streams and the staging thread's queue of downloads, each
+  // a mirror parameter (null: backward is done) and its ticket.
+  std::unique_ptr<StagingStreams> streams_;
+  struct Landing {
+    Param* mirror;
+    StagingStreams::Ticket ticket;
+  };
+  std::mutex mutex_;
+  std::condition_variable queued_, drained_;
+  std::deque<Landing> landings_;
+  bool handing_ = false, stop_ = false;
+  std::exception_ptr error_;
+  std::thread stager_;
   std::unordered_map<const Layer*, size_t> layer_index_;
   std::unordered_map<const Param*, Param*> mirror_param_;
   std::unordered_map<const Param*, size_t> param_layer_;
