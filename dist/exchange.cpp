@@ -36,6 +36,7 @@ std::vector<Exchange*> Requests::poll() {
     const DeviceWork w = device_.front();
     device_.pop_front();
     --w.owner->in_flight_;
+    ++finished_;
     w.owner->complete(w.slot, *this);
     if (w.owner->in_flight_ == 0) idle.push_back(w.owner);
   }
@@ -75,11 +76,17 @@ void Requests::poll_mpi(std::vector<Exchange*>& idle) {
     }
   requests_.resize(kept);
   entries_.resize(kept);
+  finished_ += done;
   for (const Entry& e : finished) {
     --e.owner->in_flight_;
     e.owner->complete(e.slot, *this);
     if (e.owner->in_flight_ == 0) idle.push_back(e.owner);
   }
+}
+
+std::chrono::steady_clock::duration Requests::until_device_done() const {
+  if (device_.empty()) return std::chrono::steady_clock::duration::max();
+  return std::max(device_.front().done - std::chrono::steady_clock::now(), std::chrono::steady_clock::duration::zero());
 }
 
 const std::string* Requests::stalled(double seconds) {

@@ -68,6 +68,12 @@ class Requests {
 
   int64_t bytes_sent() const { return bytes_sent_; }
   int64_t bytes_received() const { return bytes_received_; }
+  // Operations finished so far (MPI and the emulated device's): a poller
+  // that sees no change may wait longer before the next poll.
+  int64_t finished() const { return finished_; }
+  // How long until the emulated device's next piece of work is over (the
+  // longest wait when it has none).
+  std::chrono::steady_clock::duration until_device_done() const;
 
  private:
   struct Entry {
@@ -90,6 +96,7 @@ class Requests {
   std::vector<MPI_Status> statuses_;
   std::string stall_;
   int64_t bytes_sent_ = 0, bytes_received_ = 0;
+  int64_t finished_ = 0;
 };
 
 }  // namespace poseidon::dist

@@ -18,9 +18,14 @@ namespace {
 using Clock = std::chrono::steady_clock;
 double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
-// After a poll that finished nothing, the thread sleeps this long (or until a
-// unit becomes ready) instead of spinning on a core the compute thread needs.
+// Between polls the thread sleeps (or until a unit becomes ready) instead of
+// spinning on a core the compute thread, the data loader and the kernel's
+// network stack need: 50 us after a poll that finished something, twice as
+// long after each that finished nothing, up to 800 us (a socket buffer
+// holds more than that at the link's rate; an emulated device's work ends
+// the sleep when it is due).
 constexpr auto kPollPause = std::chrono::microseconds(50);
+constexpr auto kPollPauseMax = std::chrono::microseconds(800);
 // With nothing in flight the thread still wakes this often to answer other
 // ranks' stall questions.
 constexpr auto kIdlePause = std::chrono::milliseconds(10);
@@ -34,7 +39,8 @@ uint64_t fnv1a(const void* data, size_t bytes) {
 }  // namespace
 
 Scheduler::Scheduler(Net& net, Solver& solver, const World& world, CommPlan plan, const DistConfig& config,
-                     int64_t first_iteration, bool check_finite, const std::optional<DeviceCosts>& emulated)
+                     int64_t first_iteration, bool check_finite, const std::optional<DeviceCosts>& emulated,
+                     RebuildGemm rebuild_gemm)
     : net_(net),
       solver_(solver),
       plan_(std::move(plan)),
@@ -70,7 +76,7 @@ Scheduler::Scheduler(Net& net, Solver& solver, const World& world, CommPlan plan
       Param& weight = *plan_.params[unit.params[0]].param;
       Param* bias = unit.params.size() > 1 ? plan_.params[unit.params[1]].param : nullptr;
       ex = std::make_unique<SfbExchange>(*comm_, solver_, weight, bias, net_.blob(layer.inputs()[0]).value,
-                                         net_.blob(layer.outputs()[0]).grad, unit.label);
+                                         net_.blob(layer.outputs()[0]).grad, unit.label, rebuild_gemm);
     }
     unit_of_exchange_[ex.get()] = u;
     exchanges_.push_back(std::move(ex));
@@ -227,6 +233,8 @@ void Scheduler::finish_unit(size_t u) {
 void Scheduler::loop() {
   bool busy = false;
   Clock::time_point busy_since;
+  Clock::duration pause = kPollPause;
+  int64_t finished = 0;
   try {
     for (;;) {
       std::vector<size_t> starting;
@@ -267,9 +275,13 @@ void Scheduler::loop() {
         stats_.comm_s += seconds_since(busy_since);
       }
       busy = now_busy;
+      const bool progressed = !starting.empty() || requests_.finished() != finished;
+      finished = requests_.finished();
+      pause = progressed ? Clock::duration(kPollPause) : std::min<Clock::duration>(2 * pause, kPollPauseMax);
       if (now_busy) {
         std::unique_lock lock(mutex_);
-        work_.wait_for(lock, kPollPause, [&] { return stop_ || (!ready_.empty() && ready_[next_unit_]); });
+        work_.wait_for(lock, std::min(pause, requests_.until_device_done()),
+                       [&] { return stop_ || (!ready_.empty() && ready_[next_unit_]); });
       }
     }
   } catch (const std::exception& e) {

@@ -38,6 +38,7 @@
 #include "dist/exchange.h"
 #include "dist/plan.h"
 #include "dist/priority.h"
+#include "dist/sfb.h"
 #include "dist/stall.h"
 #include "dist/timeline.h"
 
@@ -64,9 +65,11 @@ class Scheduler : public GradSink {
   // it leaves this rank (grad_ready throws), so it reaches no replica. With
   // `emulated` (train --emulate-compute), updates, sums and SFB rebuilds are
   // waits of that device's time instead of computed (Requests::post_device).
+  // `rebuild_gemm`, when given, runs SFB's rebuild GEMMs (a GPU's, for a net
+  // staged from a GPU).
   Scheduler(Net& net, Solver& solver, const World& world, CommPlan plan, const DistConfig& config,
             int64_t first_iteration, bool check_finite = false,
-            const std::optional<DeviceCosts>& emulated = std::nullopt);
+            const std::optional<DeviceCosts>& emulated = std::nullopt, RebuildGemm rebuild_gemm = {});
   ~Scheduler() override;
 
   void await_params(const Layer& layer) override;

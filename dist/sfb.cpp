@@ -9,14 +9,15 @@
 namespace poseidon::dist {
 
 SfbExchange::SfbExchange(const Comm& comm, Solver& solver, Param& weight, Param* bias, const Tensor& input,
-                         const Tensor& output_grad, std::string label)
+                         const Tensor& output_grad, std::string label, RebuildGemm rebuild_gemm)
     : comm_(comm),
       solver_(solver),
       weight_(weight),
       bias_(bias),
       input_(input),
       output_grad_(output_grad),
-      label_(std::move(label)) {
+      label_(std::move(label)),
+      rebuild_gemm_(std::move(rebuild_gemm)) {
   POSEIDON_CHECK(weight_.shape.size() == 2) << weight_.name << " is not a matrix";
   m_ = weight_.shape[0];
   n_ = weight_.shape[1];
@@ -62,7 +63,11 @@ void SfbExchange::complete(int slot, Requests& requests) {
                                 rebuilt);
   }
   const float scale = 1.f / static_cast<float>(comm_.size());
-  gemm(true, false, m_, n_, rows, scale, all_output_grads_.data(), all_inputs_.data(), 0.f, weight_.grad.data());
+  if (rebuild_gemm_)
+    rebuild_gemm_(true, false, m_, n_, rows, scale, all_output_grads_.data(), all_inputs_.data(), 0.f,
+                  weight_.grad.data());
+  else
+    gemm(true, false, m_, n_, rows, scale, all_output_grads_.data(), all_inputs_.data(), 0.f, weight_.grad.data());
   solver_.update(weight_);
   if (!bias_) return;
   float* db = bias_->grad.data();

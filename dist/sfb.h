@@ -8,10 +8,13 @@
 // with U [P*K, M] and V [P*K, N] the gathered factors in rank order. Each
 // rank then applies the same Solver update, so replicas stay identical (as
 // long as every rank runs the same GEMM kernels). Backward skips computing
-// dW locally (Param::grad_formed_elsewhere). Under emulated compute the
-// rebuild and the update are a wait on the emulated device instead.
+// dW locally (Param::grad_formed_elsewhere). The rebuild GEMM runs where
+// `rebuild_gemm` says (a GPU's for a GPU net: core/gpu_gemm.h), on the host
+// without one. Under emulated compute the rebuild and the update are a wait
+// on the emulated device instead.
 #pragma once
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -22,12 +25,17 @@
 
 namespace poseidon::dist {
 
+// A row-major GEMM c = alpha op(a) op(b) + beta c over host buffers, as
+// core/math.h's gemm: (trans_a, trans_b, m, n, k, alpha, a, b, beta, c).
+using RebuildGemm =
+    std::function<void(bool, bool, int64_t, int64_t, int64_t, float, const float*, const float*, float, float*)>;
+
 class SfbExchange : public Exchange {
  public:
   // `input` and `output_grad` are the layer's input value and output gradient
   // blobs (read when the layer's gradients are reported); `bias` may be null.
   SfbExchange(const Comm& comm, Solver& solver, Param& weight, Param* bias, const Tensor& input,
-              const Tensor& output_grad, std::string label);
+              const Tensor& output_grad, std::string label, RebuildGemm rebuild_gemm = {});
   ~SfbExchange() override { weight_.grad_formed_elsewhere = false; }
   void capture() override;
   void start(Requests& requests) override;
@@ -44,6 +52,7 @@ class SfbExchange : public Exchange {
   const Tensor& input_;
   const Tensor& output_grad_;
   std::string label_;
+  RebuildGemm rebuild_gemm_;
   int64_t k_ = 0, m_ = 0, n_ = 0;
   std::vector<float> my_inputs_, my_output_grads_;    // this rank's factors: K x N, K x M
   std::vector<float> all_inputs_, all_output_grads_;  // everyone's, in rank order: P*K x N, P*K x M

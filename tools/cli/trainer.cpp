@@ -125,7 +125,7 @@ Trainer::Trainer(TrainConfig config, TrainOptions options)
         exchanged, *solver_, *options_.world,
         dist::plan_for_config(exchanged, config_.dist, world_size_, link_.value_or(dist::LinkModel{})), config_.dist,
         iter_, config_.solver.check_finite && !emulated_,
-        emulated_ ? std::optional<dist::DeviceCosts>(emulated_->device) : std::nullopt);
+        emulated_ ? std::optional<dist::DeviceCosts>(emulated_->device) : std::nullopt, rebuild_gemm());
   }
   if (!options_.timeline.empty()) {
     timeline_ = std::make_unique<dist::Timeline>(rank_);
@@ -134,6 +134,13 @@ Trainer::Trainer(TrainConfig config, TrainOptions options)
 }
 
 Trainer::~Trainer() = default;
+
+dist::RebuildGemm Trainer::rebuild_gemm() {
+  if (!config_.device.is_cuda() || emulated_) return {};  // on the host (or a wait, emulated)
+  gpu_gemm_ = std::make_unique<GpuGemm>(config_.device);
+  return [gemm = gpu_gemm_.get()](bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
+                                  const float* b, float beta, float* c) { (*gemm)(ta, tb, m, n, k, alpha, a, b, beta, c); };
+}
 
 std::string Trainer::checkpoint_path(const std::string& tag) const {
   return (std::filesystem::path(config_.output_dir) / (tag + ".safetensors")).string();
