@@ -7,8 +7,14 @@
 namespace poseidon::dist {
 
 AllreduceExchange::AllreduceExchange(const Comm& comm, Solver& solver, std::vector<Param*> params, float* grads,
-                                     int64_t count, std::string label)
-    : comm_(comm), solver_(solver), params_(std::move(params)), grads_(grads), count_(count), label_(std::move(label)) {
+                                     int64_t count, std::string label, DeviceSum device_sum)
+    : comm_(comm),
+      solver_(solver),
+      params_(std::move(params)),
+      grads_(grads),
+      count_(count),
+      label_(std::move(label)),
+      device_sum_(std::move(device_sum)) {
   const int p = comm_.size();
   if (count_ / p + 1 > std::numeric_limits<int>::max())
     throw CommError("all-reduce bucket of " + label_ + " has " + std::to_string(count_) +
@@ -41,6 +47,7 @@ void AllreduceExchange::start(Requests& requests) {
     update(requests);  // alone: the sum is the gradient
     return;
   }
+  if (device_sum_) return requests.post_polled(device_sum_(grads_, count_), *this, kDeviceSummed);
   post_step(requests);
 }
 
@@ -66,6 +73,11 @@ void AllreduceExchange::post_step(Requests& requests) {
 void AllreduceExchange::complete(int slot, Requests& requests) {
   if (slot == kUpdated) return;
   if (slot == kSummed) return next_step(requests);
+  if (slot == kDeviceSummed) {
+    const float scale = 1.f / static_cast<float>(comm_.size());
+    for (int64_t i = 0; i < count_; ++i) grads_[i] *= scale;
+    return update(requests);
+  }
   if (--step_pending_ == 0) step_over(requests);
 }
 
@@ -100,6 +112,7 @@ void AllreduceExchange::update(Requests& requests) {
 std::string AllreduceExchange::describe(int slot) const {
   if (slot == kSummed) return "the emulated sum of a chunk of " + label_;
   if (slot == kUpdated) return "the emulated update of " + label_;
+  if (slot == kDeviceSummed) return "the NCCL all-reduce of " + label_ + " (a collective: a rank that never joins it stalls every other)";
   const int p = comm_.size(), r = comm_.rank();
   const int step = slot / 2;
   const std::string what = "step " + std::to_string(step + 1) + " of " + std::to_string(steps()) +

@@ -15,9 +15,13 @@
 //
 // Each bucket has its own communicator and every step its own tag; a step
 // starts when the previous one is over. Under emulated compute the sums and
-// the update are waits on the emulated device.
+// the update are waits on the emulated device. With a `device_sum` (a GPU
+// net's buckets summed by NCCL on the GPUs: core/gpu_allreduce.h) the ring is
+// not run: the sum lands in the bucket's host range, which is then averaged
+// and applied, the same bits on every rank.
 #pragma once
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -28,12 +32,16 @@
 
 namespace poseidon::dist {
 
+// Starts summing a bucket over the ranks elsewhere into its host range
+// (`grads`, `count` floats) and returns a test of whether it has landed.
+using DeviceSum = std::function<std::function<bool()>(float* grads, int64_t count)>;
+
 class AllreduceExchange : public Exchange {
  public:
   // `grads` is the bucket's range of the flat gradient buffer (`count`
   // floats, padding included); `params` are the parameters inside it.
   AllreduceExchange(const Comm& comm, Solver& solver, std::vector<Param*> params, float* grads, int64_t count,
-                    std::string label);
+                    std::string label, DeviceSum device_sum = {});
   void start(Requests& requests) override;
   void complete(int slot, Requests& requests) override;
   std::string describe(int slot) const override;
@@ -41,7 +49,7 @@ class AllreduceExchange : public Exchange {
  private:
   // Slots: per step, its receive and its send; then the emulated device's work.
   enum Kind { received = 0, sent = 1 };
-  static constexpr int kSummed = -1, kUpdated = -2;
+  static constexpr int kSummed = -1, kUpdated = -2, kDeviceSummed = -3;
 
   int steps() const { return 2 * (comm_.size() - 1); }
   int chunk_sent(int step) const;      // the chunk this rank sends at `step`
@@ -58,6 +66,7 @@ class AllreduceExchange : public Exchange {
   int64_t count_;
   int64_t learnable_ = 0;  // elements of `params_`
   std::string label_;
+  DeviceSum device_sum_;
   std::vector<int64_t> begins_, counts_;  // per chunk
   std::vector<float> incoming_;           // a chunk received in the reduce-scatter
   int step_ = 0;

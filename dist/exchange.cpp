@@ -28,9 +28,30 @@ void Requests::post_device(double seconds, Exchange& owner, int slot) {
   ++owner.in_flight_;
 }
 
+void Requests::post_polled(std::function<bool()> landed, Exchange& owner, int slot) {
+  polled_.push_back(Polled{std::move(landed), Entry{&owner, slot, std::chrono::steady_clock::now()}});
+  ++owner.in_flight_;
+}
+
+void Requests::poll_polled(std::vector<Exchange*>& idle) {
+  for (size_t i = 0; i < polled_.size();) {
+    if (!polled_[i].landed()) {
+      ++i;
+      continue;
+    }
+    const Entry e = polled_[i].entry;
+    polled_.erase(polled_.begin() + static_cast<std::ptrdiff_t>(i));
+    --e.owner->in_flight_;
+    ++finished_;
+    e.owner->complete(e.slot, *this);
+    if (e.owner->in_flight_ == 0) idle.push_back(e.owner);
+  }
+}
+
 std::vector<Exchange*> Requests::poll() {
   std::vector<Exchange*> idle;
   poll_mpi(idle);
+  poll_polled(idle);
   const auto now = std::chrono::steady_clock::now();
   while (!device_.empty() && device_.front().done <= now) {
     const DeviceWork w = device_.front();
@@ -90,9 +111,12 @@ std::chrono::steady_clock::duration Requests::until_device_done() const {
 }
 
 const std::string* Requests::stalled(double seconds) {
-  if (entries_.empty()) return nullptr;
-  const auto oldest = std::min_element(entries_.begin(), entries_.end(),
-                                       [](const Entry& a, const Entry& b) { return a.posted < b.posted; });
+  const Entry* oldest = nullptr;
+  for (const Entry& e : entries_)
+    if (!oldest || e.posted < oldest->posted) oldest = &e;
+  for (const Polled& p : polled_)
+    if (!oldest || p.entry.posted < oldest->posted) oldest = &p.entry;
+  if (!oldest) return nullptr;
   const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - oldest->posted).count();
   if (waited <= seconds) return nullptr;
   stall_ = oldest->owner->describe(oldest->slot);

@@ -11,6 +11,7 @@
 #include <chrono>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -49,7 +50,7 @@ class Requests {
   // from now: the exchange is not over while it waits. post_held() posts it.
   void hold(Exchange& owner) { ++owner.in_flight_; }
   void post_held(MPI_Request request, Exchange& owner, int slot, int64_t sent, int64_t received);
-  bool empty() const { return requests_.empty() && device_.empty(); }
+  bool empty() const { return requests_.empty() && device_.empty() && polled_.empty(); }
   // Tests everything in flight (MPI_Testsome) and the emulated device's
   // queue, tells the owners of the finished operations, and returns the
   // exchanges left with nothing in flight.
@@ -63,6 +64,10 @@ class Requests {
   // in the order posted; complete(slot) hears when it is over. The
   // communication thread keeps polling meanwhile, as it would beside a GPU.
   void post_device(double seconds, Exchange& owner, int slot);
+  // Work of another kind (a sum on the GPU: core/gpu_allreduce.h) that
+  // `landed` says, without blocking, whether it is over; complete(slot)
+  // hears when it is; the owner's describe(slot) names it in stall messages.
+  void post_polled(std::function<bool()> landed, Exchange& owner, int slot);
   // The longest-waiting operation, when it has waited more than `seconds`.
   const std::string* stalled(double seconds);
 
@@ -87,8 +92,14 @@ class Requests {
     Exchange* owner;
     int slot;
   };
+  struct Polled {
+    std::function<bool()> landed;
+    Entry entry;
+  };
+  void poll_polled(std::vector<Exchange*>& idle);
   std::vector<MPI_Request> requests_;
   std::vector<Entry> entries_;
+  std::vector<Polled> polled_;  // in the order posted
   std::optional<DeviceCosts> emulated_;
   std::deque<DeviceWork> device_;  // in the order posted, which is the order done
   std::chrono::steady_clock::time_point device_free_;

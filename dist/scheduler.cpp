@@ -40,7 +40,7 @@ uint64_t fnv1a(const void* data, size_t bytes) {
 
 Scheduler::Scheduler(Net& net, Solver& solver, const World& world, CommPlan plan, const DistConfig& config,
                      int64_t first_iteration, bool check_finite, const std::optional<DeviceCosts>& emulated,
-                     RebuildGemm rebuild_gemm)
+                     DeviceOffload offload)
     : net_(net),
       solver_(solver),
       plan_(std::move(plan)),
@@ -62,7 +62,8 @@ Scheduler::Scheduler(Net& net, Solver& solver, const World& world, CommPlan plan
       std::vector<Param*> params;
       for (size_t i : unit.params) params.push_back(plan_.params[i].param);
       ex = std::make_unique<AllreduceExchange>(
-          *comm_, solver_, std::move(params), net_.flat_grads().data() + unit.begin, unit.end - unit.begin, unit.label);
+          *comm_, solver_, std::move(params), net_.flat_grads().data() + unit.begin, unit.end - unit.begin, unit.label,
+          offload.allreduce_sum);
     } else if (unit.scheme == Scheme::ps) {
       const PlannedParam& p = plan_.params[unit.params[0]];
       auto ps = std::make_unique<PsExchange>(*comm_, solver_, *p.param, unit.blocks, priority_sends_.get(),
@@ -76,7 +77,7 @@ Scheduler::Scheduler(Net& net, Solver& solver, const World& world, CommPlan plan
       Param& weight = *plan_.params[unit.params[0]].param;
       Param* bias = unit.params.size() > 1 ? plan_.params[unit.params[1]].param : nullptr;
       ex = std::make_unique<SfbExchange>(*comm_, solver_, weight, bias, net_.blob(layer.inputs()[0]).value,
-                                         net_.blob(layer.outputs()[0]).grad, unit.label, rebuild_gemm);
+                                         net_.blob(layer.outputs()[0]).grad, unit.label, offload.rebuild_gemm);
     }
     unit_of_exchange_[ex.get()] = u;
     exchanges_.push_back(std::move(ex));

@@ -33,6 +33,7 @@
 #include "core/events.h"
 #include "core/net.h"
 #include "core/solver.h"
+#include "dist/allreduce.h"
 #include "dist/comm.h"
 #include "dist/dist_config.h"
 #include "dist/exchange.h"
@@ -56,6 +57,13 @@ struct CommStats {
   double hidden_share() const { return comm_s > 0 ? std::max(0.0, 1.0 - wait_s / comm_s) : 1.0; }
 };
 
+// What the exchange of a net staged from a GPU (core/host_staging_sink.h)
+// leaves to that GPU; empty members run on the host.
+struct DeviceOffload {
+  RebuildGemm rebuild_gemm;  // SFB's rebuild GEMMs (core/gpu_gemm.h)
+  DeviceSum allreduce_sum;   // all-reduce buckets' sums (NCCL: core/gpu_allreduce.h)
+};
+
 class Scheduler : public GradSink {
  public:
   // `first_iteration` is the solver iteration of the first update (a resumed
@@ -65,11 +73,10 @@ class Scheduler : public GradSink {
   // it leaves this rank (grad_ready throws), so it reaches no replica. With
   // `emulated` (train --emulate-compute), updates, sums and SFB rebuilds are
   // waits of that device's time instead of computed (Requests::post_device).
-  // `rebuild_gemm`, when given, runs SFB's rebuild GEMMs (a GPU's, for a net
-  // staged from a GPU).
+  // `offload` hands work to the GPU of a net staged from one.
   Scheduler(Net& net, Solver& solver, const World& world, CommPlan plan, const DistConfig& config,
             int64_t first_iteration, bool check_finite = false,
-            const std::optional<DeviceCosts>& emulated = std::nullopt, RebuildGemm rebuild_gemm = {});
+            const std::optional<DeviceCosts>& emulated = std::nullopt, DeviceOffload offload = {});
   ~Scheduler() override;
 
   void await_params(const Layer& layer) override;

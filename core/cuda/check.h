@@ -6,6 +6,7 @@
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 #include <cudnn.h>
+#include <nccl.h>
 
 #include <string>
 
@@ -38,6 +39,14 @@ const char* cublas_message(cublasStatus_t status);
     if (poseidon_status_ != CUDNN_STATUS_SUCCESS)                                       \
       ::poseidon::cuda::fail("cuDNN", #call, __FILE__, __LINE__,                        \
                              cudnnGetErrorString(poseidon_status_));                    \
+  } while (0)
+
+#define POSEIDON_NCCL_CHECK(call)                                                       \
+  do {                                                                                  \
+    ncclResult_t poseidon_status_ = (call);                                             \
+    if (poseidon_status_ != ncclSuccess)                                                \
+      ::poseidon::cuda::fail("NCCL", #call, __FILE__, __LINE__,                         \
+                             ncclGetErrorString(poseidon_status_));                     \
   } while (0)
 
 // Kernel launches report configuration errors only through the next query.

@@ -3,14 +3,21 @@
 // parameters that are bitwise identical on every rank and equal, to relative
 // 1e-4 (L2 norm per tensor), to one process trained on the combined batch of
 // P*K; the gathered optimizer state matches too. Each rank computes the
-// single-process reference itself.
+// single-process reference itself. The "offload" cases hand the all-reduce
+// sums and SFB's rebuild GEMMs to stand-ins of a GPU's (dist::DeviceOffload:
+// a reduce to rank 0 and a broadcast, as NCCL gives every rank the same sum,
+// and the host's gemm), which must change nothing but who computes.
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <cstring>
+#include <functional>
+#include <map>
+#include <memory>
 #include <random>
 
 #include "core/local_sink.h"
+#include "core/math.h"
 #include "dist/scheduler.h"
 #include "tests/dist/test_world.h"
 
@@ -91,7 +98,30 @@ struct DistRun {
   Trained trained;
   std::vector<uint64_t> hashes;  // of every rank's parameters
   dist::CommStats stats;
+  int device_sums = 0, device_rebuilds = 0;  // calls of the offload's stand-ins
 };
+
+// A stand-in for NCCL on the host: the sum reduced to rank 0, then broadcast
+// (every rank gets rank 0's bits), driven by the test of whether it landed.
+std::function<bool()> start_sum(const dist::Comm& comm, float* grads, int64_t count) {
+  struct Sum {
+    MPI_Request request = MPI_REQUEST_NULL;
+    bool broadcasting = false;
+  };
+  auto sum = std::make_shared<Sum>();
+  const bool root = comm.rank() == 0;
+  POSEIDON_MPI(MPI_Ireduce(root ? MPI_IN_PLACE : grads, root ? grads : nullptr, static_cast<int>(count), MPI_FLOAT,
+                           MPI_SUM, 0, comm.handle(), &sum->request));
+  return [sum, &comm, grads, count] {
+    int done = 0;
+    POSEIDON_MPI(MPI_Test(&sum->request, &done, MPI_STATUS_IGNORE));
+    if (!done) return false;
+    if (sum->broadcasting) return true;
+    sum->broadcasting = true;
+    POSEIDON_MPI(MPI_Ibcast(grads, static_cast<int>(count), MPI_FLOAT, 0, comm.handle(), &sum->request));
+    return false;
+  };
+}
 
 uint64_t hash_of(const std::vector<float>& v) {
   uint64_t h = 1469598103934665603ull;
@@ -100,12 +130,34 @@ uint64_t hash_of(const std::vector<float>& v) {
   return h;
 }
 
-DistRun train_distributed(const std::string& model, const dist::DistConfig& config) {
+DistRun train_distributed(const std::string& model, const dist::DistConfig& config, bool offload) {
   const dist::World& world = test_world();
   Net net(model_config(model), kPerRank);
   net.init_params(7);
   Solver solver(solver_config());
-  dist::Scheduler scheduler(net, solver, world, dist::plan_for_config(net, config, world.size()), config, 0);
+  DistRun run;
+  dist::CommPlan plan = dist::plan_for_config(net, config, world.size());
+  // The stand-in's collectives, a communicator per bucket (as NCCL's calls,
+  // they start in the same order everywhere, but a bucket's broadcast
+  // follows its reduce whenever that ends, so buckets must not share one).
+  const dist::Comm base(world);
+  std::map<const float*, std::unique_ptr<dist::Comm>> sums;
+  dist::DeviceOffload device;
+  if (offload) {
+    for (const dist::Unit& unit : plan.units)
+      if (unit.scheme == dist::Scheme::allreduce)
+        sums[net.flat_grads().data() + unit.begin] = std::make_unique<dist::Comm>(base);
+    device.allreduce_sum = [&](float* grads, int64_t count) {
+      ++run.device_sums;
+      return start_sum(*sums.at(grads), grads, count);
+    };
+    device.rebuild_gemm = [&](bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
+                              const float* b, float beta, float* c) {
+      ++run.device_rebuilds;
+      gemm(ta, tb, m, n, k, alpha, a, b, beta, c);
+    };
+  }
+  dist::Scheduler scheduler(net, solver, world, std::move(plan), config, 0, false, std::nullopt, device);
   std::mt19937_64 rng(11);  // dropout layers need one even at ratio 0
   RunContext ctx{Phase::train, &rng, {}};
   for (int it = 0; it < kIterations; ++it) {
@@ -114,7 +166,6 @@ DistRun train_distributed(const std::string& model, const dist::DistConfig& conf
     net.backward(ctx, scheduler);
   }
   scheduler.sync();
-  DistRun run;
   run.stats = scheduler.take_stats();
   Solver snapshot = scheduler.solver_snapshot();
   run.trained = copy_of(net, snapshot);
@@ -140,6 +191,7 @@ struct Case {
   std::string scheme;
   bool wfbp;
   std::string order = "backward";
+  bool offload = false;
 };
 
 class Replicas : public ::testing::TestWithParam<Case> {};
@@ -152,7 +204,7 @@ TEST_P(Replicas, IdenticalOnEveryRankAndEqualToTheCombinedBatch) {
   config.block_bytes = 64 << 10;   // lenet's fc1.weight spans many blocks and every owner
   config.bucket_bytes = 64 << 10;  // several buckets
   const std::string& model = GetParam().model;
-  DistRun run = train_distributed(model, config);
+  DistRun run = train_distributed(model, config, GetParam().offload);
   Trained single = train_single(model, test_world().size());
 
   for (size_t r = 1; r < run.hashes.size(); ++r)
@@ -174,8 +226,20 @@ TEST_P(Replicas, IdenticalOnEveryRankAndEqualToTheCombinedBatch) {
   fresh.init_params(7);
   EXPECT_GT(relative_l2(run.trained.values.data(), fresh.flat_values().data(), fresh.flat_values().numel()), 1e-3);
   EXPECT_EQ(run.stats.iterations, kIterations);
+  const bool summed_elsewhere = GetParam().offload && GetParam().scheme == "allreduce";
   if (test_world().size() > 1) {
-    EXPECT_GT(run.stats.bytes_sent, 0);
+    // MPI moves the bytes the scheduler counts, unless the sums went elsewhere.
+    if (summed_elsewhere) {
+      EXPECT_GT(run.device_sums, 0);
+    } else {
+      EXPECT_GT(run.stats.bytes_sent, 0);
+    }
+  }
+  if (GetParam().offload && GetParam().scheme == "sfb") {
+    EXPECT_GT(run.device_rebuilds, 0);
+  }
+  if (!GetParam().offload) {
+    EXPECT_EQ(run.device_sums + run.device_rebuilds, 0);
   }
 }
 
@@ -189,12 +253,17 @@ std::vector<Case> cases() {
       c.model = model;
       out.push_back(c);
     }
+  for (Case c : {Case{"lenet", "allreduce", true}, Case{"lenet", "allreduce", false}, Case{"lenet", "sfb", true},
+                 Case{"lenet", "hybrid", true}}) {
+    c.offload = true;
+    out.push_back(c);
+  }
   return out;
 }
 
 INSTANTIATE_TEST_SUITE_P(Schemes, Replicas, ::testing::ValuesIn(cases()), [](const auto& info) {
   return info.param.model + "_" + info.param.scheme + (info.param.wfbp ? "_wfbp" : "_no_wfbp") +
-         (info.param.order == "priority" ? "_priority" : "");
+         (info.param.order == "priority" ? "_priority" : "") + (info.param.offload ? "_offload" : "");
 });
 
 }  // namespace

@@ -1,9 +1,11 @@
 // The training loop, alone or as one rank of an MPI job; testing and checkpoint hooks.
 #include "tools/cli/trainer.h"
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <filesystem>
+#include <set>
 #include <sstream>
 
 #include "core/checkpoint.h"
@@ -125,7 +127,7 @@ Trainer::Trainer(TrainConfig config, TrainOptions options)
         exchanged, *solver_, *options_.world,
         dist::plan_for_config(exchanged, config_.dist, world_size_, link_.value_or(dist::LinkModel{})), config_.dist,
         iter_, config_.solver.check_finite && !emulated_,
-        emulated_ ? std::optional<dist::DeviceCosts>(emulated_->device) : std::nullopt, rebuild_gemm());
+        emulated_ ? std::optional<dist::DeviceCosts>(emulated_->device) : std::nullopt, device_offload());
   }
   if (!options_.timeline.empty()) {
     timeline_ = std::make_unique<dist::Timeline>(rank_);
@@ -135,11 +137,36 @@ Trainer::Trainer(TrainConfig config, TrainOptions options)
 
 Trainer::~Trainer() = default;
 
-dist::RebuildGemm Trainer::rebuild_gemm() {
-  if (!config_.device.is_cuda() || emulated_) return {};  // on the host (or a wait, emulated)
+dist::DeviceOffload Trainer::device_offload() {
+  dist::DeviceOffload offload;
+  if (!config_.device.is_cuda() || emulated_) return offload;  // on the host (or waits, emulated)
   gpu_gemm_ = std::make_unique<GpuGemm>(config_.device);
-  return [gemm = gpu_gemm_.get()](bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
-                                  const float* b, float beta, float* c) { (*gemm)(ta, tb, m, n, k, alpha, a, b, beta, c); };
+  offload.rebuild_gemm = [gemm = gpu_gemm_.get()](bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha,
+                                                  const float* a, const float* b, float beta, float* c) {
+    (*gemm)(ta, tb, m, n, k, alpha, a, b, beta, c);
+  };
+  // NCCL takes one GPU per rank; ranks sharing one keep the MPI ring.
+  dist::Comm comm(*options_.world);
+  const std::string mine = GpuAllReduce::gpu_identity(config_.device);
+  std::vector<char> identities(comm.size() * 64, 0);
+  std::vector<char> padded(64, 0);
+  std::copy_n(mine.begin(), std::min<size_t>(mine.size(), 63), padded.begin());
+  POSEIDON_MPI(MPI_Allgather(padded.data(), 64, MPI_CHAR, identities.data(), 64, MPI_CHAR, comm.handle()));
+  std::set<std::string> distinct;
+  for (int r = 0; r < comm.size(); ++r) distinct.insert(std::string(identities.data() + 64 * r));
+  if (static_cast<int>(distinct.size()) < comm.size()) return offload;
+  std::vector<char> id = rank_ == 0 ? GpuAllReduce::unique_id() : std::vector<char>();
+  int bytes = static_cast<int>(id.size());
+  POSEIDON_MPI(MPI_Bcast(&bytes, 1, MPI_INT, 0, comm.handle()));
+  id.resize(bytes);
+  POSEIDON_MPI(MPI_Bcast(id.data(), bytes, MPI_CHAR, 0, comm.handle()));
+  gpu_allreduce_ = std::make_unique<GpuAllReduce>(config_.device, id, comm.size(), comm.rank());
+  // A bucket's range of the mirror's flat gradients is the same range of the GPU net's.
+  offload.allreduce_sum = [this](float* grads, int64_t count) {
+    const std::ptrdiff_t at = grads - mirror_->flat_grads().data();
+    return gpu_allreduce_->sum_to_host(net_->flat_grads().data() + at, grads, static_cast<size_t>(count));
+  };
+  return offload;
 }
 
 std::string Trainer::checkpoint_path(const std::string& tag) const {
@@ -295,7 +322,8 @@ EvalResult Trainer::run() {
   }
   if (scheduler_) {
     std::string line = "dist: " + std::to_string(world_size_) + " ranks, " + config_.dist.scheme + " (" +
-                       dist::describe_schemes(scheduler_->plan(), *net_) + ")" + (config_.dist.wfbp ? ", WFBP" : "");
+                       dist::describe_schemes(scheduler_->plan(), *net_) + ")" + (config_.dist.wfbp ? ", WFBP" : "") +
+                       (gpu_allreduce_ ? ", all-reduce buckets summed by NCCL" : "");
     if (link_) {
       char figures[128];
       std::snprintf(figures, sizeof figures, "; link %.3g Gbit/s, %.3g us, GEMM %.3g GFLOP/s", link_->bandwidth_gbps,

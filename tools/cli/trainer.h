@@ -17,6 +17,7 @@
 #include <random>
 #include <string>
 
+#include "core/gpu_allreduce.h"
 #include "core/gpu_gemm.h"
 #include "core/net.h"
 #include "core/solver.h"
@@ -95,9 +96,12 @@ class Trainer {
   std::unique_ptr<Solver> solver_;
   std::unique_ptr<Loader> train_loader_, test_loader_;
   int rank_ = 0, world_size_ = 1;
-  // SFB's rebuild GEMMs on the GPU of a GPU net (before scheduler_, which uses it).
+  // A GPU net's exchange on its GPU: SFB's rebuild GEMMs, and all-reduce
+  // buckets' sums by NCCL where every rank has a GPU of its own (before
+  // scheduler_, which uses them).
   std::unique_ptr<GpuGemm> gpu_gemm_;
-  dist::RebuildGemm rebuild_gemm();
+  std::unique_ptr<GpuAllReduce> gpu_allreduce_;
+  dist::DeviceOffload device_offload();
   std::unique_ptr<dist::Scheduler> scheduler_;  // only in a job of several ranks
   std::optional<dist::LinkModel> link_;         // what the hybrid planner assumed
   std::unique_ptr<dist::Timeline> timeline_;    // with --timeline

@@ -1,0 +1,73 @@
+// GpuAllReduce (core/gpu_allreduce.h) with NCCL: ncclAllReduce in place on the
+// communicator's stream, the copy to the host behind it on the same stream,
+// and an event after both that the communication thread queries.
+#include "core/gpu_allreduce.h"
+
+#include <cuda_runtime.h>
+#include <nccl.h>
+
+#include <cstring>
+
+#include "core/cuda/check.h"
+#include "core/cuda/context.h"
+#include "core/device_memory.h"
+#include "core/error.h"
+
+namespace poseidon {
+
+struct GpuAllReduce::State {
+  int device = 0;
+  cudaStream_t stream = nullptr;
+  ncclComm_t comm = nullptr;
+};
+
+std::vector<char> GpuAllReduce::unique_id() {
+  ncclUniqueId id;
+  POSEIDON_NCCL_CHECK(ncclGetUniqueId(&id));
+  return std::vector<char>(id.internal, id.internal + sizeof(id.internal));
+}
+
+std::string GpuAllReduce::gpu_identity(const Device& gpu) {
+  device_memory::require(gpu);
+  char bus[64] = {};
+  POSEIDON_CUDA_CHECK(cudaDeviceGetPCIBusId(bus, sizeof bus, gpu.index));
+  return bus;
+}
+
+GpuAllReduce::GpuAllReduce(const Device& gpu, const std::vector<char>& id, int ranks, int rank)
+    : state_(std::make_unique<State>()) {
+  device_memory::require(gpu);
+  ncclUniqueId nccl_id;
+  POSEIDON_CHECK(id.size() == sizeof(nccl_id.internal)) << "an NCCL id of " << id.size() << " bytes";
+  std::memcpy(nccl_id.internal, id.data(), id.size());
+  cuda::Context::get(gpu.index);  // makes it this thread's device
+  state_->device = gpu.index;
+  POSEIDON_CUDA_CHECK(cudaStreamCreateWithFlags(&state_->stream, cudaStreamNonBlocking));
+  POSEIDON_NCCL_CHECK(ncclCommInitRank(&state_->comm, ranks, nccl_id, rank));
+}
+
+GpuAllReduce::~GpuAllReduce() {
+  cudaSetDevice(state_->device);
+  cudaStreamSynchronize(state_->stream);
+  ncclCommDestroy(state_->comm);
+  cudaStreamDestroy(state_->stream);
+}
+
+std::function<bool()> GpuAllReduce::sum_to_host(float* gpu, float* host, size_t count) {
+  State& s = *state_;
+  POSEIDON_CUDA_CHECK(cudaSetDevice(s.device));
+  POSEIDON_NCCL_CHECK(ncclAllReduce(gpu, gpu, count, ncclFloat, ncclSum, s.comm, s.stream));
+  POSEIDON_CUDA_CHECK(cudaMemcpyAsync(host, gpu, count * sizeof(float), cudaMemcpyDeviceToHost, s.stream));
+  cudaEvent_t landed = nullptr;
+  POSEIDON_CUDA_CHECK(cudaEventCreateWithFlags(&landed, cudaEventDisableTiming));
+  POSEIDON_CUDA_CHECK(cudaEventRecord(landed, s.stream));
+  auto event = std::shared_ptr<CUevent_st>(landed, [](cudaEvent_t e) { cudaEventDestroy(e); });
+  return [event] {
+    const cudaError_t status = cudaEventQuery(event.get());
+    if (status == cudaErrorNotReady) return false;
+    POSEIDON_CUDA_CHECK(status);
+    return true;
+  };
+}
+
+}  // namespace poseidon

@@ -1,0 +1,46 @@
+// Sums over the ranks of a job on their GPUs with NCCL, for the all-reduce
+// units of a GPU net (dist/allreduce.h): a bucket's gradients are summed in
+// place on the GPU, over NVLink or the network as NCCL finds them, and the
+// sum is copied into host memory, where the exchange averages and applies
+// it. NCCL computes each element's sum once and passes it on, so every rank
+// receives the same bits and replicas stay identical. One communicator per
+// process on a stream of its own; the caller shares the id (unique_id() on
+// one rank) over MPI, and NCCL needs a GPU of its own per rank. In a build
+// without the CUDA backend constructing one throws.
+#pragma once
+
+#include <cstddef>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/device.h"
+
+namespace poseidon {
+
+class GpuAllReduce {
+ public:
+  // The id every rank passes to the constructor, made by one of them.
+  static std::vector<char> unique_id();
+  // Which GPU `gpu` is, the same string in every process that sees it (its
+  // PCI bus id): ranks on one GPU cannot share an NCCL communicator.
+  static std::string gpu_identity(const Device& gpu);
+
+  // Collective: every rank of `ranks` constructs its own with the same `id`.
+  GpuAllReduce(const Device& gpu, const std::vector<char>& id, int ranks, int rank);
+  ~GpuAllReduce();
+  GpuAllReduce(const GpuAllReduce&) = delete;
+  GpuAllReduce& operator=(const GpuAllReduce&) = delete;
+
+  // Starts summing the `count` floats at `gpu` over the ranks (in place) and
+  // copying the sum to `host`; every rank starts its sums in the same order.
+  // Returns at once a test of whether the sum has landed in `host`.
+  std::function<bool()> sum_to_host(float* gpu, float* host, size_t count);
+
+ private:
+  struct State;
+  std::unique_ptr<State> state_;
+};
+
+}  // namespace poseidon
