@@ -3,8 +3,8 @@
 // training step allocates nothing from the driver after the first), and the
 // solver's update and the finite check agree with the CPU's, and a GPU net
 // staged through a host mirror (asynchronous copies, core/staging_streams.h)
-// trains as the same net on the CPU, and the GPU GEMM SFB rebuilds with
-// agrees with the host's.
+// trains as the same net on the CPU, the GPU GEMM SFB rebuilds with agrees
+// with the host's, and NCCL's sum of one rank lands in host memory.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -12,10 +12,12 @@
 #include <filesystem>
 #include <random>
 #include <sstream>
+#include <thread>
 
 #include "core/config_node.h"
 #include "core/device_memory.h"
 #include "core/finite_check.h"
+#include "core/gpu_allreduce.h"
 #include "core/gpu_gemm.h"
 #include "core/host_staging_sink.h"
 #include "core/local_sink.h"
@@ -219,6 +221,20 @@ TEST(CudaGemm, HostBuffersOnTheGpuMatchTheHostGemm) {
             ASSERT_NEAR(got[i], want[i], 1e-4f * std::max(1.f, std::abs(want[i])))
                 << "m " << m << " ta " << ta << " tb " << tb << " beta " << beta << " [" << i << "]";
         }
+}
+
+TEST(CudaAllReduce, OneRanksSumLandsOnTheHost) {
+  SKIP_WITHOUT_GPU();
+  GpuAllReduce sums(Device::cuda(0), GpuAllReduce::unique_id(), 1, 0);
+  Tensor host({3000});
+  for (int64_t i = 0; i < host.numel(); ++i) host[i] = 0.25f * static_cast<float>(i);
+  Tensor gpu = host.to(Device::cuda(0));
+  device_memory::synchronize(Device::cuda(0));  // the sum's stream does not wait for the compute stream
+  Tensor landed({3000});
+  const std::function<bool()> done = sums.sum_to_host(gpu.data(), landed.data(), 3000);
+  while (!done()) std::this_thread::yield();
+  for (int64_t i = 0; i < 3000; ++i) ASSERT_EQ(landed[i], host[i]) << i;
+  EXPECT_FALSE(GpuAllReduce::gpu_identity(Device::cuda(0)).empty());
 }
 
 }  // namespace
