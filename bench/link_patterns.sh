@@ -10,7 +10,7 @@
 # (tools/cluster) and Open MPI's mpicxx.
 #
 #   bench/link_patterns.sh [--hosts 8] [--bandwidth-mbit 1000] [--bytes 100000000]
-#                          [--rounds 3] [--spin] [--subnet A.B.C] [--out DIR]
+#                          [--rounds 3] [--spin] [--tcp CC] [--subnet A.B.C] [--out DIR]
 set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -21,6 +21,7 @@ rounds=3
 subnet=10.213.0
 out=""
 spin=()
+cluster_args=()
 while [[ $# -gt 0 ]]; do
   case $1 in
     --hosts) hosts=$2; shift 2 ;;
@@ -29,6 +30,7 @@ while [[ $# -gt 0 ]]; do
     --rounds) rounds=$2; shift 2 ;;
     --spin) spin=(spin); shift ;;
     --subnet) subnet=$2; shift 2 ;;
+    --tcp) cluster_args+=(--tcp "$2"); shift 2 ;;
     --out) out=$2; shift 2 ;;
     *) sed -n '/^#   bench/,/^set/p' "$0" | sed '$d; s/^# \{0,1\}//' >&2; exit 2 ;;
   esac
@@ -39,7 +41,7 @@ mpicxx -O2 -std=c++17 -o "$work/link_patterns" "$root/bench/link_patterns.cpp"
 payload_gbps=$(awk -v m="$mbit" 'BEGIN { printf "%.6g\n", m / 1000 * 1448 / 1514 }')
 # The same TCP fragmenting as bench/scaling.sh's training runs.
 export OMPI_MCA_btl_tcp_flags=${OMPI_MCA_btl_tcp_flags:-send,inplace,need-ack,need-csum}
-"$root/tools/cluster" --hosts "$hosts" --bandwidth "${mbit}mbit" --subnet "$subnet" -- \
+"$root/tools/cluster" "${cluster_args[@]}" --hosts "$hosts" --bandwidth "${mbit}mbit" --subnet "$subnet" -- \
   "$work/link_patterns" "$bytes" "$payload_gbps" "$rounds" "${spin[@]}" >"$work/results.jsonl"
 python3 - "$work/results.jsonl" "$hosts" "$mbit" "$bytes" <<'PY'
 import json, statistics, sys

@@ -16,7 +16,7 @@
 # Usage: bench/scaling.sh [--bin build/poseidon] [--models vgg19_22k,inception_v3]
 #          [--hosts 1,2,4,8] [--schemes ps-nowfbp,ps,hybrid,allreduce] [--scale 10]
 #          [--iters M] [--latency-us 20] [--out DIR (/tmp/poseidon_scaling)] [--append]
-#          [--run-timeout S] [--set KEY=VALUE]... [--subnet A.B.C] [--queue-ms MS] [--resimulate]
+#          [--run-timeout S] [--set KEY=VALUE]... [--subnet A.B.C] [--queue-ms MS] [--tcp CC] [--resimulate]
 #   schemes: ps-nowfbp (PS, WFBP off), ps, hybrid, allreduce, sfb (FC layers by
 #   SFB, the rest by PS: HybComm's byte rule without the planner's GEMM probe)
 # Each run trains 2M iterations and times the last M (default 2). Results go
@@ -27,7 +27,8 @@
 # overrides a config key in every run (e.g. solver.momentum=0); --subnet
 # gives tools/cluster the hosts' /24 (another cluster may be using the
 # default); --queue-ms each link's queue in milliseconds (tools/cluster's,
-# default 8); --resimulate trains nothing and refreshes the simulator's
+# default 8); --tcp the hosts' TCP congestion control (tools/cluster's);
+# --resimulate trains nothing and refreshes the simulator's
 # columns of DIR/results.jsonl for --models (after a change to the
 # simulator). Needs root (tools/cluster).
 set -euo pipefail
@@ -61,6 +62,7 @@ while [[ $# -gt 0 ]]; do
     --set) extra+=(--set "$2"); shift 2 ;;
     --subnet) cluster_args+=(--subnet "$2"); shift 2 ;;
     --queue-ms) cluster_args+=(--queue-ms "$2"); shift 2 ;;
+    --tcp) cluster_args+=(--tcp "$2"); shift 2 ;;
     *) echo "scaling.sh: unknown option $1" >&2; exit 2 ;;
   esac
 done
