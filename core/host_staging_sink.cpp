@@ -65,15 +65,16 @@ HostStagingSink::~HostStagingSink() {
 
 void HostStagingSink::pin_mirror() {
   auto pin = [&](Tensor& t) { streams_->pin(t.data(), static_cast<size_t>(t.numel()) * sizeof(float)); };
+  // Whole: parameters are views into these, and neighbours share pages,
+  // which cudaHostRegister takes once.
+  pin(mirror_.flat_values());
+  pin(mirror_.flat_grads());
   for (size_t i = 0; i < mirror_.num_layers(); ++i)
-    for (Param& p : mirror_.layer(i).params()) {
-      pin(p.value);
-      pin(p.grad);
+    for (Param& p : mirror_.layer(i).params())
       if (p.grad_formed_elsewhere) {
         pin(mirror_.blob(mirror_.layer(i).inputs()[0]).value);
         pin(mirror_.blob(mirror_.layer(i).outputs()[0]).grad);
       }
-    }
 }
 
 const Layer& HostStagingSink::mirror_layer(const Layer& layer) const { return mirror_.layer(layer_index_.at(&layer)); }
