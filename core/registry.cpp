@@ -11,13 +11,26 @@ LayerRegistry& LayerRegistry::instance() {
 }
 
 void LayerRegistry::add(LayerInfo info) {
+  if (held_) {
+    held_->layers.push_back(std::move(info));
+    return;
+  }
   POSEIDON_CHECK(!find(info.type)) << "layer type registered twice: " << info.type;
   infos_.push_back(std::move(info));
 }
 
 void LayerRegistry::add_cuda(const std::string& type, LayerFactory make) {
+  if (held_) {
+    held_->cuda.emplace_back(type, std::move(make));
+    return;
+  }
   POSEIDON_CHECK(!cuda_makers_.count(type)) << "CUDA layer type registered twice: " << type;
   cuda_makers_[type] = std::move(make);
+}
+
+std::string LayerRegistry::origin(const std::string& type) const {
+  auto it = origins_.find(type);
+  return it == origins_.end() ? "" : it->second;
 }
 
 const LayerInfo* LayerRegistry::find(const std::string& type) const {
