@@ -17,7 +17,8 @@ target_link_options(poseidon PRIVATE "LINKER:--whole-archive" "$<TARGET_FILE:pos
 # definitions a plug-in must share with the executable that loads it.
 add_library(poseidon_sdk INTERFACE)
 set_target_properties(poseidon_sdk PROPERTIES EXPORT_NAME sdk)
-target_include_directories(poseidon_sdk INTERFACE $<INSTALL_INTERFACE:${CMAKE_INSTALL_INCLUDEDIR}/poseidon>)
+target_include_directories(poseidon_sdk INTERFACE $<BUILD_INTERFACE:${CMAKE_CURRENT_SOURCE_DIR}>
+                           $<INSTALL_INTERFACE:${CMAKE_INSTALL_INCLUDEDIR}/poseidon>)
 target_compile_features(poseidon_sdk INTERFACE cxx_std_20)
 target_link_libraries(poseidon_sdk INTERFACE yaml-cpp)
 if(POSEIDON_WITH_CUDA)

@@ -52,7 +52,8 @@ class LayerRegistry {
   // While `into` is set, add() and add_cuda() collect there instead of registering.
   void hold_registrations(HeldRegistrations* into) { held_ = into; }
   // Builds a layer for `device`, checking its keys first. Unknown type: error
-  // listing known ones; a type without a GPU implementation on a GPU: error.
+  // listing known ones. A type without a GPU implementation on a GPU runs its
+  // CPU layer there (core/host_fallback_layer.h), saying so on stderr.
   std::unique_ptr<Layer> create(const ConfigNode& config, const Device& device = {}) const;
 
  private:
