@@ -15,6 +15,18 @@ namespace {
 
 std::string plugin(const std::string& name) { return std::string(POSEIDON_PLUGIN_DIR) + "/libplugin_" + name + ".so"; }
 
+// A small classifier with the swish plug-in as its non-linearity, in d/model.yaml.
+void write_swish_model(const TempDir& d) {
+  d.write("model.yaml", R"(name: m
+inputs: {data: [6], label: []}
+layers:
+  - {name: fc1, type: fc, num_output: 5}
+  - {name: act, type: swish}
+  - {name: fc2, type: fc, num_output: 3}
+  - {name: loss, type: softmax_loss, inputs: [fc2, label]}
+)");
+}
+
 TEST(Plugin, LayersListsItsTypesAndKeysWithTheLibrary) {
   CliResult r = run_poseidon("layers --plugin " + plugin("swish"));
   ASSERT_EQ(r.status, 0) << r.err;
@@ -27,14 +39,7 @@ TEST(Plugin, LayersListsItsTypesAndKeysWithTheLibrary) {
 
 TEST(Plugin, TrainingConfigListLoadsItAndItsParameterIsCheckpointed) {
   TempDir d;
-  d.write("model.yaml", R"(name: m
-inputs: {data: [6], label: []}
-layers:
-  - {name: fc1, type: fc, num_output: 5}
-  - {name: act, type: swish}
-  - {name: fc2, type: fc, num_output: 3}
-  - {name: loss, type: softmax_loss, inputs: [fc2, label]}
-)");
+  write_swish_model(d);
   std::string config = d.write("train.yaml", "plugins: [" + plugin("swish") +
                                                  "]\nmodel: model.yaml\nthreads: 1\ndata:\n  train: {source: synthetic, "
                                                  "shape: [6], num_classes: 3, size: 24, batch_size: 4}\n"
@@ -56,14 +61,7 @@ layers:
 TEST(Plugin, CpuOnlyLayerTrainsInAGpuNet) {
   if (device_memory::cuda_device_count() == 0) GTEST_SKIP() << device_memory::cuda_unavailable_reason();
   TempDir d;
-  d.write("model.yaml", R"(name: m
-inputs: {data: [6], label: []}
-layers:
-  - {name: fc1, type: fc, num_output: 5}
-  - {name: act, type: swish}
-  - {name: fc2, type: fc, num_output: 3}
-  - {name: loss, type: softmax_loss, inputs: [fc2, label]}
-)");
+  write_swish_model(d);
   std::string config = d.write("train.yaml", "model: model.yaml\nthreads: 1\ndata:\n  train: {source: synthetic, "
                                              "shape: [6], num_classes: 3, size: 24, batch_size: 4}\n"
                                              "solver: {lr: 0.1, max_iter: 6}\n");
