@@ -26,6 +26,7 @@
 #include "dist/dist_config.h"
 #include "dist/exchange_compute.h"
 #include "dist/plan.h"
+#include "dist/plan_file.h"
 #include "dist/planner.h"
 #include "dist/scheduler.h"
 #include "dist/timeline.h"
@@ -46,6 +47,11 @@ struct SessionOptions {
   // and the GEMM rate the planner assumes for SFB's rebuild. Null: real.
   std::shared_ptr<ExchangeCompute> compute;
   std::optional<double> gemm_gflops;
+  // Hybrid: link figures an earlier start recorded (rank 0's are used for
+  // every rank; none: probed), or a plan file pinning each layer's scheme.
+  std::optional<LinkModel> recorded_link;
+  std::optional<PlanRecord> pinned_plan;
+  std::string pinned_plan_path;  // for its errors
 };
 
 class Session {
@@ -74,6 +80,10 @@ class Session {
   void set_timeline(Timeline* timeline);
 
   const CommPlan& plan() const;
+  // The link figures a hybrid plan was made for (none for the other schemes).
+  const std::optional<LinkModel>& link() const { return link_; }
+  // What was planned, to write down (dist/plan_file.h).
+  PlanRecord record() const;
   int rank() const;
   int size() const;
   // "4 ranks, hybrid (sfb: fc6, fc7; ps: conv1, ...), WFBP; link ...": what
