@@ -15,6 +15,8 @@ namespace poseidon::dist {
 Session::Session(Net& net, const ConfigNode& model, Solver& solver, const World& world, SessionOptions options)
     : net_(net), config_(options.config) {
   POSEIDON_CHECK(world.size() > 1) << "a distributed session needs several ranks";
+  // Made before the communication thread exists, which then never shares a call with it.
+  if (world.thread_level() >= MPI_THREAD_MULTIPLE) stop_vote_ = std::make_unique<StopVote>(world);
   // MPI moves host memory: a GPU net is distributed through a host mirror.
   if (net_.device().is_cuda() || config_.host_staging) {
     mirror_ = std::make_unique<Net>(model, net_.batch(), Device{});
@@ -99,6 +101,11 @@ std::vector<double> Session::sum_over_ranks(const std::vector<double>& values) {
 Solver Session::solver_snapshot() { return scheduler_->solver_snapshot(); }
 
 CommStats Session::take_stats() { return scheduler_->take_stats(); }
+
+bool Session::agree_to_stop(bool mine) {
+  if (stop_vote_) return stop_vote_->vote(mine);
+  return sum_over_ranks({mine ? 1.0 : 0.0})[0] > 0;
+}
 
 void Session::set_timeline(Timeline* timeline) { scheduler_->set_timeline(timeline); }
 

@@ -29,6 +29,7 @@
 #include "dist/plan_file.h"
 #include "dist/planner.h"
 #include "dist/scheduler.h"
+#include "dist/stop_vote.h"
 #include "dist/timeline.h"
 
 namespace poseidon {
@@ -77,6 +78,12 @@ class Session {
   // Every rank must call it.
   Solver solver_snapshot();
   CommStats take_stats();
+  // At every iteration boundary, on every rank: whether the job stops here
+  // because some rank asked to (`mine`: this rank's wish). With MPI's
+  // MPI_THREAD_MULTIPLE the wishes of one boundary decide at the next
+  // (dist/stop_vote.h, nothing waits); without, they are summed at once on
+  // the communication thread, which waits for the iteration's transfers.
+  bool agree_to_stop(bool mine);
   void set_timeline(Timeline* timeline);
 
   const CommPlan& plan() const;
@@ -101,6 +108,7 @@ class Session {
   std::unique_ptr<GpuAllReduce> gpu_allreduce_;
   std::unique_ptr<Scheduler> scheduler_;
   std::unique_ptr<HostStagingSink> staging_;
+  std::unique_ptr<StopVote> stop_vote_;  // null without MPI_THREAD_MULTIPLE
 };
 
 }  // namespace poseidon::dist

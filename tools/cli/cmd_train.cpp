@@ -6,6 +6,7 @@
 #include "core/math.h"
 #include "dist/comm.h"
 #include "tools/cli/commands.h"
+#include "tools/cli/stop_signal.h"
 #include "tools/cli/trainer.h"
 
 namespace poseidon {
@@ -14,6 +15,7 @@ int cmd_train(const TrainArgs& args) {
   dist::World world;  // an MPI job when mpirun or srun started this process
   try {
     TrainConfig config = TrainConfig::load(args.config, args.overrides);
+    catch_stop_signals();
     TrainOptions options;
     options.resume = args.resume;
     options.weights = args.weights;

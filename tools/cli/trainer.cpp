@@ -12,6 +12,7 @@
 #include "core/local_sink.h"
 #include "core/math.h"
 #include "tools/cli/progress.h"
+#include "tools/cli/stop_signal.h"
 
 namespace poseidon {
 namespace {
@@ -413,9 +414,22 @@ EvalResult Trainer::run() {
       write_log(record);
     }
     if (test_loader_ && config_.test_interval > 0 && iter_ % config_.test_interval == 0 && iter_ < max_iter) run_test();
-    if (config_.snapshot_interval > 0 && iter_ % config_.snapshot_interval == 0 && iter_ < max_iter) {
+    const bool snapshot = config_.snapshot_interval > 0 && iter_ % config_.snapshot_interval == 0;
+    if (snapshot && iter_ < max_iter) {
       save(checkpoint_path("iter_" + std::to_string(iter_)));
       progress.note("checkpoint " + checkpoint_path("iter_" + std::to_string(iter_)));
+    }
+    // A signal (catch_stop_signals) stops every rank here together, with one checkpoint.
+    const int signal = stop_signal();
+    if ((session_ ? session_->agree_to_stop(signal != 0) : signal != 0) && iter_ < max_iter) {
+      const std::string path = checkpoint_path("iter_" + std::to_string(iter_));
+      if (!snapshot) save(path);
+      progress.finish();
+      progress.note(std::string("stopped at iteration ") + std::to_string(iter_) + " by " +
+                    (signal ? stop_signal_name(signal) : "a signal to another rank") + "; checkpoint " + path +
+                    " (--resume " + path + " continues)");
+      write_log({{"type", "stopped"}, {"iter", iter_}, {"checkpoint", path}});
+      return last;
     }
   }
   progress.finish();
