@@ -1,4 +1,5 @@
-// Reproducible hybrid plans: the link figures a distributed run planned with
+// Reproducible runs. Every scheme: a repeated and a resumed run end where the
+// first ended, bit for bit. Hybrid plans: the link figures a distributed run planned with
 // are recorded (<output_dir>/plan.json, every checkpoint's metadata), and a
 // later start reuses them: a second run of the same config, a run pinned to
 // the plan file (dist.plan_file, `poseidon plan --out`) and a resumed run
@@ -33,14 +34,15 @@ CliResult mpi_poseidon(int ranks, const std::string& args) {
   return r;
 }
 
-// Every tensor of the two checkpoints equal bit for bit, and the link figures recorded alike.
-void expect_identical(const std::string& got, const std::string& want) {
+// Every tensor of the two checkpoints equal bit for bit, and (a hybrid run's) link figures recorded alike.
+void expect_identical(const std::string& got, const std::string& want, bool linked = true) {
   const SafetensorsFile a = read_safetensors(got), b = read_safetensors(want);
   ASSERT_EQ(a.tensors.size(), b.tensors.size());
   for (const auto& [name, t] : b.tensors) {
     ASSERT_TRUE(a.tensors.count(name)) << name;
     ASSERT_EQ(a.tensors.at(name).data, t.data) << name << " differs between " << got << " and " << want;
   }
+  if (!linked) return;
   ASSERT_TRUE(b.metadata.count("dist_link")) << want << " records no link figures";
   EXPECT_EQ(a.metadata.at("dist_link"), b.metadata.at("dist_link"));
 }
@@ -110,6 +112,43 @@ TEST_F(PlanRecord, RepeatedPinnedAndResumedRunsComputeTheSame) {
   EXPECT_NE(plan_origin(dir.file("resumed/metrics.jsonl")).find("iter_4.safetensors"), std::string::npos);
   expect_identical(dir.file("resumed/final.safetensors"), dir.file("first.safetensors"));
 }
+
+// Every scheme, with and without WFBP, at 2 and 4 ranks: a second run of the
+// same config and a run resumed from its checkpoint end bit for bit where
+// the first run ended.
+struct Setting {
+  std::string scheme;
+  bool wfbp;
+  int ranks;
+};
+
+class Reproducible : public PlanRecord, public ::testing::WithParamInterface<Setting> {};
+
+TEST_P(Reproducible, RepeatedAndResumedRunsComputeTheSame) {
+  const Setting& s = GetParam();
+  const std::string set = "--set dist.scheme=" + s.scheme + " --set dist.wfbp=" + (s.wfbp ? "true" : "false");
+  CliResult first = mpi_poseidon(s.ranks, train("a", set));
+  ASSERT_EQ(first.status, 0) << first.err;
+  std::filesystem::copy_file(dir.file("a/final.safetensors"), dir.file("first.safetensors"));
+  CliResult again = mpi_poseidon(s.ranks, train("a", set));
+  ASSERT_EQ(again.status, 0) << again.err;
+  expect_identical(dir.file("a/final.safetensors"), dir.file("first.safetensors"), s.scheme == "hybrid");
+  CliResult resumed = mpi_poseidon(s.ranks, train("resumed", set + " --resume " + dir.file("a/iter_4.safetensors")));
+  ASSERT_EQ(resumed.status, 0) << resumed.err;
+  expect_identical(dir.file("resumed/final.safetensors"), dir.file("first.safetensors"), s.scheme == "hybrid");
+}
+
+std::vector<Setting> settings() {
+  std::vector<Setting> out;
+  for (const char* scheme : {"ps", "sfb", "allreduce", "hybrid"})
+    for (bool wfbp : {true, false})
+      for (int ranks : {2, 4}) out.push_back({scheme, wfbp, ranks});
+  return out;
+}
+
+INSTANTIATE_TEST_SUITE_P(Schemes, Reproducible, ::testing::ValuesIn(settings()), [](const auto& info) {
+  return info.param.scheme + (info.param.wfbp ? "_wfbp_np" : "_no_wfbp_np") + std::to_string(info.param.ranks);
+});
 
 TEST_F(PlanRecord, PlanVerbWritesAFileTrainingPins) {
   const std::string file = dir.file("plan.json");
