@@ -2,29 +2,17 @@
 // loads the config's plug-in, training resumes bit for bit from a snapshot,
 // and a rank that lacks the plug-in fails before any iteration.
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
 #include "core/safetensors.h"
-#include "tools/cli_runner.h"
+#include "tests/dist/cli/mpi_runner.h"
 
 namespace poseidon::testing {
 namespace {
-
-CliResult run_shell(const std::string& cmd, const TempDir& dir) {
-  const int raw = std::system((cmd + " >" + dir.file("out") + " 2>" + dir.file("err") + " </dev/null").c_str());
-  CliResult r;
-  r.status = WIFEXITED(raw) ? WEXITSTATUS(raw) : 128 + WTERMSIG(raw);
-  std::stringstream o, e;
-  o << std::ifstream(dir.file("out")).rdbuf();
-  e << std::ifstream(dir.file("err")).rdbuf();
-  r.out = o.str();
-  r.err = e.str();
-  return r;
-}
 
 class PluginMpi : public ::testing::Test {
  protected:
@@ -45,19 +33,16 @@ layers:
                                          "train: {display: 1, snapshot_interval: 5}\n"
                                          "dist: {scheme: hybrid, block_bytes: 256, bucket_bytes: 256}\n");
   }
-  std::string mpirun(int ranks) const { return std::string(POSEIDON_MPIEXEC) + " -np " + std::to_string(ranks) + " "; }
-
-  TempDir dir, logs;
+  TempDir dir;
   std::string config;
 };
 
 TEST_F(PluginMpi, HybridTwoRanksResumeBitForBit) {
-  const std::string train = std::string(POSEIDON_BINARY) + " train " + config + " --quiet";
-  CliResult straight = run_shell(mpirun(2) + train + " --set train.output_dir=" + dir.file("a"), logs);
+  const std::string train = "train " + config + " --quiet";
+  CliResult straight = run_mpi(2, train + " --set train.output_dir=" + dir.file("a"));
   ASSERT_EQ(straight.status, 0) << straight.err;
-  CliResult resumed = run_shell(mpirun(2) + train + " --set train.output_dir=" + dir.file("b") + " --resume " +
-                                    dir.file("a/iter_5.safetensors"),
-                                logs);
+  CliResult resumed =
+      run_mpi(2, train + " --set train.output_dir=" + dir.file("b") + " --resume " + dir.file("a/iter_5.safetensors"));
   ASSERT_EQ(resumed.status, 0) << resumed.err;
   SafetensorsFile a = read_safetensors(dir.file("a/final.safetensors"));
   SafetensorsFile b = read_safetensors(dir.file("b/final.safetensors"));
@@ -81,9 +66,7 @@ TEST_F(PluginMpi, ARankWithoutThePluginFailsBeforeAnyIteration) {
   text = in.str();
   std::string broken = dir.write("broken.yaml", text.replace(text.find(POSEIDON_PLUGIN_DIR), 0, "/missing"));
   const std::string out = " --set train.output_dir=" + dir.file("c");
-  CliResult r = run_shell(mpirun(1) + POSEIDON_BINARY + " train " + config + out + " : -np 1 " + POSEIDON_BINARY +
-                              " train " + broken + out,
-                          logs);
+  CliResult r = run_mpi(1, "train " + config + out + " : -np 1 " + POSEIDON_BINARY + " train " + broken + out);
   EXPECT_NE(r.status, 0);
   EXPECT_NE(r.err.find("libplugin_swish.so': file not found"), std::string::npos) << r.err;
   EXPECT_EQ(r.out.find("iter 1/"), std::string::npos) << r.out;
