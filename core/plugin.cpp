@@ -35,10 +35,10 @@ std::string check(void* library, const HeldRegistrations& held) {
   const LayerRegistry& registry = LayerRegistry::instance();
   std::set<std::string> types;
   for (const auto& info : held.layers) {
-    if (registry.find(info.type) || !types.insert(info.type).second) {
+    if (!types.insert(info.type).second) return "registers layer type '" + info.type + "' twice";
+    if (registry.find(info.type)) {
       std::string owner = registry.origin(info.type);
-      return "layer type '" + info.type + "' is already registered" +
-             (registry.find(info.type) ? (owner.empty() ? " (built in)" : " by " + owner) : " (twice in it)");
+      return "layer type '" + info.type + "' is already registered " + (owner.empty() ? "(built in)" : "by " + owner);
     }
   }
   for (const auto& [type, make] : held.cuda)
