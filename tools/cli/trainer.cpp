@@ -411,6 +411,11 @@ EvalResult Trainer::run() {
         record["comm_wait_s"] = comm->wait_s / n;
         record["comm_hidden_share"] = comm->hidden_share();
       }
+      if (link_) {  // the figures the hybrid plan was made with
+        record["link_bandwidth_gbps"] = link_->bandwidth_gbps;
+        record["link_latency_us"] = link_->latency_us;
+        record["gemm_gflops"] = link_->gemm_gflops;
+      }
       write_log(record);
     }
     if (test_loader_ && config_.test_interval > 0 && iter_ % config_.test_interval == 0 && iter_ < max_iter) run_test();
