@@ -208,10 +208,10 @@ TEST_F(MpiTrain, HybridRecordsTheFiguresItPlannedWith) {
   auto train = records(dir.file("hybrid/metrics.jsonl"), "train");
   ASSERT_EQ(train.size(), 12u);
   for (const auto& r : train) {
-    EXPECT_EQ(r["link_bandwidth_gbps"].get<double>(), 3);
-    EXPECT_EQ(r["link_latency_us"].get<double>(), 40);
-    EXPECT_GT(r["gemm_gflops"].get<double>(), 0);
-    EXPECT_EQ(r["gemm_gflops"], train[0]["gemm_gflops"]) << "measured once, before training";
+    EXPECT_EQ(r.at("link_bandwidth_gbps").get<double>(), 3);
+    EXPECT_EQ(r.at("link_latency_us").get<double>(), 40);
+    EXPECT_GT(r.at("gemm_gflops").get<double>(), 0);
+    EXPECT_EQ(r.at("gemm_gflops"), train[0].at("gemm_gflops")) << "measured once, before training";
   }
 }
 
