@@ -259,38 +259,28 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
     sub = ap.add_subparsers(dest="command", required=True)
-    t = sub.add_parser("table")
-    t.add_argument("results")
+
+    def command(name, run, *positional):
+        """A subcommand with positional arguments given as names or (name, type)."""
+        c = sub.add_parser(name)
+        for arg in positional:
+            arg_name, kind = arg if isinstance(arg, tuple) else (arg, str)
+            c.add_argument(arg_name, type=kind)
+        c.set_defaults(run=run)
+        return c
+
+    t = command("table", table, "results")
     t.add_argument("--table")
     t.add_argument("--plot")
-    t.set_defaults(run=table)
-    a = sub.add_parser("strip-aux")
-    a.add_argument("profile")
-    a.add_argument("out")
-    a.set_defaults(run=strip_aux)
-    s = sub.add_parser("scale-profile")
-    s.add_argument("profile")
-    s.add_argument("out")
-    s.add_argument("scale", type=float)
-    s.set_defaults(run=scale_profile)
-    r = sub.add_parser("row")
-    r.add_argument("metrics")
-    r.add_argument("sim")
+    command("strip-aux", strip_aux, "profile", "out")
+    command("scale-profile", scale_profile, "profile", "out", ("scale", float))
+    r = command("row", row, "metrics", "sim")
     for name, kind in (("model", str), ("workers", int), ("scheme", str), ("scale", float),
                        ("bandwidth-gbps", float), ("payload-gbps", float), ("status", int), ("wall-s", int),
                        ("iters", int), ("cpu-log", str)):
         r.add_argument("--" + name, type=kind, required=True)
-    r.set_defaults(run=row)
-    l = sub.add_parser("resimulate-runs")
-    l.add_argument("results")
-    l.add_argument("model")
-    l.set_defaults(run=resimulate_runs)
-    m = sub.add_parser("resimulate")
-    m.add_argument("results")
-    m.add_argument("model")
-    m.add_argument("sim_dir")
-    m.add_argument("payload_gbps", type=float)
-    m.set_defaults(run=resimulate)
+    command("resimulate-runs", resimulate_runs, "results", "model")
+    command("resimulate", resimulate, "results", "model", "sim_dir", ("payload_gbps", float))
     args = ap.parse_args()
     args.run(args)
 
