@@ -211,7 +211,7 @@ def main():
               + (f" ({', '.join(os.path.basename(f) for f in skipped)})" if 0 < len(skipped) <= 10 else ""))
         for package, uses in sorted(missing.items()):
             f, needed_by = uses[0]
-            more = f" (and {len(uses) - 1} more {kind} files)" if len(uses) > 1 else ""
+            more = f" (and {len(uses) - 1} more of its files)" if len(uses) > 1 else ""
             print(f"MISSING package {package}: provides {f}, {verb} {needed_by}{more}")
         for f, needed_by in unowned:
             print(f"MISSING {kind} {f} ({verb} {needed_by}) belongs to no Debian package")
