@@ -122,13 +122,17 @@ def candidates(path):
     return list(dict.fromkeys(names))
 
 
+class UsageError(Exception):
+    pass
+
+
 def linked_libraries(binaries):
-    """{library path: first binary that loads it}; unresolved names map to None paths."""
+    """{library path: first binary that loads it}, and [(name, binary)] of those ldd finds no file for."""
     needed, unresolved = {}, []
     for binary in binaries:
         out = subprocess.run(["ldd", binary], capture_output=True, text=True)
         if out.returncode != 0:
-            raise SystemExit(f"check_packages.py: ldd {binary} failed: {out.stderr.strip()}")
+            raise UsageError(f"ldd {binary} failed: {out.stderr.strip()}")
         for line in out.stdout.splitlines():
             line = line.strip()
             if "=> not found" in line:
@@ -158,7 +162,7 @@ def included_headers(build_dir, source_dir):
     return headers
 
 
-def check(files, kind, allowed):
+def check(files, allowed):
     """Returns (missing {package: [(file, needed by)]}, unowned [(file, needed by)], skipped files)."""
     missing, unowned, skipped = defaultdict(list), [], []
     names = {f: candidates(f) for f in files}
@@ -183,6 +187,14 @@ def main():
     ap.add_argument("binaries", nargs="+")
     args = ap.parse_args()
 
+    try:
+        return run(args)
+    except (OSError, UsageError) as e:
+        print(f"check_packages.py: {e}", file=sys.stderr)
+        return 2
+
+
+def run(args):
     listed = read_list(args.list)
     packages = installed_packages()
     not_installed = [n for n in listed if n not in packages]
@@ -191,7 +203,7 @@ def main():
           f"{len(allowed)} of the {len(packages)} installed here")
     failed = False
     if not_installed:
-        print(f"listed but not installed here, so not checked: {' '.join(not_installed)}")
+        print(f"listed but not installed here (install the list first): {' '.join(not_installed)}")
         failed = True
 
     libraries, unresolved = linked_libraries(args.binaries)
@@ -205,7 +217,7 @@ def main():
         print(f"MISSING library {name}: ldd finds no file for it (loaded by {binary})")
         failed = True
     for kind, verb, files in kinds:
-        missing, unowned, skipped = check(files, kind, allowed)
+        missing, unowned, skipped = check(files, allowed)
         print(f"{kind} files: {len(files)}; packages missing: {len(missing)}; files of no package: {len(unowned)}; "
               f"skipped (under {', '.join(SKIPPED_PREFIXES)}, not a Debian package): {len(skipped)}"
               + (f" ({', '.join(os.path.basename(f) for f in skipped)})" if 0 < len(skipped) <= 10 else ""))
