@@ -1,15 +1,21 @@
 #!/usr/bin/env bash
-# Installs the Debian packages of the given lists that are missing (shared by
-# run.sh and test.sh, so both read the same tools/packages.txt). A list has
-# one package a line; '#' starts a comment. Uses sudo when not root.
-#   tools/deps.sh LIST...
+# Installs the Debian packages that are missing, named by lists (run.sh and
+# test.sh share tools/packages.txt) or one by one. An argument with a '/' is
+# a list: one package a line, '#' starts a comment. Uses sudo when not root.
+#   tools/deps.sh LIST|PACKAGE...
 set -euo pipefail
-[ $# -gt 0 ] || { echo "usage: tools/deps.sh LIST..." >&2; exit 2; }
+[ $# -gt 0 ] || { echo "usage: tools/deps.sh LIST|PACKAGE..." >&2; exit 2; }
+wanted=()
+for arg in "$@"; do
+  if [[ $arg == */* ]]; then
+    while read -r pkg; do wanted+=("$pkg"); done < <(sed 's/#.*//' "$arg" | awk 'NF { print $1 }')
+  else
+    wanted+=("$arg")
+  fi
+done
 missing=()
-for list in "$@"; do
-  while read -r pkg; do
-    dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
-  done < <(sed 's/#.*//' "$list" | awk 'NF { print $1 }')
+for pkg in "${wanted[@]}"; do
+  dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
 done
 [ ${#missing[@]} -eq 0 ] && exit 0
 echo "installing: ${missing[*]}"
