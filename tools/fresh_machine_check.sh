@@ -59,6 +59,7 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
+echo "== $(date -u '+%Y-%m-%d %H:%M:%S UTC'): fresh machine check of $head in $dir"
 start=$SECONDS
 elapsed() { printf '%dm%02ds' $(((SECONDS - start) / 60)) $(((SECONDS - start) % 60)); }
 if [[ -n $root_tar ]]; then
