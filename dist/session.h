@@ -74,6 +74,8 @@ class Session {
   void set_timeline(Timeline* timeline);
 
   const CommPlan& plan() const;
+  // The link and GEMM figures the hybrid planner assumed; none for other schemes.
+  const std::optional<LinkModel>& link() const { return link_; }
   int rank() const;
   int size() const;
   // "4 ranks, hybrid (sfb: fc6, fc7; ps: conv1, ...), WFBP; link ...": what

@@ -349,10 +349,11 @@ EvalResult Trainer::run() {
         record["comm_wait_s"] = comm->wait_s / n;
         record["comm_hidden_share"] = comm->hidden_share();
       }
-      if (link_) {  // the figures the hybrid plan was made with
-        record["link_bandwidth_gbps"] = link_->bandwidth_gbps;
-        record["link_latency_us"] = link_->latency_us;
-        record["gemm_gflops"] = link_->gemm_gflops;
+      if (session_ && session_->link()) {  // the figures the hybrid plan was made with
+        const dist::LinkModel& link = *session_->link();
+        record["link_bandwidth_gbps"] = link.bandwidth_gbps;
+        record["link_latency_us"] = link.latency_us;
+        record["gemm_gflops"] = link.gemm_gflops;
       }
       write_log(record);
     }
