@@ -199,18 +199,18 @@ def add_simulated(row, sim):
 
 def row(args):
     """The run's iteration time over the last `iters` of 2 x iters iterations,
-    from its train records (which also carry the GEMM rate a hybrid plan used)."""
+    from its train records; a hybrid plan's GEMM rate from its plan record."""
     iters = args.iters
     r = {"model": args.model, "workers": args.workers, "scheme": args.scheme, "scale": args.scale,
          "bandwidth_gbps": args.bandwidth_gbps, "simulated_bandwidth_gbps": args.payload_gbps,
          "status": args.status, "wall_s": args.wall_s, "gemm_gflops": 0.0, "timed_iterations": iters}
     try:
-        train = [json.loads(l) for l in open(args.metrics) if '"train"' in l]
-        at = {t["iter"]: t for t in train}
+        records = [json.loads(l) for l in open(args.metrics) if l.strip()]
+        at = {t["iter"]: t for t in records if t["type"] == "train"}
+        r["gemm_gflops"] = next((p["gemm_gflops"] for p in records if p["type"] == "plan"), 0.0)
         r["iteration_s"] = (at[2 * iters]["elapsed_s"] - at[iters]["elapsed_s"]) / iters
         r["comm_wait_s"] = at[2 * iters].get("comm_wait_s")
         r["comm_s"] = at[2 * iters].get("comm_s")
-        r["gemm_gflops"] = at[2 * iters].get("gemm_gflops", 0.0)
         if "unix_time" in at[iters]:
             mean, saturated = machine_cpu(args.cpu_log, at[iters]["unix_time"], at[2 * iters]["unix_time"])
             if mean is not None:
