@@ -15,6 +15,7 @@
 #include <thread>
 
 #include "core/safetensors.h"
+#include "tests/dist/cli/mpi_runner.h"
 #include "tools/cli_runner.h"
 
 namespace poseidon::testing {
@@ -55,17 +56,6 @@ class Background {
   pid_t pid_ = -1;
   bool reaped_ = false;
 };
-
-CliResult mpi_run(int ranks, const std::string& args) {
-  TempDir tmp;
-  Background job(std::string(POSEIDON_MPIEXEC) + " -np " + std::to_string(ranks) + " " + POSEIDON_BINARY + " " + args,
-                 tmp);
-  CliResult r;
-  r.status = job.wait();
-  r.out = job.text(false);
-  r.err = job.text(true);
-  return r;
-}
 
 // Waits (at most a minute) until `path` holds a training record.
 bool wait_for_training(const std::string& path) {
@@ -202,7 +192,7 @@ TEST_F(Preemption, LostRankRestartsOnTheRestAsAResumeByHandWould) {
   const std::string checkpoint = log.substr(at + restart.size(), log.find('\n', at) - at - restart.size());
   EXPECT_NE(log.find("elastic: finished on 2 hosts after 1 restarts"), std::string::npos) << log;
 
-  CliResult by_hand = mpi_run(2, "train " + dir.file("elastic.yaml") + " --quiet --resume " + checkpoint +
+  CliResult by_hand = run_mpi(2, "train " + dir.file("elastic.yaml") + " --quiet --resume " + checkpoint +
                                      " --set train.output_dir=" + dir.file("by_hand"));
   ASSERT_EQ(by_hand.status, 0) << by_hand.err;
   const SafetensorsFile a = read_safetensors(dir.file("elastic/final.safetensors"));
