@@ -9,11 +9,7 @@
 #include <cmath>
 #include <cstdint>
 
-#ifdef __CUDACC__
-#define POSEIDON_HOST_DEVICE __host__ __device__
-#else
-#define POSEIDON_HOST_DEVICE
-#endif
+#include "core/host_device.h"
 
 namespace poseidon {
 
