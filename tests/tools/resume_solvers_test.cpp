@@ -1,6 +1,7 @@
 // Resume is exact for every update rule: with adam, adamw and rmsprop, 12
 // iterations straight and 6 + resume + 6 give bitwise identical parameters
-// and optimizer state (moments and step counts under PyTorch's names).
+// and optimizer state (moments and step counts under PyTorch's names), on a
+// model that also trains PReLU slopes through LRN, GELU and a gated branch.
 #include <gtest/gtest.h>
 
 #include "core/safetensors.h"
@@ -17,9 +18,13 @@ TEST_P(ResumeSolvers, HalfAndHalfEqualsStraightBitwise) {
   d.write("model.yaml", R"(name: small
 inputs: {data: [1, 28, 28], label: []}
 layers:
-  - {name: conv1, type: conv, inputs: data, num_output: 3, kernel_size: 3, stride: 3}
+  - {name: conv1, type: conv, inputs: data, num_output: 4, kernel_size: 3, stride: 3}
   - {name: bn1, type: batch_norm}
-  - {name: act1, type: relu}
+  - {name: norm1, type: lrn, local_size: 3, alpha: 0.1}
+  - {name: act1, type: prelu}
+  - {name: gate, type: sigmoid, inputs: conv1}
+  - {name: gated, type: eltwise, inputs: [act1, gate]}
+  - {name: act2, type: gelu}
   - {name: fc1, type: fc, num_output: 10}
   - {name: loss, type: softmax_loss, inputs: [fc1, label]}
 )");
@@ -39,6 +44,8 @@ layers:
   const SafetensorsFile b = read_safetensors(d.file("b/final.safetensors"));
   EXPECT_EQ(mid.tensors.at("optimizer.fc1.weight.step").data, std::vector<float>{6.f});
   EXPECT_EQ(b.tensors.at("optimizer.conv1.bias.step").data, std::vector<float>{12.f});
+  EXPECT_GT(b.tensors.count("optimizer.act1.weight." + std::string(GetParam() == "rmsprop" ? "square_avg" : "exp_avg")),
+            0u);
   ASSERT_EQ(a.tensors.size(), b.tensors.size());
   for (const auto& [name, ta] : a.tensors) {
     ASSERT_TRUE(b.tensors.count(name)) << name;
