@@ -70,8 +70,8 @@ void read_solver_state(const std::string& path, const SafetensorsFile& file, Net
     if (which == suffixes.size())
       fail(path, "optimizer entry '" + name + "' is not of the form " + forms + " (the state of solver type " +
                      solver.config().type + ")");
-    std::string param_name = name.substr(kOptimizerPrefix.size(),
-                                         name.size() - kOptimizerPrefix.size() - suffixes[which].size() - 1);
+    std::string param_name =
+        name.substr(kOptimizerPrefix.size(), name.size() - kOptimizerPrefix.size() - suffixes[which].size() - 1);
     Param* p = net.find_param(param_name);
     if (!p || !p->learnable)
       fail(path, "optimizer entry '" + name + "' refers to '" + param_name +

@@ -17,12 +17,9 @@ struct RuleKey {
 };
 
 const std::vector<RuleKey>& rule_keys() {
-  static const std::vector<RuleKey> k = {{"momentum", {"sgd", "rmsprop"}},
-                                         {"nesterov", {"sgd"}},
-                                         {"betas", {"adam", "adamw"}},
-                                         {"eps", {"adam", "adamw", "rmsprop"}},
-                                         {"alpha", {"rmsprop"}},
-                                         {"centered", {"rmsprop"}}};
+  static const std::vector<RuleKey> k = {{"momentum", {"sgd", "rmsprop"}}, {"nesterov", {"sgd"}},
+                                         {"betas", {"adam", "adamw"}},     {"eps", {"adam", "adamw", "rmsprop"}},
+                                         {"alpha", {"rmsprop"}},           {"centered", {"rmsprop"}}};
   return k;
 }
 
@@ -36,8 +33,8 @@ void for_each_element(int64_t n, Element element) {
 
 const std::vector<std::string>& SolverConfig::keys() {
   static const std::vector<std::string> k = [] {
-    std::vector<std::string> all = {"type",       "lr",    "weight_decay", "max_iter",     "lr_policy",
-                                    "gamma",      "step_size", "milestones", "power",      "min_lr",
+    std::vector<std::string> all = {"type",         "lr",           "weight_decay", "max_iter", "lr_policy",
+                                    "gamma",        "step_size",    "milestones",   "power",    "min_lr",
                                     "warmup_iters", "warmup_start", "check_finite"};
     for (const RuleKey& r : rule_keys()) all.push_back(r.key);
     return all;
@@ -139,8 +136,8 @@ void Solver::update(Param& p) {
   }
   const int64_t step = counts_steps() ? ++steps_[p.name] : 1;
   if (p.value.is_cuda()) {
-    device_memory::gpu_solver_update(p.value.device(), step_numbers(p.lr_mult, p.decay_mult, step),
-                                     p.value.data(), p.grad.data(), state, p.value.numel());
+    device_memory::gpu_solver_update(p.value.device(), step_numbers(p.lr_mult, p.decay_mult, step), p.value.data(),
+                                     p.grad.data(), state, p.value.numel());
     return;
   }
   update_block(p.value.data(), p.grad.data(), state, p.value.numel(), p.lr_mult, p.decay_mult, step);

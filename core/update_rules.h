@@ -83,8 +83,7 @@ POSEIDON_HOST_DEVICE inline void rmsprop_element(const UpdateStep& s, float* w, 
 
 // Where rmsprop's optional slots sit in a packed state of n floats per slot:
 // square_avg, then momentum_buffer (with momentum), then grad_avg (centred).
-POSEIDON_HOST_DEVICE inline void rmsprop_slots(const UpdateStep& s, float* state, int64_t n, float** buf,
-                                               float** avg) {
+POSEIDON_HOST_DEVICE inline void rmsprop_slots(const UpdateStep& s, float* state, int64_t n, float** buf, float** avg) {
   *buf = s.momentum != 0.f ? state + n : nullptr;
   *avg = s.centered ? state + (*buf ? 2 : 1) * n : nullptr;
 }

@@ -35,7 +35,7 @@ class ActivationCudaLayer : public ActivationLayer<Math> {
     if (!n) return;
     cudaStream_t stream = cuda::Context::get(ctx.device.index).compute();
     activation_kernels::forward<<<cuda::blocks_for(n), 256, 0, stream>>>(this->math_, io.in[0]->data(),
-                                                                          io.out[0]->data(), n);
+                                                                         io.out[0]->data(), n);
     POSEIDON_CUDA_CHECK_LAUNCH();
   }
 

@@ -48,8 +48,7 @@ void EltwiseLayer::backward(LayerIO& io, RunContext&) {
 #pragma omp parallel for if (n > 32768)
       for (int64_t i = 0; i < n; ++i) {
         bool wins = true;
-        for (size_t j = 0; j < inputs && wins; ++j)
-          wins = j < k ? x[j][i] < x[k][i] : j == k || x[j][i] <= x[k][i];
+        for (size_t j = 0; j < inputs && wins; ++j) wins = j < k ? x[j][i] < x[k][i] : j == k || x[j][i] <= x[k][i];
         if (wins) dx[i] += dy[i];
       }
     } else {

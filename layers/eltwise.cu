@@ -66,8 +66,8 @@ class EltwiseCudaLayer : public EltwiseLayer {
     const Inputs in = inputs(io);
     for (int k = 0; k < in.count; ++k) {
       if (!io.in_grad[k]) continue;
-      eltwise_backward<<<cuda::blocks_for(n), 256, 0, stream>>>(in, k, io.out_grad[0]->data(),
-                                                                io.in_grad[k]->data(), n, max_);
+      eltwise_backward<<<cuda::blocks_for(n), 256, 0, stream>>>(in, k, io.out_grad[0]->data(), io.in_grad[k]->data(), n,
+                                                                max_);
       POSEIDON_CUDA_CHECK_LAUNCH();
     }
   }

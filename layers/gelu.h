@@ -14,9 +14,9 @@ namespace poseidon {
 
 struct GeluMath {
   static constexpr int64_t flops = 10;
-  static constexpr float kSqrtHalf = 0.70710678118654752440f;      // 1 / sqrt(2)
-  static constexpr float kPdfScale = 0.39894228040143267794f;      // 1 / sqrt(2 pi)
-  static constexpr float kTanhScale = 0.79788456080286535588f;     // sqrt(2 / pi)
+  static constexpr float kSqrtHalf = 0.70710678118654752440f;   // 1 / sqrt(2)
+  static constexpr float kPdfScale = 0.39894228040143267794f;   // 1 / sqrt(2 pi)
+  static constexpr float kTanhScale = 0.79788456080286535588f;  // sqrt(2 / pi)
   static constexpr float kCubic = 0.044715f;
 
   explicit GeluMath(const ConfigNode& config)

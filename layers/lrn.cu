@@ -69,9 +69,9 @@ class LrnCudaLayer : public LrnLayer {
     const size_t n = x.numel();
     if (!io.in_grad[0] || !n) return;
     cudaStream_t stream = cuda::Context::get(ctx.device.index).compute();
-    lrn_backward<<<cuda::blocks_for(n), 256, 0, stream>>>(
-        x.data(), io.out[0]->data(), io.out_grad[0]->data(), scale_.data(), io.in_grad[0]->data(), n, window(x),
-        2.f * alpha_ * beta_ / static_cast<float>(size_), beta_);
+    lrn_backward<<<cuda::blocks_for(n), 256, 0, stream>>>(x.data(), io.out[0]->data(), io.out_grad[0]->data(),
+                                                          scale_.data(), io.in_grad[0]->data(), n, window(x),
+                                                          2.f * alpha_ * beta_ / static_cast<float>(size_), beta_);
     POSEIDON_CUDA_CHECK_LAUNCH();
   }
 

@@ -74,7 +74,8 @@ void PreluLayer::backward(LayerIO& io, RunContext&) {
 }
 
 POSEIDON_REGISTER_LAYER(PreluLayer, "prelu", "parametric ReLU with a learnable negative slope (PyTorch's nn.PReLU)",
-                        {{"channel_shared", "bool", "false", "one slope for the whole input instead of one per channel"},
+                        {{"channel_shared", "bool", "false",
+                          "one slope for the whole input instead of one per channel"},
                          {"weight_init", "init", "constant 0.25", "initial slopes, as for any weight"},
                          {"lr_mult", "float", "1", "learning-rate multiplier of the slopes"},
                          {"decay_mult", "float", "1", "weight-decay multiplier of the slopes"}});

@@ -16,16 +16,15 @@ namespace {
 
 constexpr int kThreads = 256;  // per block of the slope gradient
 
-__global__ void prelu_forward(const float* x, const float* a, float* y, size_t n, int64_t channels,
-                              int64_t spatial) {
+__global__ void prelu_forward(const float* x, const float* a, float* y, size_t n, int64_t channels, int64_t spatial) {
   for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x) {
     const float slope = a[(static_cast<int64_t>(i) / spatial) % channels];
     y[i] = x[i] > 0.f ? x[i] : slope * x[i];
   }
 }
 
-__global__ void prelu_input_grad(const float* x, const float* a, const float* dy, float* dx, size_t n,
-                                 int64_t channels, int64_t spatial) {
+__global__ void prelu_input_grad(const float* x, const float* a, const float* dy, float* dx, size_t n, int64_t channels,
+                                 int64_t spatial) {
   for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x) {
     const float slope = a[(static_cast<int64_t>(i) / spatial) % channels];
     dx[i] += x[i] > 0.f ? dy[i] : slope * dy[i];
@@ -57,8 +56,8 @@ class PreluCudaLayer : public PreluLayer {
     if (!n) return;
     const Extent e = extent(*io.in[0]);
     cudaStream_t stream = cuda::Context::get(ctx.device.index).compute();
-    prelu_forward<<<cuda::blocks_for(n), 256, 0, stream>>>(io.in[0]->data(), param(0).value.data(),
-                                                           io.out[0]->data(), n, e.channels, e.spatial);
+    prelu_forward<<<cuda::blocks_for(n), 256, 0, stream>>>(io.in[0]->data(), param(0).value.data(), io.out[0]->data(),
+                                                           n, e.channels, e.spatial);
     POSEIDON_CUDA_CHECK_LAUNCH();
   }
 

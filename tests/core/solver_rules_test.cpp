@@ -97,9 +97,9 @@ TEST(RmsProp, CentredWithMomentumMatchesItsDefinition) {
 // A parameter server updates each block with that block's slice of every
 // state slot and the parameter's step: the result must be the whole update.
 TEST(SolverBlocks, BlocksUpdatedApartEqualTheWhole) {
-  for (const char* yaml : {"{type: adam, lr: 0.1, weight_decay: 0.01}", "{type: adamw, lr: 0.1}",
-                           "{type: rmsprop, lr: 0.1, momentum: 0.9, centered: true}",
-                           "{type: sgd, lr: 0.1, momentum: 0.9}"}) {
+  for (const char* yaml :
+       {"{type: adam, lr: 0.1, weight_decay: 0.01}", "{type: adamw, lr: 0.1}",
+        "{type: rmsprop, lr: 0.1, momentum: 0.9, centered: true}", "{type: sgd, lr: 0.1, momentum: 0.9}"}) {
     SCOPED_TRACE(yaml);
     Solver s(parse(yaml));
     Param whole = make_param("w", 10, 4);
@@ -132,9 +132,9 @@ TEST(SolverConfig, RuleKeysBelongToTheirRules) {
       EXPECT_NE(std::string(e.what()).find("applies to"), std::string::npos) << e.what();
     }
   }
-  for (const char* bad : {"{type: adam, lr: 0.1, betas: [0.9]}", "{type: adam, lr: 0.1, betas: [0.9, 1.0]}",
-                          "{type: adam, lr: 0.1, eps: -1}", "{type: rmsprop, lr: 0.1, alpha: 1}",
-                          "{type: lamb, lr: 0.1}"})
+  for (const char* bad :
+       {"{type: adam, lr: 0.1, betas: [0.9]}", "{type: adam, lr: 0.1, betas: [0.9, 1.0]}",
+        "{type: adam, lr: 0.1, eps: -1}", "{type: rmsprop, lr: 0.1, alpha: 1}", "{type: lamb, lr: 0.1}"})
     EXPECT_THROW(parse(bad), ConfigError) << bad;
 }
 

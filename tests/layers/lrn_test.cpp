@@ -12,8 +12,7 @@ namespace poseidon::testing {
 
 GRAD_CASE("lrn_alexnet", "{name: n, type: lrn, local_size: 5, alpha: 0.5, beta: 0.75, k: 2}", {{2, 7, 3, 2}});
 GRAD_CASE("lrn_even_window", "{name: n, type: lrn, local_size: 4, alpha: 0.3, beta: 1.5, k: 1}", {{2, 6, 2, 2}});
-GRAD_CASE("lrn_window_wider_than_channels", "{name: n, type: lrn, local_size: 7, alpha: 1, beta: 0.5}",
-          {{3, 3, 2}});
+GRAD_CASE("lrn_window_wider_than_channels", "{name: n, type: lrn, local_size: 7, alpha: 1, beta: 0.5}", {{3, 3, 2}});
 GRAD_CASE("lrn_2d", "{name: n, type: lrn, local_size: 3, alpha: 0.2}", {{4, 5}});
 
 namespace {
@@ -33,7 +32,8 @@ double reference(const Tensor& x, int64_t i, int64_t channels, int64_t spatial, 
 TEST(Lrn, MatchesItsDefinition) {
   for (int size : {1, 2, 3, 5, 6}) {
     SCOPED_TRACE(size);
-    const std::string yaml = "{name: n, type: lrn, local_size: " + std::to_string(size) + ", alpha: 0.7, beta: 0.6, k: 1.5}";
+    const std::string yaml =
+        "{name: n, type: lrn, local_size: " + std::to_string(size) + ", alpha: 0.7, beta: 0.6, k: 1.5}";
     auto layer = LayerRegistry::instance().create(ConfigNode::parse(yaml, "test"));
     const Shape shape = {2, 6, 3, 3};
     layer->reshape({shape});
@@ -42,8 +42,7 @@ TEST(Lrn, MatchesItsDefinition) {
     LayerIO io{{&x}, {&y}, {}, {}};
     RunContext ctx;
     layer->forward(io, ctx);
-    for (int64_t i = 0; i < x.numel(); ++i)
-      EXPECT_NEAR(y[i], reference(x, i, 6, 9, size, 0.7, 0.6, 1.5), 1e-6) << i;
+    for (int64_t i = 0; i < x.numel(); ++i) EXPECT_NEAR(y[i], reference(x, i, 6, 9, size, 0.7, 0.6, 1.5), 1e-6) << i;
   }
 }
 
@@ -57,7 +56,8 @@ TEST(Lrn, LargeInputMatchesItsDefinition) {
   LayerIO io{{&x}, {&y}, {}, {}};
   RunContext ctx;
   layer->forward(io, ctx);
-  for (int64_t i = 0; i < x.numel(); i += 101) EXPECT_NEAR(y[i], reference(x, i, 16, 32 * 33, 5, 0.01, 0.75, 2), 1e-5) << i;
+  for (int64_t i = 0; i < x.numel(); i += 101)
+    EXPECT_NEAR(y[i], reference(x, i, 16, 32 * 33, 5, 0.01, 0.75, 2), 1e-5) << i;
 }
 
 TEST(Lrn, RejectsBadKeysAndInputs) {

@@ -81,7 +81,8 @@ TEST(Prelu, LargeInputSlopeGradientsSumEveryValue) {
     std::vector<double> expected(slopes, 0.0);
     for (int64_t i = 0; i < x.numel(); ++i)
       if (x[i] <= 0) expected[slopes == 1 ? 0 : (i / spatial) % 3] += double(x[i]) * dy[i];
-    for (int64_t c = 0; c < slopes; ++c) EXPECT_NEAR(layer->param(0).grad[c], expected[c], 1e-6 * std::max(1.0, std::abs(expected[c]))) << c;
+    for (int64_t c = 0; c < slopes; ++c)
+      EXPECT_NEAR(layer->param(0).grad[c], expected[c], 1e-6 * std::max(1.0, std::abs(expected[c]))) << c;
     for (int64_t i = 0; i < x.numel(); i += 997) EXPECT_EQ(y[i], x[i] > 0 ? x[i] : 0.25f * x[i]) << i;
   }
 }
@@ -89,7 +90,8 @@ TEST(Prelu, LargeInputSlopeGradientsSumEveryValue) {
 TEST(Prelu, PerChannelSlopesNeedChannels) {
   auto layer = LayerRegistry::instance().create(ConfigNode::parse("{name: p, type: prelu}", "t"));
   EXPECT_THROW(layer->reshape({{8}}), ConfigError);
-  auto shared = LayerRegistry::instance().create(ConfigNode::parse("{name: p, type: prelu, channel_shared: true}", "t"));
+  auto shared =
+      LayerRegistry::instance().create(ConfigNode::parse("{name: p, type: prelu, channel_shared: true}", "t"));
   EXPECT_EQ(shared->reshape({{8}}), std::vector<Shape>{{8}});
 }
 

@@ -28,15 +28,17 @@ layers:
   - {name: fc1, type: fc, num_output: 10}
   - {name: loss, type: softmax_loss, inputs: [fc1, label]}
 )");
-  const std::string solver = "{type: " + GetParam() + ", lr: 0.01, weight_decay: 0.01, lr_policy: cosine, max_iter: 12}";
-  const std::string config = d.write("config.yaml", "model: model.yaml\nseed: 4\nthreads: 2\ndata:\n  train: {source: idx, images: " +
-                                                        d.file("img.idx") + ", labels: " + d.file("lbl.idx") +
-                                                        ", batch_size: 7, shuffle: true}\nsolver: " + solver +
-                                                        "\ntrain: {display: 1, snapshot_interval: 6}\n");
+  const std::string solver =
+      "{type: " + GetParam() + ", lr: 0.01, weight_decay: 0.01, lr_policy: cosine, max_iter: 12}";
+  const std::string config =
+      d.write("config.yaml",
+              "model: model.yaml\nseed: 4\nthreads: 2\ndata:\n  train: {source: idx, images: " + d.file("img.idx") +
+                  ", labels: " + d.file("lbl.idx") + ", batch_size: 7, shuffle: true}\nsolver: " + solver +
+                  "\ntrain: {display: 1, snapshot_interval: 6}\n");
   CliResult straight = run_poseidon("train " + config + " --quiet --set train.output_dir=" + d.file("a"));
   ASSERT_EQ(straight.status, 0) << straight.err;
-  CliResult resumed = run_poseidon("train " + config + " --quiet --set train.output_dir=" + d.file("b") +
-                                   " --resume " + d.file("a/iter_6.safetensors"));
+  CliResult resumed = run_poseidon("train " + config + " --quiet --set train.output_dir=" + d.file("b") + " --resume " +
+                                   d.file("a/iter_6.safetensors"));
   ASSERT_EQ(resumed.status, 0) << resumed.err;
 
   const SafetensorsFile mid = read_safetensors(d.file("a/iter_6.safetensors"));

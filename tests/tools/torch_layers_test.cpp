@@ -81,7 +81,8 @@ TEST(TorchLayers, ForwardAndBackwardMatchPyTorch) {
     expect_close("output", out, ref.tensors.at("output"));
     layer->backward(io, ctx);
     for (size_t k = 0; k < in.size(); ++k)
-      expect_close("input gradient " + std::to_string(k), in_grad[k], ref.tensors.at("input_grad." + std::to_string(k)));
+      expect_close("input gradient " + std::to_string(k), in_grad[k],
+                   ref.tensors.at("input_grad." + std::to_string(k)));
     for (const Param& p : layer->params())
       expect_close(p.name + " gradient", p.grad, ref.tensors.at("param_grad." + p.name.substr(p.name.find('.') + 1)));
   }

@@ -34,7 +34,7 @@ std::map<std::string, std::vector<float>> state_by_name(const Solver& solver, co
     const int64_t n = packed.numel() / static_cast<int64_t>(solver.state_names().size());
     for (size_t i = 0; i < solver.state_names().size(); ++i)
       out["optimizer." + param + "." + solver.state_names()[i]].assign(packed.data() + i * n,
-                                                                        packed.data() + (i + 1) * n);
+                                                                       packed.data() + (i + 1) * n);
   }
   if (solver.counts_steps()) out["optimizer." + param + ".step"] = {static_cast<float>(solver.steps().at(param))};
   return out;
@@ -79,7 +79,8 @@ TEST(TorchOptim, FiveStepsMatchTorchOptim) {
     for (const Param& p : params) {
       const auto& expected = ref.tensors.at("final." + p.name).data;
       for (int64_t i = 0; i < p.value.numel(); ++i)
-        EXPECT_NEAR(p.value[i], expected[i], kTolerance * std::max(1.0f, std::abs(expected[i]))) << p.name << "[" << i << "]";
+        EXPECT_NEAR(p.value[i], expected[i], kTolerance * std::max(1.0f, std::abs(expected[i])))
+            << p.name << "[" << i << "]";
       // The same state tensors as torch.optim keeps, under its names.
       std::set<std::string> torch_names, ours;
       for (const auto& [key, t] : ref.tensors)

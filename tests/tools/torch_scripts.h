@@ -23,11 +23,11 @@ std::string shell_quoted(const std::string& s);
 }  // namespace poseidon::testing
 
 // In a test body: fails (or, with POSEIDON_SKIP_TORCH=1, skips) unless torch imports.
-#define POSEIDON_REQUIRE_TORCH()                                                                       \
-  do {                                                                                                 \
-    const std::string torch_missing = ::poseidon::testing::torch_unavailable();                       \
-    if (!torch_missing.empty()) {                                                                      \
-      if (::poseidon::testing::torch_skip_requested()) GTEST_SKIP() << torch_missing;                  \
-      FAIL() << torch_missing << "\ninstall python3-torch, or set POSEIDON_SKIP_TORCH=1 to skip";      \
-    }                                                                                                  \
+#define POSEIDON_REQUIRE_TORCH()                                                                  \
+  do {                                                                                            \
+    const std::string torch_missing = ::poseidon::testing::torch_unavailable();                   \
+    if (!torch_missing.empty()) {                                                                 \
+      if (::poseidon::testing::torch_skip_requested()) GTEST_SKIP() << torch_missing;             \
+      FAIL() << torch_missing << "\ninstall python3-torch, or set POSEIDON_SKIP_TORCH=1 to skip"; \
+    }                                                                                             \
   } while (0)
