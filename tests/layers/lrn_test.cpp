@@ -27,6 +27,24 @@ double reference(const Tensor& x, int64_t i, int64_t channels, int64_t spatial, 
   return x[i] / std::pow(k + alpha / size * sum, beta);
 }
 
+// Inputs shaped like a sine of the given frequency and amplitude.
+Tensor pattern(const Shape& shape, float frequency, float amplitude) {
+  Tensor x(shape);
+  for (int64_t i = 0; i < x.numel(); ++i) x[i] = std::sin(frequency * i) * amplitude;
+  return x;
+}
+
+// The layer's output for pattern(shape, frequency, amplitude).
+Tensor lrn_forward(const std::string& yaml, const Shape& shape, float frequency, float amplitude) {
+  auto layer = LayerRegistry::instance().create(ConfigNode::parse(yaml, "test"));
+  layer->reshape({shape});
+  Tensor x = pattern(shape, frequency, amplitude), y(shape);
+  LayerIO io{{&x}, {&y}, {}, {}};
+  RunContext ctx;
+  layer->forward(io, ctx);
+  return y;
+}
+
 }  // namespace
 
 TEST(Lrn, MatchesItsDefinition) {
@@ -34,28 +52,17 @@ TEST(Lrn, MatchesItsDefinition) {
     SCOPED_TRACE(size);
     const std::string yaml =
         "{name: n, type: lrn, local_size: " + std::to_string(size) + ", alpha: 0.7, beta: 0.6, k: 1.5}";
-    auto layer = LayerRegistry::instance().create(ConfigNode::parse(yaml, "test"));
     const Shape shape = {2, 6, 3, 3};
-    layer->reshape({shape});
-    Tensor x(shape), y(shape);
-    for (int64_t i = 0; i < x.numel(); ++i) x[i] = std::sin(0.9f * i) * 2.f;
-    LayerIO io{{&x}, {&y}, {}, {}};
-    RunContext ctx;
-    layer->forward(io, ctx);
+    const Tensor x = pattern(shape, 0.9f, 2.f), y = lrn_forward(yaml, shape, 0.9f, 2.f);
     for (int64_t i = 0; i < x.numel(); ++i) EXPECT_NEAR(y[i], reference(x, i, 6, 9, size, 0.7, 0.6, 1.5), 1e-6) << i;
   }
 }
 
 // Large enough for the threaded loops.
 TEST(Lrn, LargeInputMatchesItsDefinition) {
-  auto layer = LayerRegistry::instance().create(ConfigNode::parse("{name: n, type: lrn, alpha: 0.01, k: 2}", "test"));
   const Shape shape = {2, 16, 32, 33};
-  layer->reshape({shape});
-  Tensor x(shape), y(shape);
-  for (int64_t i = 0; i < x.numel(); ++i) x[i] = std::sin(0.3f * i) * 5.f;
-  LayerIO io{{&x}, {&y}, {}, {}};
-  RunContext ctx;
-  layer->forward(io, ctx);
+  const Tensor x = pattern(shape, 0.3f, 5.f),
+               y = lrn_forward("{name: n, type: lrn, alpha: 0.01, k: 2}", shape, 0.3f, 5.f);
   for (int64_t i = 0; i < x.numel(); i += 101)
     EXPECT_NEAR(y[i], reference(x, i, 16, 32 * 33, 5, 0.01, 0.75, 2), 1e-5) << i;
 }

@@ -22,12 +22,6 @@ namespace {
 
 constexpr double kTolerance = 1e-5;
 
-Tensor tensor_of(const SafetensorsTensor& t) {
-  Tensor out(t.shape);
-  std::copy(t.data.begin(), t.data.end(), out.data());
-  return out;
-}
-
 void expect_close(const std::string& what, const Tensor& ours, const SafetensorsTensor& ref) {
   ASSERT_EQ(ours.shape(), ref.shape) << what;
   int reported = 0;

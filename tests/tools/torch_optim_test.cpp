@@ -20,12 +20,6 @@ namespace {
 
 constexpr double kTolerance = 1e-5;
 
-Tensor tensor_of(const SafetensorsTensor& t) {
-  Tensor out(t.shape);
-  std::copy(t.data.begin(), t.data.end(), out.data());
-  return out;
-}
-
 // The Solver's state of `param` under PyTorch's names, as a checkpoint holds it.
 std::map<std::string, std::vector<float>> state_by_name(const Solver& solver, const std::string& param) {
   std::map<std::string, std::vector<float>> out;

@@ -3,6 +3,7 @@
 
 #include <sys/wait.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 
@@ -42,6 +43,12 @@ std::string torch_unavailable() {
     return probe.status == 0 ? std::string() : std::string(kPython) + " cannot import torch:\n" + probe.output;
   }();
   return why;
+}
+
+Tensor tensor_of(const SafetensorsTensor& t) {
+  Tensor out(t.shape);
+  std::copy(t.data.begin(), t.data.end(), out.data());
+  return out;
 }
 
 bool torch_skip_requested() {

@@ -5,6 +5,9 @@
 
 #include <string>
 
+#include "core/safetensors.h"
+#include "core/tensor.h"
+
 namespace poseidon::testing {
 
 struct ScriptResult {
@@ -19,6 +22,8 @@ std::string torch_unavailable();
 // POSEIDON_SKIP_TORCH=1: a missing torch skips these tests instead of failing them.
 bool torch_skip_requested();
 std::string shell_quoted(const std::string& s);
+// A host tensor holding a reference file's tensor.
+Tensor tensor_of(const SafetensorsTensor& t);
 
 }  // namespace poseidon::testing
 

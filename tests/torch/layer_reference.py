@@ -10,7 +10,6 @@ float64. Writes DIR/<case>.safetensors:
 and metadata "layer": the poseidon layer config (a YAML flow map).
 """
 
-import argparse
 import os
 import sys
 
@@ -18,6 +17,7 @@ import torch
 import torch.nn.functional as F
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import case_files  # noqa: E402
 import safetensors_io  # noqa: E402
 
 SHAPE = (2, 6, 4, 5)
@@ -64,17 +64,5 @@ def run_case(name, generator, workdir):
     safetensors_io.write(os.path.join(workdir, f"{name}.safetensors"), tensors, {"layer": config})
 
 
-def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--workdir", required=True, help="where the reference files go")
-    args = parser.parse_args()
-    os.makedirs(args.workdir, exist_ok=True)
-    generator = torch.Generator().manual_seed(3)
-    for name in CASES:
-        run_case(name, generator, args.workdir)
-    print(f"{len(CASES)} cases written to {args.workdir}")
-    return 0
-
-
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(case_files.main(__doc__.splitlines()[0], CASES, run_case, seed=3))

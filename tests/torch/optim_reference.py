@@ -14,13 +14,13 @@ and metadata: solver (the poseidon solver config, a YAML flow map), steps,
 <param>.lr_mult and <param>.decay_mult.
 """
 
-import argparse
 import os
 import sys
 
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import case_files  # noqa: E402
 import safetensors_io  # noqa: E402
 
 STEPS = 5
@@ -74,17 +74,5 @@ def run_case(name, generator, workdir):
     safetensors_io.write(os.path.join(workdir, f"{name}.safetensors"), tensors, metadata)
 
 
-def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--workdir", required=True, help="where the reference files go")
-    args = parser.parse_args()
-    os.makedirs(args.workdir, exist_ok=True)
-    generator = torch.Generator().manual_seed(5)
-    for name in CASES:
-        run_case(name, generator, args.workdir)
-    print(f"{len(CASES)} cases written to {args.workdir}")
-    return 0
-
-
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(case_files.main(__doc__.splitlines()[0], CASES, run_case, seed=5))
