@@ -4,7 +4,6 @@
 // parameters and optimizer state equal those of one process trained on the
 // combined batch, to relative 1e-4 (L2 norm per tensor).
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 
 #include <chrono>
 #include <cmath>
@@ -14,26 +13,11 @@
 #include <sstream>
 
 #include "core/safetensors.h"
+#include "tests/dist/cli/mpi_runner.h"
 #include "tools/cli_runner.h"
 
 namespace poseidon::testing {
 namespace {
-
-CliResult run_mpi(int ranks, const std::string& args) {
-  TempDir tmp;
-  const std::string cmd = std::string(POSEIDON_MPIEXEC) + " -np " + std::to_string(ranks) + " " + POSEIDON_BINARY +
-                          " " + args + " >" + tmp.file("out") + " 2>" + tmp.file("err") + " </dev/null";
-  const int raw = std::system(cmd.c_str());
-  CliResult r;
-  r.status = WIFEXITED(raw) ? WEXITSTATUS(raw) : 128 + WTERMSIG(raw);
-  std::ifstream out(tmp.file("out")), err(tmp.file("err"));
-  std::stringstream o, e;
-  o << out.rdbuf();
-  e << err.rdbuf();
-  r.out = o.str();
-  r.err = e.str();
-  return r;
-}
 
 // A small conv net without dropout on 48 random training and 30 test images.
 class MpiTrain : public ::testing::Test {
