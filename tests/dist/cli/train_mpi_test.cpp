@@ -69,11 +69,12 @@ double relative_l2(const std::vector<float>& a, const std::vector<float>& b) {
   return std::sqrt(diff) / std::max(std::sqrt(norm), 1e-30);
 }
 
-// Every tensor of `got` (parameters and optimizer state) matches `want`.
-void expect_same_state(const std::string& got, const std::string& want) {
+// Every tensor of `got` (parameters and optimizer state, which holds `state_entry`) matches `want`.
+void expect_same_state(const std::string& got, const std::string& want,
+                       const std::string& state_entry = "optimizer.fc1.weight.momentum_buffer") {
   SafetensorsFile a = read_safetensors(got), b = read_safetensors(want);
   ASSERT_EQ(a.tensors.size(), b.tensors.size());
-  EXPECT_GT(a.tensors.count("optimizer.fc1.weight.momentum_buffer"), 0u);
+  EXPECT_GT(a.tensors.count(state_entry), 0u);
   for (const auto& [name, t] : b.tensors) {
     ASSERT_TRUE(a.tensors.count(name)) << name << " missing from " << got;
     ASSERT_EQ(a.tensors.at(name).shape, t.shape) << name;
@@ -208,6 +209,30 @@ TEST_F(MpiTrain, ResumesOnAnotherRankCount) {
   CliResult one = run_poseidon(train_args(8, "one", "--resume " + dir.file("two/iter_10.safetensors")));
   ASSERT_EQ(one.status, 0) << one.err;
   expect_same_state(dir.file("one/final.safetensors"), dir.file("straight/final.safetensors"));
+}
+
+// Adam's moments and step counts, sharded over the parameter server's
+// owners, are gathered into checkpoints and spread again on resume.
+TEST_F(MpiTrain, AdamStateResumesOnAnotherRankCount) {
+  std::ifstream sgd(config);
+  std::stringstream text;
+  text << sgd.rdbuf();
+  std::string adam_config = text.str();
+  adam_config.replace(adam_config.find("momentum: 0.9"), 13, "type: adam");
+  config = dir.write("adam.yaml", adam_config);
+  CliResult straight = run_poseidon(train_args(8, "straight"));
+  ASSERT_EQ(straight.status, 0) << straight.err;
+  CliResult two =
+      run_mpi(2, train_args(4, "two", "--set dist.scheme=ps --resume " + dir.file("straight/iter_5.safetensors")));
+  ASSERT_EQ(two.status, 0) << two.err;
+  expect_same_state(dir.file("two/final.safetensors"), dir.file("straight/final.safetensors"),
+                    "optimizer.fc1.weight.exp_avg_sq");
+  EXPECT_EQ(read_safetensors(dir.file("two/iter_10.safetensors")).tensors.at("optimizer.fc1.weight.step").data,
+            std::vector<float>{10.f});
+  CliResult one = run_poseidon(train_args(8, "one", "--resume " + dir.file("two/iter_10.safetensors")));
+  ASSERT_EQ(one.status, 0) << one.err;
+  expect_same_state(dir.file("one/final.safetensors"), dir.file("straight/final.safetensors"),
+                    "optimizer.fc1.weight.exp_avg_sq");
 }
 
 }  // namespace
