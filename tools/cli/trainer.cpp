@@ -13,6 +13,7 @@
 #include "core/host_staging_sink.h"
 #include "core/local_sink.h"
 #include "core/math.h"
+#include "dist/device_choice.h"
 #include "tools/cli/emulate_compute.h"
 #include "tools/cli/progress.h"
 
@@ -78,6 +79,7 @@ Trainer::Trainer(TrainConfig config, TrainOptions options)
   if (options_.world) {
     rank_ = options_.world->rank();
     world_size_ = options_.world->size();
+    config_.device = dist::rank_device(*options_.world, config_.device, config_.device_index_given);
   }
   net_ = std::make_unique<Net>(config_.model, config_.train_data.batch_size, config_.device);
   net_->init_params(config_.seed);
@@ -307,7 +309,8 @@ EvalResult Trainer::run() {
   GradSink* exchange = staging ? static_cast<GradSink*>(&*staging) : scheduler_.get();
   GradSink& untraced = exchange ? *exchange : alone;
   std::optional<dist::TracingSink> traced;
-  if (timeline_) traced.emplace(untraced, *timeline_);
+  if (timeline_) traced.emplace(untraced, *timeline_, config_.device);
+  if (timeline_ && staging) staging->observe_landings(dist::landing_recorder(*timeline_));
   GradSink& sink = traced ? static_cast<GradSink&>(*traced) : untraced;
   // Forward waits at the scheduler's gates; alone it needs no gate unless traced.
   GradSink* gate = traced || scheduler_ ? &sink : nullptr;
