@@ -62,16 +62,22 @@ is_system_library() {
 # Libraries of the full build that the kit's build leaves out.
 is_left_out() { [[ $1 =~ ^lib(opencv_|dnnl) ]]; }
 
-# Resolved paths of the non-system libraries the ELF files $@ need, transitively.
+# Resolved paths of the non-system libraries the ELF files $@ need, through
+# their NEEDED entries (a library left out is not followed further).
 library_closure() {
   declare -A seen=()
   local queue=("$@") file name path
   while [[ ${#queue[@]} -gt 0 ]]; do
     file=${queue[0]}
     queue=("${queue[@]:1}")
-    while read -r name path; do
-      [[ -n $name ]] || continue
+    # Where the loader finds each library this file loads (ldd lists them all,
+    # also the indirect ones), for this file's own NEEDED entries.
+    declare -A found=()
+    while read -r name path; do found[$name]=$path; done < <(LD_LIBRARY_PATH="$SEARCH_PATH" ldd "$file" 2>/dev/null |
+      awk '$2 == "=>" { print $1, $3 }')
+    for name in $(objdump -p "$file" | awk '$1 == "NEEDED" { print $2 }'); do
       if is_system_library "$name" || is_left_out "$name" || [[ -n ${seen[$name]:-} ]]; then continue; fi
+      path=${found[$name]:-}
       if [[ ! -f $path ]]; then
         echo "gpu_kit: $file needs $name, which is not installed here" >&2
         exit 1
@@ -79,8 +85,8 @@ library_closure() {
       seen[$name]=1
       echo "$path"
       queue+=("$path")
-    done < <(LD_LIBRARY_PATH="$SEARCH_PATH" ldd "$file" 2>/dev/null |
-      awk '$2 == "=>" { print $1, $3 }')
+    done
+    unset found
   done
 }
 
@@ -104,9 +110,10 @@ stage() {
   # Everything those need that a bare machine lacks, beside the binaries.
   local elves=("$dir"/bin/poseidon "$dir"/bin/*_tests "$dir"/root/usr/bin/*)
   mapfile -t -O ${#elves[@]} elves < <(find "$dir/root" -name '*.so*' -type f)
-  library_closure "${elves[@]}" | sort -u | while read -r f; do
-    # Open MPI's own libraries stay in its tree.
-    [[ $f == "$ARCH_LIBS"/openmpi/* || $f == "$ARCH_LIBS"/pmix2/* ]] || cp -L "$f" "$dir/lib/"
+  library_closure "${elves[@]}" | while read -r f; do
+    # Open MPI's own libraries stay in its tree (the system's links to them too).
+    [[ $(readlink -f "$f") == "$ARCH_LIBS"/openmpi/* || $(readlink -f "$f") == "$ARCH_LIBS"/pmix2/* ]] ||
+      cp -L "$f" "$dir/lib/"
   done
   strip --strip-unneeded "$dir"/bin/poseidon "$dir"/bin/*_tests "$dir"/lib/*.so* 2>/dev/null || true
   {

@@ -42,10 +42,13 @@ EOF
   # Open MPI and PMIx find their components and help files from these.
   export OPAL_PREFIX=$dest/root/usr
   export PMIX_INSTALL_PREFIX=$mpi/pmix2
-  # Components whose libraries were left out are not worth a warning, and
-  # the shared-memory transport copies through its buffers (no CMA in VMs).
+  # Components whose libraries were left out are not worth a warning, the
+  # shared-memory transport copies through its buffers (no CMA in VMs), and
+  # neither ssh nor rsh is needed on one host, but Open MPI refuses to start
+  # unless its remote agent exists: any program stands in.
   export OMPI_MCA_mca_base_component_show_load_errors=0
   export OMPI_MCA_btl_vader_single_copy_mechanism=none
+  export OMPI_MCA_plm_rsh_agent=false
   export POSEIDON_KIT=$dest
   missing=$(for f in "$dest"/bin/poseidon "$dest"/bin/*_tests; do ldd "$f"; done | grep 'not found' | sort -u)
   if [[ -n $missing ]]; then

@@ -34,6 +34,7 @@ cuda=$(readlink -f /usr/local/cuda)
 [[ -f $cuda/lib/libcudnn.so.9 || -f $cuda/lib64/libcudnn.so.9 ]] ||
   { echo "gpu_kit_verify: needs cuDNN, cuBLAS and NCCL under /usr/local/cuda to lay out as wheels" >&2; exit 2; }
 chroot_dir=${chroot_dir:-$(mktemp -d /var/tmp/poseidon-bare.XXXXXX)}
+mkdir -p "$chroot_dir"
 mounts=()
 cleanup() {
   for ((i = ${#mounts[@]} - 1; i >= 0; i--)); do umount "${mounts[i]}" 2>/dev/null || true; done
@@ -92,12 +93,20 @@ run() {  # run NAME COMMAND...: its gtest summary
   local name=$1 log=/tmp/$1.log
   shift
   "$@" >"$log" 2>&1 || { status=1; grep -E '^\[  FAILED  \] [A-Za-z]' "$log" | head -20; tail -5 "$log"; }
-  printf '%-16s %s\n' "$name" "$(grep -E '^\[  (PASSED|FAILED|SKIPPED) \]' "$log" | tr '\n' ' ')"
+  printf '%-16s %s\n' "$name" "$(grep -E '^\[  (PASSED|FAILED|SKIPPED) *\]' "$log" | tr '\n' ' ')"
 }
 for t in core layers data tools; do run "${t}_tests" "$POSEIDON_KIT/bin/${t}_tests" --gtest_brief=1; done
 run dist_tests.np1 "$POSEIDON_KIT/bin/dist_tests" --gtest_brief=1
 run dist_tests.np2 mpirun --allow-run-as-root --oversubscribe -np 2 --mca btl self,vader,tcp \
-  "$POSEIDON_KIT/bin/dist_tests" --gtest_brief=1
+  "$POSEIDON_KIT/bin/dist_tests" --gtest_brief=1 </dev/null
+# Two ranks of the CLI under the kit's mpirun, traced, as tools/gpu_check.sh
+# runs them (on the CPU here). mpirun reads standard input, which is this
+# script: it gets /dev/null instead.
+mpirun --allow-run-as-root --oversubscribe -np 2 poseidon train configs/vgg19_synthetic.yaml --quiet \
+  --set net.vars.size=32 --set 'data.train.shape=[3,32,32]' --set solver.max_iter=2 \
+  --set train.output_dir=/tmp/two_ranks --timeline /tmp/trace.json </dev/null >/tmp/two_ranks.log 2>&1 &&
+  [[ -f /tmp/two_ranks/final.safetensors && -f /tmp/trace.rank1.json ]] || { status=1; tail -5 /tmp/two_ranks.log; }
+echo "two ranks trained: $([[ -f /tmp/two_ranks/final.safetensors ]] && echo yes || echo no)"
 exit $status
 EOF
 echo "== gpu_kit_verify: $([[ $rc -eq 0 ]] && echo passed || echo FAILED)"

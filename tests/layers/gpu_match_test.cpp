@@ -190,6 +190,10 @@ const std::vector<LargeCase>& large_cases() {
       {{"accuracy_many_samples", "{name: a, type: accuracy, top_k: 3}", {{5000, 10}, {5000}}, {0, 10}}},
       {{"concat_grid_stride", "{name: c, type: concat}", {{2, 24, 150, 150}, {2, 8, 150, 150}}}},
       {{"sum_grid_stride", "{name: s, type: sum}", {{2, 32, 150, 150}, {2, 32, 150, 150}}}},
+      {{"dropout_grid_stride", "{name: d, type: dropout, ratio: 0.3}", {{2, 32, 150, 150}}}},
+      {{"flatten_grid_stride", "{name: f, type: flatten}", {{2, 32, 150, 150}}}},
+      {{"adaptive_avg_pool_grid_stride", "{name: p, type: adaptive_avg_pool, output_size: [7, 7]}",
+        {{16, 512, 14, 14}}}},
   };
   return cases;
 }
