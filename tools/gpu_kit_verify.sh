@@ -92,13 +92,13 @@ status=0
 run() {  # run NAME COMMAND...: its gtest summary
   local name=$1 log=/tmp/$1.log
   shift
-  "$@" >"$log" 2>&1 || { status=1; grep -E '^\[  FAILED  \] [A-Za-z]' "$log" | head -20; tail -5 "$log"; }
+  "$@" </dev/null >"$log" 2>&1 || { status=1; grep -E '^\[  FAILED  \] [A-Za-z]' "$log" | head -20; tail -5 "$log"; }
   printf '%-16s %s\n' "$name" "$(grep -E '^\[  (PASSED|FAILED|SKIPPED) *\]' "$log" | tr '\n' ' ')"
 }
 for t in core layers data tools; do run "${t}_tests" "$POSEIDON_KIT/bin/${t}_tests" --gtest_brief=1; done
 run dist_tests.np1 "$POSEIDON_KIT/bin/dist_tests" --gtest_brief=1
 run dist_tests.np2 mpirun --allow-run-as-root --oversubscribe -np 2 --mca btl self,vader,tcp \
-  "$POSEIDON_KIT/bin/dist_tests" --gtest_brief=1 </dev/null
+  "$POSEIDON_KIT/bin/dist_tests" --gtest_brief=1
 # Two ranks of the CLI under the kit's mpirun, traced, as tools/gpu_check.sh
 # runs them (on the CPU here). mpirun reads standard input, which is this
 # script: it gets /dev/null instead.
