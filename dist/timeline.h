@@ -55,6 +55,9 @@ class TracingSink : public GradSink {
  public:
   TracingSink(GradSink& inner, Timeline& timeline, Device device = {})
       : inner_(inner), timeline_(timeline), device_(device) {}
+  const std::vector<BlobPart>& gradient_sources(const Param& param) const override {
+    return inner_.gradient_sources(param);
+  }
   void await_params(const Layer& layer) override;
   void grad_ready(Param& param) override { inner_.grad_ready(param); }
   void backward_done() override;

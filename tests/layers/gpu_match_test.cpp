@@ -38,7 +38,7 @@ struct Side {
 // How the layer sits in its net, beyond the gradient check's cases.
 struct Placement {
   bool first_layer = false;            // its input needs no gradient (conv1 on the data)
-  bool grad_formed_elsewhere = false;  // its weight's gradient is left to SFB
+  bool weight_grad_skipped = false;  // its weight's gradient is left to SFB (LayerIO::skip_param_grad)
 };
 
 Side build(const GradCase& c, const Device& device, const Placement& placement) {
@@ -58,7 +58,7 @@ Side build(const GradCase& c, const Device& device, const Placement& placement) 
     p.value = Tensor(p.shape, device);
     p.grad = Tensor(p.shape, device);
   }
-  if (placement.grad_formed_elsewhere) s.layer->param(0).grad_formed_elsewhere = true;
+  if (placement.weight_grad_skipped) s.io.skip_param_grad = {true};
   for (size_t k = 0; k < s.in.size(); ++k) {
     bool is_label = k < c.label_classes.size() && c.label_classes[k] > 0;
     s.io.in.push_back(&s.in[k]);
@@ -184,7 +184,7 @@ const std::vector<LargeCase>& large_cases() {
       {{"batch_norm_many_values", "{name: bn, type: batch_norm}", {{8, 16, 112, 112}}}},
       {{"batch_norm_test_many_values", "{name: bn, type: batch_norm}", {{8, 16, 112, 112}}, {}, false}},
       {{"fc_large_weights", "{name: fc6, type: fc, num_output: 4096}", {{4, 9216}}}},
-      {{"fc_under_sfb", "{name: fc7, type: fc, num_output: 1000}", {{8, 4096}}}, {.grad_formed_elsewhere = true}},
+      {{"fc_under_sfb", "{name: fc7, type: fc, num_output: 1000}", {{8, 4096}}}, {.weight_grad_skipped = true}},
       {{"softmax_many_values", "{name: s, type: softmax}", {{1200, 1000}}}},
       {{"softmax_loss_many_samples", "{name: loss, type: softmax_loss}", {{5000, 10}, {5000}}, {0, 10}}},
       {{"accuracy_many_samples", "{name: a, type: accuracy, top_k: 3}", {{5000, 10}, {5000}}, {0, 10}}},
