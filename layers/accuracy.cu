@@ -8,6 +8,7 @@
 
 #include "core/cuda/check.h"
 #include "core/cuda/context.h"
+#include "core/cuda/pinned_status.h"
 #include "core/error.h"
 #include "core/registry.h"
 #include "layers/accuracy.h"
@@ -60,21 +61,11 @@ class AccuracyCudaLayer : public AccuracyLayer {
  public:
   using AccuracyLayer::AccuracyLayer;
 
-  ~AccuracyCudaLayer() override {
-    // Destructors do not throw; a failure here was reported by earlier calls.
-    if (landed_) cudaEventDestroy(landed_);
-    if (host_status_) cudaFreeHost(host_status_);
-  }
-
   void forward(LayerIO& io, RunContext& ctx) override {
     const int64_t batch = io.in[0]->dim(0), classes = io.in[0]->dim(1);
     if (device_status_.device() != ctx.device) device_status_ = Tensor::on(ctx.device);
     device_status_.resize({static_cast<int64_t>((sizeof(AccuracyStatus) + sizeof(float) - 1) / sizeof(float))});
     auto* status = reinterpret_cast<AccuracyStatus*>(device_status_.data());
-    if (!host_status_) {
-      POSEIDON_CUDA_CHECK(cudaMallocHost(&host_status_, sizeof(AccuracyStatus)));
-      POSEIDON_CUDA_CHECK(cudaEventCreateWithFlags(&landed_, cudaEventDisableTiming));
-    }
     cudaStream_t stream = cuda::Context::get(ctx.device.index).compute();
     reset_status<<<1, 1, 0, stream>>>(status);
     POSEIDON_CUDA_CHECK_LAUNCH();
@@ -86,26 +77,20 @@ class AccuracyCudaLayer : public AccuracyLayer {
     }
     write_accuracy<<<1, 1, 0, stream>>>(io.in[1]->data(), batch, status, io.out[0]->data());
     POSEIDON_CUDA_CHECK_LAUNCH();
-    POSEIDON_CUDA_CHECK(cudaMemcpyAsync(host_status_, status, sizeof(AccuracyStatus), cudaMemcpyDeviceToHost, stream));
-    POSEIDON_CUDA_CHECK(cudaEventRecord(landed_, stream));
+    host_status_.fetch(status, stream);
     classes_ = classes;
-    pending_ = true;
   }
 
   void after_forward() override {
-    if (!pending_) return;
-    pending_ = false;
-    POSEIDON_CUDA_CHECK(cudaEventSynchronize(landed_));
-    if (host_status_->first_bad != ~0ull)
-      check_label(host_status_->bad_label, static_cast<int64_t>(host_status_->first_bad), classes_);
+    const AccuracyStatus* status = host_status_.take();
+    if (status && status->first_bad != ~0ull)
+      check_label(status->bad_label, static_cast<int64_t>(status->first_bad), classes_);
   }
 
  private:
   Tensor device_status_;
-  AccuracyStatus* host_status_ = nullptr;  // pinned, so that the status comes back without a wait
-  cudaEvent_t landed_ = nullptr;           // the status has reached host_status_
+  cuda::PinnedStatus<AccuracyStatus> host_status_;
   int64_t classes_ = 0;
-  bool pending_ = false;  // a forward's status not yet looked at
 };
 
 }  // namespace

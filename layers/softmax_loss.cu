@@ -9,6 +9,7 @@
 
 #include "core/cuda/check.h"
 #include "core/cuda/context.h"
+#include "core/cuda/pinned_status.h"
 #include "core/error.h"
 #include "core/registry.h"
 #include "layers/softmax_loss.h"
@@ -119,12 +120,6 @@ class SoftmaxLossCudaLayer : public SoftmaxLossLayer {
  public:
   using SoftmaxLossLayer::SoftmaxLossLayer;
 
-  ~SoftmaxLossCudaLayer() override {
-    // Destructors do not throw; a failure here was reported by earlier calls.
-    if (landed_) cudaEventDestroy(landed_);
-    if (host_status_) cudaFreeHost(host_status_);
-  }
-
   void forward(LayerIO& io, RunContext& ctx) override {
     const int64_t batch = prob_.dim(0), classes = prob_.dim(1);
     if (device_prob_.device() != ctx.device) {
@@ -141,7 +136,6 @@ class SoftmaxLossCudaLayer : public SoftmaxLossLayer {
     POSEIDON_CHECK(reinterpret_cast<uintptr_t>(sample_loss) % alignof(double) == 0) << "misaligned loss scratch";
     auto* status = reinterpret_cast<LossStatus*>(sample_loss + batch + 1);
     cudaStream_t stream = cuda::Context::get(ctx.device.index).compute();
-    prepare_host_status();
     reset_status<<<1, 1, 0, stream>>>(status);
     POSEIDON_CUDA_CHECK_LAUNCH();
     if (batch * classes > 0) {
@@ -152,20 +146,17 @@ class SoftmaxLossCudaLayer : public SoftmaxLossLayer {
     }
     mean_loss<<<1, 1, 0, stream>>>(sample_loss, io.in[1]->data(), batch, filter(), status, io.out[0]->data());
     POSEIDON_CUDA_CHECK_LAUNCH();
-    POSEIDON_CUDA_CHECK(cudaMemcpyAsync(host_status_, status, sizeof(LossStatus), cudaMemcpyDeviceToHost, stream));
-    POSEIDON_CUDA_CHECK(cudaEventRecord(landed_, stream));
+    host_status_.fetch(status, stream);
     device_status_ = status;
     classes_ = classes;
-    pending_ = true;
   }
 
   void after_forward() override {
-    if (!pending_) return;
-    pending_ = false;
-    POSEIDON_CUDA_CHECK(cudaEventSynchronize(landed_));
-    count_ = host_status_->count;
-    if (host_status_->first_bad != ~0ull)
-      check_label(host_status_->bad_label, static_cast<int64_t>(host_status_->first_bad), classes_);
+    const LossStatus* status = host_status_.take();
+    if (!status) return;
+    count_ = status->count;
+    if (status->first_bad != ~0ull)
+      check_label(status->bad_label, static_cast<int64_t>(status->first_bad), classes_);
   }
 
   void backward(LayerIO& io, RunContext& ctx) override {
@@ -183,20 +174,11 @@ class SoftmaxLossCudaLayer : public SoftmaxLossLayer {
  private:
   LabelFilter filter() const { return {ignore_label_ != -1, static_cast<float>(ignore_label_)}; }
 
-  // Pinned host memory, so that the status comes back without a wait.
-  void prepare_host_status() {
-    if (host_status_) return;
-    POSEIDON_CUDA_CHECK(cudaMallocHost(&host_status_, sizeof(LossStatus)));
-    POSEIDON_CUDA_CHECK(cudaEventCreateWithFlags(&landed_, cudaEventDisableTiming));
-  }
-
   Tensor device_prob_;     // softmax of the last forward, [N, C], on the GPU
   Tensor device_scratch_;  // per-sample losses (doubles) and the status of the last forward
   LossStatus* device_status_ = nullptr;
-  LossStatus* host_status_ = nullptr;
-  cudaEvent_t landed_ = nullptr;  // the status has reached host_status_
+  cuda::PinnedStatus<LossStatus> host_status_;
   int64_t classes_ = 0;
-  bool pending_ = false;  // a forward's status not yet looked at
 };
 
 }  // namespace
