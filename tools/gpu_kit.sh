@@ -13,9 +13,10 @@
 # never packed: the binaries take the target machine's own (the CUDA runtime
 # is linked in statically). tools/gpu_kit_unpack.sh unpacks it there.
 #
-# The test binaries read the sources and run `poseidon` from a fixed place,
-# KIT_ROOT (/tmp/poseidon-kit): the unpacking links KIT_ROOT/src to the
-# checkout and puts the binaries in KIT_ROOT/bin.
+# The test binaries read the sources, run `poseidon` and load their plug-ins
+# from a fixed place, KIT_ROOT (/tmp/poseidon-kit): the unpacking links
+# KIT_ROOT/src to the checkout and puts the binaries in KIT_ROOT/bin, the
+# plug-ins in KIT_ROOT/plugins.
 #
 # Usage:
 #   tools/gpu_kit.sh [--build DIR] [--out DIR]   build and pack (default build-kit/, gpu-kit/)
@@ -39,6 +40,7 @@ readonly KIT_ROOT=/tmp/poseidon-kit
 # What travels to the GPU machine: the checkout's tracked files and the kit.
 readonly BUDGET_BYTES=$((64 << 20))
 readonly TEST_BINARIES=(core_tests layers_tests data_tests tools_tests dist_tests)
+readonly TEST_PLUGINS=(plugin_swish plugin_overwrite plugin_no_marker plugin_other_version plugin_builtin_type)
 readonly ARCH_LIBS=/usr/lib/x86_64-linux-gnu
 # Open MPI's runtime in Debian's layout, relocated by OPAL_PREFIX.
 readonly MPI_TREES=("$ARCH_LIBS/openmpi/lib" "$ARCH_LIBS/pmix2" /usr/share/openmpi)
@@ -96,6 +98,8 @@ stage() {
   mkdir -p "$dir/bin" "$dir/lib" "$dir/root/usr/bin"
   cp "$from/poseidon" "$dir/bin/"
   for f in "${TEST_BINARIES[@]}"; do cp "$from/tests/$f" "$dir/bin/"; done
+  mkdir -p "$dir/plugins"
+  cp "$from"/tests/libplugin_*.so "$dir/plugins/"
   # Open MPI and PMIx in their Debian paths under root/.
   for f in "${MPI_TREES[@]}"; do
     mkdir -p "$dir/root$(dirname "$f")"
@@ -108,7 +112,7 @@ stage() {
   cp "${MPI_PROGRAMS[@]}" "$dir/root/usr/bin/"
   ln -s ../root/usr/bin/orterun "$dir/bin/mpirun"
   # Everything those need that a bare machine lacks, beside the binaries.
-  local elves=("$dir"/bin/poseidon "$dir"/bin/*_tests "$dir"/root/usr/bin/*)
+  local elves=("$dir"/bin/poseidon "$dir"/bin/*_tests "$dir"/plugins/*.so "$dir"/root/usr/bin/*)
   mapfile -t -O ${#elves[@]} elves < <(find "$dir/root" -name '*.so*' -type f)
   library_closure "${elves[@]}" | while read -r f; do
     # Open MPI's own libraries stay in its tree (the system's links to them too).
@@ -157,10 +161,11 @@ source_ccache=/etc/profile.d/ccache-poseidon.sh
 [[ -f $source_ccache ]] && source "$source_ccache"
 cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DPOSEIDON_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 \
   -DPOSEIDON_IMAGES=OFF -DPOSEIDON_ONEDNN=OFF -DPOSEIDON_TEST_SOURCE_DIR="$KIT_ROOT/src" \
-  -DPOSEIDON_TEST_BINARY="$KIT_ROOT/bin/poseidon" -DCMAKE_BUILD_WITH_INSTALL_RPATH=ON \
+  -DPOSEIDON_TEST_BINARY="$KIT_ROOT/bin/poseidon" -DPOSEIDON_TEST_PLUGIN_DIR="$KIT_ROOT/plugins" \
+  -DCMAKE_BUILD_WITH_INSTALL_RPATH=ON \
   -DCMAKE_INSTALL_RPATH='$ORIGIN/../lib' >/dev/null
 targets=()
-for t in poseidon "${TEST_BINARIES[@]}"; do targets+=(--target "$t"); done
+for t in poseidon "${TEST_BINARIES[@]}" "${TEST_PLUGINS[@]}"; do targets+=(--target "$t"); done
 cmake --build "$build" -j "$(nproc)" "${targets[@]}"
 stage "$scratch/poseidon-kit" "$build"
 mkdir -p "$out"

@@ -2,11 +2,12 @@
 # up this shell to use it: sourced, not run, so that the variables stay.
 #   source tools/gpu_kit_unpack.sh KIT.tar.gz
 # The kit goes to /tmp/poseidon-kit (the place its test binaries were built
-# for), its src/ a link to this checkout. cuDNN, cuBLAS and NCCL are the
-# machine's own: pip's wheels under python3's site-packages/nvidia (any
-# folder there that holds libcudnn.so.9, libcublas.so.13 or libnccl.so.2; cuDNN
-# loads its sub-libraries by name, so they must be on LD_LIBRARY_PATH), else
-# the CUDA toolkit's. Returns non-zero, saying why, when a library the
+# for), its src/ a link to this checkout. cuDNN, cuBLAS and NCCL (and the
+# CUDA runtime that plug-ins link) are the machine's own: pip's wheels under
+# python3's site-packages/nvidia (any folder there that holds libcudnn.so.9,
+# libcublas.so.13, libnccl.so.2 or libcudart.so.13; cuDNN loads its
+# sub-libraries by name, so they must be on LD_LIBRARY_PATH), else the CUDA
+# toolkit's. Returns non-zero, saying why, when a library the
 # binaries need is missing or the C library is older than the kit's.
 poseidon_kit_unpack() {
   local kit=$1 checkout dest=/tmp/poseidon-kit dirs=() dir lib missing need have
@@ -28,7 +29,7 @@ try:
     import nvidia
 except ImportError:
     raise SystemExit
-wanted = {"libcudnn.so.9", "libcublas.so.13", "libcublasLt.so.13", "libnccl.so.2"}
+wanted = {"libcudnn.so.9", "libcublas.so.13", "libcublasLt.so.13", "libnccl.so.2", "libcudart.so.13"}
 for top in nvidia.__path__:
     for folder, _, files in os.walk(top):
         if wanted & set(files):
@@ -50,7 +51,8 @@ EOF
   export OMPI_MCA_btl_vader_single_copy_mechanism=none
   export OMPI_MCA_plm_rsh_agent=false
   export POSEIDON_KIT=$dest
-  missing=$(for f in "$dest"/bin/poseidon "$dest"/bin/*_tests; do ldd "$f"; done | grep 'not found' | sort -u)
+  missing=$(for f in "$dest"/bin/poseidon "$dest"/bin/*_tests "$dest"/plugins/*.so; do ldd "$f"; done |
+    grep 'not found' | sort -u)
   if [[ -n $missing ]]; then
     echo "gpu_kit_unpack: libraries not found (searched $LD_LIBRARY_PATH):" >&2
     echo "$missing" >&2

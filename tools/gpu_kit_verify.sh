@@ -71,7 +71,7 @@ wheels="$chroot_dir/opt/site-packages/nvidia"
 mkdir -p "$wheels/cudnn/lib" "$wheels/nccl/lib" "$wheels/cu13/lib"
 for f in "$chroot_dir$libs"/libcudnn*.so.9; do ln -s "$libs/$(basename "$f")" "$wheels/cudnn/lib/"; done
 ln -s "$libs/libnccl.so.2" "$wheels/nccl/lib/"
-ln -s "$libs/libcublas.so.13" "$libs/libcublasLt.so.13" "$wheels/cu13/lib/"
+ln -s "$libs/libcublas.so.13" "$libs/libcublasLt.so.13" "$libs/libcudart.so.13" "$wheels/cu13/lib/"
 
 echo "== python3 into it (the kit asks python3 for pip's nvidia packages)"
 chroot "$chroot_dir" /bin/bash -c 'export DEBIAN_FRONTEND=noninteractive; apt-get update -q >/dev/null &&

@@ -4,6 +4,7 @@
 #include <filesystem>
 
 #include "core/device_memory.h"
+#include "core/plugin.h"
 
 namespace poseidon {
 
@@ -23,11 +24,22 @@ int64_t non_negative(const ConfigNode& parent, const std::string& key, int64_t d
   if (v < 0) parent.child(key).fail("expected a non-negative integer");
   return v;
 }
+
+// Loads the `plugins:` of a model or training config and takes the key out of
+// the tree, so the parts that read the rest never see it.
+void load_config_plugins(const ConfigNode& root, const std::string& file) {
+  auto list = root.find("plugins");
+  if (!list) return;
+  load_plugins(*list, std::filesystem::path(file).parent_path().string());
+  YAML::Node tree = root.yaml();
+  tree.remove("plugins");
+}
 }  // namespace
 
 ConfigNode load_model(const std::string& file, const std::vector<std::string>& overrides) {
   ConfigNode model = ConfigNode::load_file(file);
   if (!model.is_map()) model.fail("expected a model: a map with inputs and layers");
+  load_config_plugins(model, file);
   for (const auto& o : overrides) apply_override(model.yaml(), o);
   return model;
 }
@@ -61,6 +73,7 @@ TrainConfig TrainConfig::load(const std::string& file, const std::vector<std::st
     if (o.rfind("net.", 0) == 0) net_overrides.push_back(o.substr(4));
     else apply_override(root.yaml(), o);
   }
+  load_config_plugins(root, file);
   root.check_keys({"model", "seed", "threads", "device", "data", "solver", "train", "dist"});
 
   std::filesystem::path model_path(root.get_string("model"));

@@ -1,7 +1,9 @@
-// Preemption: a SIGTERM to a training process, or to one rank of an MPI job,
-// stops every rank at an iteration boundary with one complete checkpoint and
-// exit status 0, and --resume continues from it; a second signal ends the
-// process at once.
+// Faults of a running job. Preemption: a SIGTERM to a training process, or
+// to one rank of an MPI job, stops every rank at an iteration boundary with
+// one complete checkpoint and exit status 0, and --resume continues from it;
+// a second signal ends the process at once. A lost rank: tools/elastic_train
+// restarts the job on the ranks left from the newest checkpoint, and ends
+// with the very numbers of that checkpoint resumed by hand on as many ranks.
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -13,6 +15,7 @@
 #include <thread>
 
 #include "core/safetensors.h"
+#include "tests/dist/cli/mpi_runner.h"
 #include "tools/cli_runner.h"
 
 namespace poseidon::testing {
@@ -151,6 +154,52 @@ TEST_F(Preemption, SecondSignalEndsAtOnce) {
   std::this_thread::sleep_for(std::chrono::milliseconds(100));  // delivered apart, not merged into one
   ASSERT_EQ(kill(pid, SIGINT), 0);
   EXPECT_EQ(run.wait(), 128 + SIGINT);
+}
+
+TEST_F(Preemption, LostRankRestartsOnTheRestAsAResumeByHandWould) {
+  dir.write("elastic.yaml", "model: " + std::string(POSEIDON_SOURCE_DIR) +
+                                "/models/lenet.yaml\nseed: 6\nthreads: 1\n"
+                                "data: {train: {source: synthetic, shape: [1, 28, 28], num_classes: 10, size: 4096, "
+                                "batch_size: 16}}\n"
+                                "solver: {lr: 0.02, momentum: 0.9, max_iter: 40}\n"
+                                "train: {display: 1, snapshot_interval: 5}\ndist: {scheme: hybrid}\n");
+  // The launcher's mpirun with the tests' transports, ranks on this machine.
+  std::string mpi_args;
+  std::istringstream words(POSEIDON_MPIEXEC);
+  std::string word;
+  words >> word;  // the launcher runs mpirun itself
+  while (words >> word) mpi_args += " --mpi-arg " + word;
+  TempDir logs;
+  Background job(std::string(POSEIDON_SOURCE_DIR) + "/tools/elastic_train --hosts localhost,localhost,localhost" +
+                     " --output-dir " + dir.file("elastic") + " --bin " + POSEIDON_BINARY + mpi_args + " -- " +
+                     dir.file("elastic.yaml") + " --quiet",
+                 logs);
+  // Killed once the job is past its second checkpoint.
+  bool past = false;
+  for (int i = 0; i < 600 && !past; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    past = std::filesystem::exists(dir.file("elastic/iter_10.safetensors"));
+  }
+  ASSERT_TRUE(past) << logs.file("err");
+  const std::vector<pid_t> ranks = ranks_running(dir.file("elastic.yaml"));
+  ASSERT_EQ(ranks.size(), 3u);
+  ASSERT_EQ(kill(ranks[1], SIGKILL), 0);
+  ASSERT_EQ(job.wait(), 0) << job.text(false) << job.text(true);
+  const std::string log = job.text(false) + job.text(true);
+  const std::string restart = "elastic: restart 1 of 3 on 2 hosts from ";
+  const size_t at = log.find(restart);
+  ASSERT_NE(at, std::string::npos) << log;
+  const std::string checkpoint = log.substr(at + restart.size(), log.find('\n', at) - at - restart.size());
+  EXPECT_NE(log.find("elastic: finished on 2 hosts after 1 restarts"), std::string::npos) << log;
+
+  CliResult by_hand = run_mpi(2, "train " + dir.file("elastic.yaml") + " --quiet --resume " + checkpoint +
+                                     " --set train.output_dir=" + dir.file("by_hand"));
+  ASSERT_EQ(by_hand.status, 0) << by_hand.err;
+  const SafetensorsFile a = read_safetensors(dir.file("elastic/final.safetensors"));
+  const SafetensorsFile b = read_safetensors(dir.file("by_hand/final.safetensors"));
+  EXPECT_EQ(a.metadata.at("iteration"), "40");
+  ASSERT_EQ(a.tensors.size(), b.tensors.size());
+  for (const auto& [name, t] : b.tensors) EXPECT_EQ(a.tensors.at(name).data, t.data) << name;
 }
 
 }  // namespace poseidon::testing
