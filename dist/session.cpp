@@ -107,7 +107,11 @@ bool Session::agree_to_stop(bool mine) {
   return sum_over_ranks({mine ? 1.0 : 0.0})[0] > 0;
 }
 
-void Session::set_timeline(Timeline* timeline) { scheduler_->set_timeline(timeline); }
+void Session::set_timeline(Timeline* timeline) {
+  scheduler_->set_timeline(timeline);
+  // A GPU net's gradients on their way to the host, on a lane of their own.
+  if (staging_ && timeline) staging_->observe_landings(landing_recorder(*timeline));
+}
 
 const CommPlan& Session::plan() const { return scheduler_->plan(); }
 

@@ -4,6 +4,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "core/device_memory.h"
 #include "core/error.h"
 
 namespace poseidon::dist {
@@ -24,7 +25,8 @@ void Timeline::write(const std::string& path) const {
   nlohmann::json events = nlohmann::json::array();
   const std::string process = "rank " + std::to_string(rank_);
   events.push_back({{"ph", "M"}, {"pid", rank_}, {"name", "process_name"}, {"args", {{"name", process}}}});
-  for (const auto& [tid, name] : {std::pair{compute, "compute"}, std::pair{communication, "communication"}})
+  for (const auto& [tid, name] : {std::pair{compute, "compute"}, std::pair{communication, "communication"},
+                             std::pair{device_to_host, "device-to-host copies"}})
     events.push_back({{"ph", "M"}, {"pid", rank_}, {"tid", tid}, {"name", "thread_name"}, {"args", {{"name", name}}}});
   std::lock_guard lock(mutex_);
   for (const Span& s : spans_) {
@@ -67,9 +69,16 @@ void TracingSink::layer_begin(const Layer& layer, bool backward) {
 }
 
 void TracingSink::layer_end(const Layer& layer, bool backward) {
+  device_memory::synchronize(device_);
   timeline_.add(layer.name(), backward ? "backward" : "forward", Timeline::compute, layer_start_,
                 Timeline::Clock::now());
   inner_.layer_end(layer, backward);
+}
+
+HostStagingSink::LandingObserver landing_recorder(Timeline& timeline) {
+  return [&timeline](const Param& param, Timeline::Clock::time_point queued, Timeline::Clock::time_point landed) {
+    timeline.add(param.name, "device-to-host", Timeline::device_to_host, queued, landed);
+  };
 }
 
 }  // namespace poseidon::dist

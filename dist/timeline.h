@@ -1,8 +1,10 @@
 // Timeline: a Chrome trace (the JSON that Perfetto and chrome://tracing open)
 // of one process: each layer's forward and backward and each wait for
 // parameters on the compute thread, each transfer of a plan unit on the
-// communication thread. TracingSink records the compute side by wrapping the
-// GradSink that training uses; the Scheduler records its transfers itself.
+// communication thread, and for a GPU net each gradient's copy to the host
+// (from its queueing after the layer's backward to its landing). TracingSink
+// records the compute side by wrapping the GradSink that training uses; the
+// Scheduler records its transfers itself; landing_recorder the copies.
 #pragma once
 
 #include <chrono>
@@ -12,13 +14,14 @@
 #include <vector>
 
 #include "core/events.h"
+#include "core/host_staging_sink.h"
 
 namespace poseidon::dist {
 
 class Timeline {
  public:
   using Clock = std::chrono::steady_clock;
-  enum Thread { compute = 0, communication = 1 };
+  enum Thread { compute = 0, communication = 1, device_to_host = 2 };
 
   explicit Timeline(int rank) : rank_(rank), origin_(Clock::now()) {}
   // A finished span; thread-safe.
@@ -44,9 +47,14 @@ class Timeline {
 };
 
 // Passes everything to `inner` and records layers and waits on `timeline`.
+// For a net on a GPU (`device`), each layer's span ends when its kernels
+// have finished (the compute stream is waited for), so that the spans show
+// the GPU's work rather than the queueing of it; the copy streams go on
+// meanwhile, so their overlap with backward shows as it is.
 class TracingSink : public GradSink {
  public:
-  TracingSink(GradSink& inner, Timeline& timeline) : inner_(inner), timeline_(timeline) {}
+  TracingSink(GradSink& inner, Timeline& timeline, Device device = {})
+      : inner_(inner), timeline_(timeline), device_(device) {}
   const std::vector<BlobPart>& gradient_sources(const Param& param) const override {
     return inner_.gradient_sources(param);
   }
@@ -59,7 +67,12 @@ class TracingSink : public GradSink {
  private:
   GradSink& inner_;
   Timeline& timeline_;
+  Device device_;
   Timeline::Clock::time_point layer_start_;
 };
+
+// What HostStagingSink::observe_landings takes: records each gradient's copy
+// to the host on `timeline`'s device-to-host lane.
+HostStagingSink::LandingObserver landing_recorder(Timeline& timeline);
 
 }  // namespace poseidon::dist

@@ -87,7 +87,9 @@ TrainConfig TrainConfig::load(const std::string& file, const std::vector<std::st
   c.seed = static_cast<uint64_t>(root.get_int("seed", 1));
   c.threads = static_cast<int>(non_negative(root, "threads", 0));
   try {
-    c.device = Device::parse(root.get_string("device", "cpu"));
+    const std::string device = root.get_string("device", "cpu");
+    c.device = Device::parse(device);
+    c.device_index_given = device.find(':') != std::string::npos;
   } catch (const ConfigError&) {
     throw;
   } catch (const Error& e) {

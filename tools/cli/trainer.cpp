@@ -11,6 +11,7 @@
 #include "core/finite_check.h"
 #include "core/local_sink.h"
 #include "core/math.h"
+#include "dist/device_choice.h"
 #include "tools/cli/progress.h"
 #include "tools/cli/stop_signal.h"
 
@@ -76,6 +77,7 @@ Trainer::Trainer(TrainConfig config, TrainOptions options)
   if (options_.world) {
     rank_ = options_.world->rank();
     world_size_ = options_.world->size();
+    config_.device = dist::rank_device(*options_.world, config_.device, config_.device_index_given);
   }
   net_ = std::make_unique<Net>(config_.model, config_.train_data.batch_size, config_.device);
   net_->init_params(config_.seed);
@@ -309,7 +311,7 @@ EvalResult Trainer::run() {
   GradSink& alone = emulated_sink ? static_cast<GradSink&>(*emulated_sink) : local_sink;
   GradSink& untraced = session_ ? session_->sink() : alone;
   std::optional<dist::TracingSink> traced;
-  if (timeline_) traced.emplace(untraced, *timeline_);
+  if (timeline_) traced.emplace(untraced, *timeline_, config_.device);
   GradSink& sink = traced ? static_cast<GradSink&>(*traced) : untraced;
   // Forward waits at the scheduler's gates; alone it needs no gate unless traced.
   GradSink* gate = traced || session_ ? &sink : nullptr;
