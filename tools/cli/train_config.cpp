@@ -4,6 +4,7 @@
 #include <filesystem>
 
 #include "core/device_memory.h"
+#include "core/model_blocks.h"
 
 namespace poseidon {
 
@@ -28,7 +29,7 @@ int64_t non_negative(const ConfigNode& parent, const std::string& key, int64_t d
 ConfigNode load_model(const std::string& file, const std::vector<std::string>& overrides) {
   ConfigNode model = ConfigNode::load_file(file);
   if (!model.is_map()) model.fail("expected a model: a map with inputs and layers");
-  for (const auto& o : overrides) apply_override(model.yaml(), o);
+  apply_model_overrides(model, overrides);
   return model;
 }
 
