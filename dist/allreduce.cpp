@@ -106,7 +106,9 @@ void AllreduceExchange::next_step(Requests& requests) {
 void AllreduceExchange::update(Requests& requests) {
   if (const DeviceCosts* device = requests.emulated())
     return requests.post_device(device->update_s(learnable_), *this, kUpdated);
-  for (Param* p : params_) solver_.update(*p);
+  traced_update(label_, [&] {
+    for (Param* p : params_) solver_.update(*p);
+  });
 }
 
 std::string AllreduceExchange::describe(int slot) const {

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "dist/device_costs.h"
+#include "dist/timeline.h"
 
 namespace poseidon::dist {
 
@@ -36,10 +37,23 @@ class Exchange {
   virtual std::string describe(int slot) const = 0;
 
   int in_flight() const { return in_flight_; }
+  // Records the solver updates on `timeline`'s update lane (null: none); set before training.
+  void set_timeline(Timeline* timeline) { timeline_ = timeline; }
+
+ protected:
+  // Runs `update` (a solver update), recorded as `what`.
+  template <class F>
+  void traced_update(const std::string& what, F&& update) {
+    if (!timeline_) return update();
+    const auto begin = Timeline::Clock::now();
+    update();
+    timeline_->add("update " + what, "update", Timeline::update, begin, Timeline::Clock::now());
+  }
 
  private:
   friend class Requests;
   int in_flight_ = 0;
+  Timeline* timeline_ = nullptr;
 };
 
 class Requests {

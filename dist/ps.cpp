@@ -105,8 +105,10 @@ void PsExchange::update_owned(size_t b, Requests& requests) {
   const float scale = 1.f / static_cast<float>(comm_.size());
   for (int64_t i = 0; i < n; ++i) sum[i] *= scale;
   float* value = param_.value.data() + blk.begin;
-  solver_.update_block(value, sum, o.momentum.empty() ? nullptr : o.momentum.data(), n, param_.lr_mult,
-                       param_.decay_mult);
+  traced_update(param_.name + " block " + std::to_string(b), [&] {
+    solver_.update_block(value, sum, o.momentum.empty() ? nullptr : o.momentum.data(), n, param_.lr_mult,
+                         param_.decay_mult);
+  });
   send_values(b, requests);
 }
 

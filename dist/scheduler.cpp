@@ -211,6 +211,15 @@ void Scheduler::run(const std::function<void(const Comm&)>& task) {
   if (failure) std::rethrow_exception(failure);
 }
 
+void Scheduler::set_timeline(Timeline* timeline) {
+  if (timeline)
+    for (size_t u = 0; u < plan_.units.size(); ++u)
+      timeline->name_lane(Timeline::unit_lane(u), "comm " + scheme_name(plan_.units[u].scheme) + ": " +
+                                                      plan_.units[u].label);
+  for (auto& ex : exchanges_) ex->set_timeline(timeline);
+  timeline_ = timeline;
+}
+
 void Scheduler::start_unit(size_t u) {
   solver_.set_iteration(first_iteration_ + started_rounds_);
   unit_started_[u] = Timeline::Clock::now();
@@ -222,7 +231,7 @@ void Scheduler::start_unit(size_t u) {
 
 void Scheduler::finish_unit(size_t u) {
   if (Timeline* t = timeline_.load())
-    t->add(plan_.units[u].label, scheme_name(plan_.units[u].scheme), Timeline::communication, unit_started_[u],
+    t->add(plan_.units[u].label, scheme_name(plan_.units[u].scheme), Timeline::unit_lane(u), unit_started_[u],
            Timeline::Clock::now(), {{"iteration", first_iteration_ + done_rounds_[u]}});
   std::lock_guard lock(mutex_);
   ++done_rounds_[u];
@@ -258,8 +267,9 @@ void Scheduler::loop() {
       if (task) task();
       for (size_t u : starting) start_unit(u);
       if (priority_sends_) priority_sends_->pump();
+      std::vector<Exchange*> finished_exchanges;
       if (!requests_.empty()) {
-        for (Exchange* ex : requests_.poll()) finish_unit(unit_of_exchange_.at(ex));
+        finished_exchanges = requests_.poll();
         if (priority_sends_) priority_sends_->pump();
         if (const std::string* what = requests_.stalled(config_.timeout_s)) {
           std::string message = "no progress for " + std::to_string(static_cast<int>(config_.timeout_s)) +
@@ -276,6 +286,9 @@ void Scheduler::loop() {
         stats_.comm_s += seconds_since(busy_since);
       }
       busy = now_busy;
+      // Announced after the busy time is counted: a sync() that returns on
+      // the last unit then takes statistics that include its transfer.
+      for (Exchange* ex : finished_exchanges) finish_unit(unit_of_exchange_.at(ex));
       const bool progressed = !starting.empty() || requests_.finished() != finished;
       finished = requests_.finished();
       pause = progressed ? Clock::duration(kPollPause) : std::min<Clock::duration>(2 * pause, kPollPauseMax);

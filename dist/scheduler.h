@@ -99,8 +99,9 @@ class Scheduler : public GradSink {
   void average_buffers();
 
   CommStats take_stats();
-  // Records each unit's transfer on `timeline` (set before training; null: none).
-  void set_timeline(Timeline* timeline) { timeline_ = timeline; }
+  // Records each unit's transfer on a lane of its own of `timeline`, and
+  // the solver updates on its update lane (set before training; null: none).
+  void set_timeline(Timeline* timeline);
   const CommPlan& plan() const { return plan_; }
   int rank() const { return comm_->rank(); }
   int size() const { return comm_->size(); }

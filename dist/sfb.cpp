@@ -68,7 +68,7 @@ void SfbExchange::complete(int slot, Requests& requests) {
                   weight_.grad.data());
   else
     gemm(true, false, m_, n_, rows, scale, all_output_grads_.data(), all_inputs_.data(), 0.f, weight_.grad.data());
-  solver_.update(weight_);
+  traced_update(weight_.name, [&] { solver_.update(weight_); });
   if (!bias_) return;
   float* db = bias_->grad.data();
   std::fill(db, db + m_, 0.f);
@@ -77,7 +77,7 @@ void SfbExchange::complete(int slot, Requests& requests) {
     for (int64_t o = 0; o < m_; ++o) db[o] += u[o];
   }
   for (int64_t o = 0; o < m_; ++o) db[o] *= scale;
-  solver_.update(*bias_);
+  traced_update(bias_->name, [&] { solver_.update(*bias_); });
 }
 
 std::string SfbExchange::describe(int slot) const {
