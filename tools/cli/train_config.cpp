@@ -95,11 +95,13 @@ TrainConfig TrainConfig::load(const std::string& file, const std::vector<std::st
   c.solver = SolverConfig::parse(root.child("solver"));
 
   if (auto train = root.find("train")) {
-    train->check_keys({"display", "test_interval", "test_iters", "snapshot_interval", "output_dir"});
+    train->check_keys(
+        {"display", "test_interval", "test_iters", "snapshot_interval", "final_checkpoint", "output_dir"});
     c.display = non_negative(*train, "display", c.display);
     c.test_interval = non_negative(*train, "test_interval", 0);
     c.test_iters = non_negative(*train, "test_iters", 0);
     c.snapshot_interval = non_negative(*train, "snapshot_interval", 0);
+    c.final_checkpoint = train->get_bool("final_checkpoint", true);
     c.output_dir = train->get_string("output_dir", c.output_dir);
   }
   if (auto dist = root.find("dist")) c.dist = dist::DistConfig::parse(*dist);

@@ -15,24 +15,31 @@
 #include "core/math.h"
 #include "tools/cli/emulate_compute.h"
 #include "tools/cli/progress.h"
+#include "tools/cli/run_summary.h"
+#include "tools/cli/units.h"
 
 namespace poseidon {
 namespace {
-// "comm 1.23 MB/it sent, 4.5 ms/it, 87% hidden"
+// "comm 1.23 MB/it sent, 4.50 ms/it, 87% hidden"
 std::string comm_summary(const dist::CommStats& s) {
   const double n = static_cast<double>(std::max<int64_t>(1, s.iterations));
-  char buf[128];
-  std::snprintf(buf, sizeof buf, "comm %.3g MB/it sent, %.3g ms/it, %.0f%% hidden", s.bytes_sent / n / 1e6,
-                s.comm_s / n * 1e3, s.hidden_share() * 100);
-  return buf;
+  std::string out = "comm " + human_bytes(s.bytes_sent / n) + "/it sent";
+  if (s.comm_s > 0)
+    out += ", " + human_seconds(s.comm_s / n) + "/it, " + std::to_string(std::lround(s.hidden_share() * 100)) +
+           "% hidden";
+  return out;
 }
 }  // namespace
 
 void check_sample_shape(Net& net, const Source& source, const ConfigNode& where) {
   const std::string& input = net.input_names().front();
+  const std::string expected = shape_str(net.input_sample_shape(input));
   if (source.sample_shape() != net.input_sample_shape(input))
     where.fail("the data's examples have shape " + shape_str(source.sample_shape()) + " but the model's input '" +
-               input + "' expects " + shape_str(net.input_sample_shape(input)));
+               input + "' expects " + expected +
+               (where.get_string("source", "") == "synthetic"
+                    ? " (synthetic data: --set '" + where.path() + ".shape=" + expected + "')"
+                    : ""));
   if (net.input_names().size() < 2)
     where.fail("the model needs a second input for the labels (e.g. inputs: {data: [...], label: []})");
 }
@@ -307,7 +314,7 @@ EvalResult Trainer::run() {
   GradSink* exchange = staging ? static_cast<GradSink*>(&*staging) : scheduler_.get();
   GradSink& untraced = exchange ? *exchange : alone;
   std::optional<dist::TracingSink> traced;
-  if (timeline_) traced.emplace(untraced, *timeline_);
+  if (timeline_) traced.emplace(untraced, *timeline_, !exchange && !hold_updates);
   GradSink& sink = traced ? static_cast<GradSink&>(*traced) : untraced;
   // Forward waits at the scheduler's gates; alone it needs no gate unless traced.
   GradSink* gate = traced || scheduler_ ? &sink : nullptr;
@@ -322,19 +329,34 @@ EvalResult Trainer::run() {
   }
   if (scheduler_) {
     std::string line = "dist: " + std::to_string(world_size_) + " ranks, " + config_.dist.scheme + " (" +
-                       dist::describe_schemes(scheduler_->plan(), *net_) + ")" + (config_.dist.wfbp ? ", WFBP" : "") +
+                       dist::count_schemes(scheduler_->plan(), *net_) + "; per layer: poseidon plan)" +
+                       (config_.dist.wfbp ? ", WFBP" : "") +
                        (gpu_allreduce_ ? ", all-reduce buckets summed by NCCL" : "");
-    if (link_) {
-      char figures[128];
-      std::snprintf(figures, sizeof figures, "; link %.3g Gbit/s, %.3g us, GEMM %.3g GFLOP/s", link_->bandwidth_gbps,
-                    link_->latency_us, link_->gemm_gflops);
-      line += figures;
-    }
+    if (link_)
+      line += "; link " + human_number(link_->bandwidth_gbps) + " Gbit/s, " + human_seconds(link_->latency_us * 1e-6) +
+              ", GEMM " + human_number(link_->gemm_gflops) + " GFLOP/s";
     progress.note(line);
   }
+  // Tests, checkpoints and data waits on their timeline lanes; tests and
+  // checkpoints are not training time for the progress line's rate.
+  auto on_lane = [&](int lane, const char* name, const auto& work) {
+    const auto begin = dist::Timeline::Clock::now();
+    work();
+    if (timeline_) timeline_->add(name, name, lane, begin, dist::Timeline::Clock::now());
+  };
+  RunSummary summary;
+  auto checkpoint = [&](const std::string& tag) {
+    progress.pause();
+    on_lane(dist::Timeline::checkpoint, "checkpoint", [&] { save(checkpoint_path(tag)); });
+    progress.note("checkpoint " + checkpoint_path(tag));
+    summary.add_checkpoint(checkpoint_path(tag));
+    progress.resume();
+  };
   EvalResult last;
   auto run_test = [&] {
-    last = test();
+    progress.pause();
+    on_lane(dist::Timeline::test, "test", [&] { last = test(); });
+    summary.add_test(iter_, last.loss, last.metrics);
     nlohmann::json rec = {{"type", "test"}, {"iter", iter_}, {"loss", last.loss}, {"examples", last.examples}};
     std::ostringstream line;
     line << "test at iter " << iter_ << ": loss " << last.loss;
@@ -345,6 +367,7 @@ EvalResult Trainer::run() {
     line << "  (" << last.examples << " examples)";
     write_log(rec);
     progress.note(line.str());
+    progress.resume();
   };
 
   const auto start = std::chrono::steady_clock::now();
@@ -353,7 +376,7 @@ EvalResult Trainer::run() {
     const LoaderPosition position = train_loader_->position();
     const int64_t epoch = position.epoch;
     rng_before = rng_;
-    feed_batch(*net_, *train_loader_, staged_data_, staged_labels_);
+    on_lane(dist::Timeline::data, "batch", [&] { feed_batch(*net_, *train_loader_, staged_data_, staged_labels_); });
     // The scheduler sets the solver's iteration itself, on its own thread.
     if (!scheduler_) solver_->set_iteration(iter_);
     const double lr = config_.solver.lr.at(iter_);
@@ -380,7 +403,7 @@ EvalResult Trainer::run() {
                                    : "non-finite loss (" + non_finite_text(loss) + ")",
                       epoch, position, rng_before);
     }
-    if (hold_updates) local_sink.apply_held();
+    if (hold_updates) on_lane(dist::Timeline::update, "update", [&] { local_sink.apply_held(); });
     ++iter_;
     const bool display_now = config_.display > 0 && (iter_ % config_.display == 0 || iter_ == max_iter);
     std::optional<dist::CommStats> comm;
@@ -414,20 +437,22 @@ EvalResult Trainer::run() {
       write_log(record);
     }
     if (test_loader_ && config_.test_interval > 0 && iter_ % config_.test_interval == 0 && iter_ < max_iter) run_test();
-    if (config_.snapshot_interval > 0 && iter_ % config_.snapshot_interval == 0 && iter_ < max_iter) {
-      save(checkpoint_path("iter_" + std::to_string(iter_)));
-      progress.note("checkpoint " + checkpoint_path("iter_" + std::to_string(iter_)));
-    }
+    if (config_.snapshot_interval > 0 && iter_ % config_.snapshot_interval == 0 && iter_ < max_iter)
+      checkpoint("iter_" + std::to_string(iter_));
   }
   progress.finish();
-  save(checkpoint_path("final"));
-  progress.note("checkpoint " + checkpoint_path("final"));
+  progress.pause();  // training time ends with the last iteration
+  if (config_.final_checkpoint) checkpoint("final");
+  else summary.set_no_final_checkpoint("train.final_checkpoint is false");
   if (test_loader_) run_test();
   if (timeline_) {
     const std::string path = dist::Timeline::path_for_rank(options_.timeline, rank_, world_size_);
     timeline_->write(path);
     progress.note("timeline " + path);
   }
+  const nlohmann::json record = summary.record(progress.totals());
+  write_log(record);
+  for (const std::string& line : RunSummary::lines(record)) progress.note(line);
   return last;
 }
 
