@@ -9,7 +9,7 @@ root="$(cd "$(dirname "$0")/.." && pwd)"
 "$root/tools/deps.sh" build-essential cmake ninja-build pkg-config libyaml-cpp-dev libopenblas-dev libopenblas-openmp-dev \
   libcli11-dev nlohmann-json3-dev zlib1g-dev libgtest-dev libopencv-core-dev libopencv-imgproc-dev \
   libopencv-imgcodecs-dev libopenmpi-dev openmpi-bin libdnnl-dev dataset-fashion-mnist python3 python3-torch \
-  python3-torchvision python3-numpy
+  python3-torchvision python3-numpy python3-matplotlib
 sanitize=1
 [ "${1:-}" = "--no-sanitize" ] && sanitize=0
 "$root/tools/build.sh"
