@@ -504,8 +504,8 @@ class Expander {
       if (std::find(arg_names.begin(), arg_names.end(), key) != arg_names.end()) continue;
       YAML::Mark m = it->first.Mark();
       throw ConfigError({item.file(), m.line + 1, m.column + 1, item.path() + "." + key},
-                        "unknown argument '" + key + "' of block '" + block + "'" + did_you_mean(key, arg_names) + " (" +
-                            (arg_names.empty() ? "it takes none" : "arguments: " + join(arg_names)) +
+                        "unknown argument '" + key + "' of block '" + block + "'" + did_you_mean(key, arg_names) +
+                            " (" + (arg_names.empty() ? "it takes none" : "arguments: " + join(arg_names)) +
                             "; an instance also takes name, block, inputs, if)");
     }
     Env env = vars_;

@@ -214,8 +214,8 @@ void Scheduler::run(const std::function<void(const Comm&)>& task) {
 void Scheduler::set_timeline(Timeline* timeline) {
   if (timeline)
     for (size_t u = 0; u < plan_.units.size(); ++u)
-      timeline->name_lane(Timeline::unit_lane(u), "comm " + scheme_name(plan_.units[u].scheme) + ": " +
-                                                      plan_.units[u].label);
+      timeline->name_lane(Timeline::unit_lane(u),
+                          "comm " + scheme_name(plan_.units[u].scheme) + ": " + plan_.units[u].label);
   for (auto& ex : exchanges_) ex->set_timeline(timeline);
   timeline_ = timeline;
 }

@@ -14,8 +14,11 @@ constexpr auto kShortestWait = std::chrono::microseconds(20);
 }  // namespace
 
 Timeline::Timeline(int rank) : rank_(rank), origin_(Clock::now()) {
-  lanes_ = {{compute, "compute"}, {data, "data (waits for the next batch)"}, {update, "update"},
-            {test, "test"},       {checkpoint, "checkpoint"}};
+  lanes_ = {{compute, "compute"},
+            {data, "data (waits for the next batch)"},
+            {update, "update"},
+            {test, "test"},
+            {checkpoint, "checkpoint"}};
 }
 
 void Timeline::name_lane(int lane, std::string name) {

@@ -2,11 +2,12 @@
 // beyond int64, and keys that are not plain names (found by fuzzing) are
 // ConfigErrors that name the file and line, never undefined behaviour. Key
 // paths name a layer by its name; unknown names suggest the one meant.
+#include "core/config_node.h"
+
 #include <gtest/gtest.h>
 
 #include <functional>
 
-#include "core/config_node.h"
 #include "core/suggest.h"
 
 namespace poseidon {
@@ -69,22 +70,26 @@ std::string config_error(const std::function<void()>& f) {
 
 TEST(ConfigNodeKeys, UnknownKeysAndChoicesSuggestTheNearest) {
   ConfigNode c = ConfigNode::parse("solver: {lrr: 0.1, lr_policy: stepp}\n", "c.yaml");
-  EXPECT_NE(config_error([&] { c.child("solver").check_keys({"type", "lr", "lr_policy", "momentum"}); })
-                .find("unknown key 'lrr'; did you mean 'lr'? (allowed: type, lr, lr_policy, momentum)"),
+  EXPECT_NE(config_error([&] {
+              c.child("solver").check_keys({"type", "lr", "lr_policy", "momentum"});
+            }).find("unknown key 'lrr'; did you mean 'lr'? (allowed: type, lr, lr_policy, momentum)"),
             std::string::npos);
-  EXPECT_NE(config_error([&] { c.child("solver").get_choice("lr_policy", {"fixed", "step", "poly"}, "fixed"); })
-                .find("found 'stepp'; did you mean 'step'?"),
+  EXPECT_NE(config_error([&] {
+              c.child("solver").get_choice("lr_policy", {"fixed", "step", "poly"}, "fixed");
+            }).find("found 'stepp'; did you mean 'step'?"),
             std::string::npos);
   // Nothing near: no suggestion.
-  EXPECT_EQ(config_error([&] { c.child("solver").check_keys({"type", "momentum", "lr_policy"}); })
-                .find("did you mean"),
+  EXPECT_EQ(config_error([&] {
+              c.child("solver").check_keys({"type", "momentum", "lr_policy"});
+            }).find("did you mean"),
             std::string::npos);
 }
 
 TEST(ConfigNodeOverride, AMissingListElementSuggestsTheNearestName) {
   ConfigNode root = ConfigNode::parse("layers:\n  - {name: fc1}\n  - {name: fc2}\n", "m.yaml");
-  EXPECT_NE(config_error([&] { apply_override(root.yaml(), "layers.fc22.num_output=3"); })
-                .find("no list element 'fc22'; did you mean 'fc2'?"),
+  EXPECT_NE(config_error([&] {
+              apply_override(root.yaml(), "layers.fc22.num_output=3");
+            }).find("no list element 'fc22'; did you mean 'fc2'?"),
             std::string::npos);
 }
 

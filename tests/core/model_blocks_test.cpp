@@ -222,28 +222,28 @@ TEST_P(ModelBlockErrors, NameFileLineAndKey) {
 
 INSTANTIATE_TEST_SUITE_P(
     Cases, ModelBlockErrors,
-    ::testing::Values(ErrorCase{"unknown_block", "  - {name: a, block: densse, out: $n}\n", 11, 22, "layers.a.block",
-                                "unknown block 'densse'; did you mean 'dense'? (blocks: dense)"},
-                      ErrorCase{"missing_argument", "  - {name: a, block: dense, scale: $n}\n", 11, 5, "layers.a.out",
-                                "block 'dense' needs argument 'out'"},
-                      ErrorCase{"unknown_argument", "  - {name: a, block: dense, out: $n, scal: 2}\n", 11, 38,
-                                "layers.a.scal", "unknown argument 'scal' of block 'dense'; did you mean 'scale'? (arguments: out, scale"},
-                      ErrorCase{"unknown_variable", "  - {name: a, type: fc, num_output: $m}\n", 11, 37,
-                                "layers.a.num_output", "unknown variable '$m'; did you mean 'n'? (known: n)"},
-                      ErrorCase{"unknown_variable_in_block", "  - {name: a, block: dense, out: $nn}\n", 11, 34,
-                                "layers.a.out", "unknown variable '$nn'; did you mean 'n'?"},
-                      ErrorCase{"bad_expression", "  - {name: a, type: fc, num_output: \"${n +}\"}\n", 11, 37,
-                                "layers.a.num_output", "cannot evaluate '${n +}'"},
-                      ErrorCase{
-                          "reads_later_instance",
-                          "  - {name: x, type: fc, inputs: a, num_output: $n}\n  - {name: a, block: dense, out: 2}\n",
-                          11, 33, "layers.x.inputs", "'a' is defined after this layer"},
-                      ErrorCase{"unused_variable", "  - {name: a, block: dense, out: 2}\n", 2, 8, "vars.n",
-                                "variable 'n' is not used by the model"},
-                      // Line and column are where the value was written; the key is the expanded layer's.
-                      ErrorCase{"value_error_points_at_argument",
-                                "  - {name: a, block: dense, out: $n}\n  - {name: b, block: dense, out: -2}\n", 12, 34,
-                                "layers.b.fc.num_output", "num_output must be at least 1"}),
+    ::testing::Values(
+        ErrorCase{"unknown_block", "  - {name: a, block: densse, out: $n}\n", 11, 22, "layers.a.block",
+                  "unknown block 'densse'; did you mean 'dense'? (blocks: dense)"},
+        ErrorCase{"missing_argument", "  - {name: a, block: dense, scale: $n}\n", 11, 5, "layers.a.out",
+                  "block 'dense' needs argument 'out'"},
+        ErrorCase{"unknown_argument", "  - {name: a, block: dense, out: $n, scal: 2}\n", 11, 38, "layers.a.scal",
+                  "unknown argument 'scal' of block 'dense'; did you mean 'scale'? (arguments: out, scale"},
+        ErrorCase{"unknown_variable", "  - {name: a, type: fc, num_output: $m}\n", 11, 37, "layers.a.num_output",
+                  "unknown variable '$m'; did you mean 'n'? (known: n)"},
+        ErrorCase{"unknown_variable_in_block", "  - {name: a, block: dense, out: $nn}\n", 11, 34, "layers.a.out",
+                  "unknown variable '$nn'; did you mean 'n'?"},
+        ErrorCase{"bad_expression", "  - {name: a, type: fc, num_output: \"${n +}\"}\n", 11, 37, "layers.a.num_output",
+                  "cannot evaluate '${n +}'"},
+        ErrorCase{"reads_later_instance",
+                  "  - {name: x, type: fc, inputs: a, num_output: $n}\n  - {name: a, block: dense, out: 2}\n", 11, 33,
+                  "layers.x.inputs", "'a' is defined after this layer"},
+        ErrorCase{"unused_variable", "  - {name: a, block: dense, out: 2}\n", 2, 8, "vars.n",
+                  "variable 'n' is not used by the model"},
+        // Line and column are where the value was written; the key is the expanded layer's.
+        ErrorCase{"value_error_points_at_argument",
+                  "  - {name: a, block: dense, out: $n}\n  - {name: b, block: dense, out: -2}\n", 12, 34,
+                  "layers.b.fc.num_output", "num_output must be at least 1"}),
     [](const ::testing::TestParamInfo<ErrorCase>& info) { return info.param.name; });
 
 TEST(ModelBlocks, ErrorsInsideBlocksPointAtTheBlockDefinition) {

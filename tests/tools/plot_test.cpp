@@ -21,7 +21,8 @@ std::string metrics(int first, int n) {
         << R"(, "loss_avg": )" << 2.2 / (1 + i) << R"(, "lr": 0.01, "images_per_sec": )" << 400 + i << "}\n";
     if (iter % 50 == 0)
       out << R"({"type": "test", "iter": )" << iter << R"(, "loss": 1.0, "accuracy": )" << 0.5 + 0.01 * i
-          << R"(, "examples": 100})" << "\n";
+          << R"(, "examples": 100})"
+          << "\n";
   }
   return out.str();
 }

@@ -158,12 +158,14 @@ layers:
     {"name": "fc1", "forward_ms": 8, "backward_ms": 8}, {"name": "relu1", "forward_ms": 8, "backward_ms": 8},
     {"name": "fc2", "forward_ms": 8, "backward_ms": 8}, {"name": "loss", "forward_ms": 8, "backward_ms": 8},
     {"name": "acc", "forward_ms": 8, "backward_ms": 0}]})");
-  const std::string config = d.write("config.yaml", "model: model.yaml\nthreads: 1\ndata:\n"
-                                                    "  train: {source: synthetic, shape: [6], num_classes: 3, size: 64, batch_size: 4}\n"
-                                                    "  test: {source: synthetic, shape: [6], num_classes: 3, size: 16, batch_size: 4}\n"
-                                                    "solver: {lr: 0.01, max_iter: 12}\n"
-                                                    "train: {display: 4, test_interval: 4, output_dir: " +
-                                                        d.file("out") + "}\n");
+  const std::string config =
+      d.write("config.yaml",
+              "model: model.yaml\nthreads: 1\ndata:\n"
+              "  train: {source: synthetic, shape: [6], num_classes: 3, size: 64, batch_size: 4}\n"
+              "  test: {source: synthetic, shape: [6], num_classes: 3, size: 16, batch_size: 4}\n"
+              "solver: {lr: 0.01, max_iter: 12}\n"
+              "train: {display: 4, test_interval: 4, output_dir: " +
+                  d.file("out") + "}\n");
   testing::CliResult r = testing::run_poseidon("train " + config + " --emulate-compute " + profile);
   ASSERT_EQ(r.status, 0) << r.err;
   const double expected = 4 / 0.080;

@@ -29,8 +29,13 @@ double Progress::steady_seconds() {
 }
 
 Progress::Progress(int64_t first_iter, int64_t max_iter, int64_t display, bool quiet, Clock clock)
-    : first_(first_iter), max_(max_iter), display_(display), quiet_(quiet), tty_(isatty(STDERR_FILENO)),
-      clock_(std::move(clock)), last_iter_(first_iter) {
+    : first_(first_iter),
+      max_(max_iter),
+      display_(display),
+      quiet_(quiet),
+      tty_(isatty(STDERR_FILENO)),
+      clock_(std::move(clock)),
+      last_iter_(first_iter) {
   start_ = last_draw_ = clock_();
 }
 

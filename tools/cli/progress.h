@@ -10,9 +10,8 @@
 #include <cstdint>
 #include <fstream>
 #include <functional>
-#include <string>
-
 #include <nlohmann/json.hpp>
+#include <string>
 
 namespace poseidon {
 

@@ -27,7 +27,9 @@ std::string checkpoint_list(const nlohmann::json& paths) {
     for (const auto& p : paths) out += (out.empty() ? "" : ", ") + p.get<std::string>();
     return out;
   }
-  const auto name = [](const nlohmann::json& p) { return std::filesystem::path(p.get<std::string>()).filename().string(); };
+  const auto name = [](const nlohmann::json& p) {
+    return std::filesystem::path(p.get<std::string>()).filename().string();
+  };
   return std::to_string(paths.size()) + " in " +
          std::filesystem::path(paths.back().get<std::string>()).parent_path().string() + " (" + name(paths.front()) +
          " ... " + name(paths.back()) + ")";

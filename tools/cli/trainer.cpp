@@ -25,8 +25,8 @@ std::string comm_summary(const dist::CommStats& s) {
   const double n = static_cast<double>(std::max<int64_t>(1, s.iterations));
   std::string out = "comm " + human_bytes(s.bytes_sent / n) + "/it sent";
   if (s.comm_s > 0)
-    out += ", " + human_seconds(s.comm_s / n) + "/it, " + std::to_string(std::lround(s.hidden_share() * 100)) +
-           "% hidden";
+    out +=
+        ", " + human_seconds(s.comm_s / n) + "/it, " + std::to_string(std::lround(s.hidden_share() * 100)) + "% hidden";
   return out;
 }
 }  // namespace
@@ -442,8 +442,10 @@ EvalResult Trainer::run() {
   }
   progress.finish();
   progress.pause();  // training time ends with the last iteration
-  if (config_.final_checkpoint) checkpoint("final");
-  else summary.set_no_final_checkpoint("train.final_checkpoint is false");
+  if (config_.final_checkpoint)
+    checkpoint("final");
+  else
+    summary.set_no_final_checkpoint("train.final_checkpoint is false");
   if (test_loader_) run_test();
   if (timeline_) {
     const std::string path = dist::Timeline::path_for_rank(options_.timeline, rank_, world_size_);

@@ -35,8 +35,10 @@ std::string human_seconds(double seconds) {
   if (seconds < 59.5) return three_digits(seconds) + " s";
   const long s = std::lround(seconds);
   char buf[48];
-  if (s < 3600) std::snprintf(buf, sizeof buf, "%ldm%02lds", s / 60, s % 60);
-  else std::snprintf(buf, sizeof buf, "%ldh%02ldm", s / 3600, s / 60 % 60);
+  if (s < 3600)
+    std::snprintf(buf, sizeof buf, "%ldm%02lds", s / 60, s % 60);
+  else
+    std::snprintf(buf, sizeof buf, "%ldh%02ldm", s / 3600, s / 60 % 60);
   return buf;
 }
 

@@ -11,8 +11,8 @@
 #include <cmath>
 #include <fstream>
 #include <map>
-#include <set>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <sstream>
 
 #include "core/safetensors.h"
@@ -157,7 +157,7 @@ TEST_F(MpiTrain, TwoRanksMatchOneProcessOnTheCombinedBatch) {
       std::map<std::string, int> spans;
       std::map<int, std::string> lane_names;
       std::map<int, std::vector<std::pair<double, double>>> unit_spans;  // lane -> (start, end)
-      std::map<std::string, std::set<int>> lanes_of;                   // category -> lanes
+      std::map<std::string, std::set<int>> lanes_of;                     // category -> lanes
       for (const auto& e : trace["traceEvents"]) {
         if (e["ph"] == "M" && e["name"] == "thread_name") lane_names[e["tid"]] = e["args"]["name"];
         if (e["ph"] != "X") continue;
@@ -186,7 +186,7 @@ TEST_F(MpiTrain, TwoRanksMatchOneProcessOnTheCombinedBatch) {
       EXPECT_EQ(spans["test"], 1);
       EXPECT_EQ(spans["checkpoint"], 3);
       for (const auto& [category, lane] : {std::pair{"batch", "data"}, std::pair{"update", "update"},
-                                          std::pair{"test", "test"}, std::pair{"checkpoint", "checkpoint"}}) {
+                                           std::pair{"test", "test"}, std::pair{"checkpoint", "checkpoint"}}) {
         ASSERT_EQ(lanes_of[category].size(), 1u) << category;
         EXPECT_EQ(lane_names[*lanes_of[category].begin()].rfind(lane, 0), 0u) << category;
       }
