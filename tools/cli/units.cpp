@@ -30,6 +30,7 @@ std::string human_number(double value) {
 
 std::string human_seconds(double seconds) {
   if (!std::isfinite(seconds) || seconds < 0) return "?";
+  if (seconds == 0) return "0 s";
   if (seconds < 0.9995e-3) return three_digits(seconds * 1e6) + " us";
   if (seconds < 0.9995) return three_digits(seconds * 1e3) + " ms";
   if (seconds < 59.5) return three_digits(seconds) + " s";
