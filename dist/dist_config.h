@@ -26,10 +26,23 @@ namespace poseidon::dist {
 enum class Scheme { ps, sfb, allreduce };
 std::string scheme_name(Scheme s);
 
+// What dist.scheme asks for: the planner's choice per layer (hybrid), or one
+// scheme for every parameter (sfb: for the FC layers that allow it, ps for the rest).
+enum class SchemeChoice { hybrid, ps, sfb, allreduce };
+std::string choice_name(SchemeChoice c);
+// Throws Error naming the choices for a name that is none of them.
+SchemeChoice parse_scheme_choice(const std::string& name);
+
+// The order of the parameter server's sends: as backward reports the
+// parameters, or lower layers' blocks first (dist/priority.h).
+enum class SendOrder { backward, priority };
+std::string order_name(SendOrder o);
+SendOrder parse_send_order(const std::string& name);  // throws Error for another name
+
 struct DistConfig {
-  std::string scheme = "hybrid";  // or the name of one Scheme for every parameter
+  SchemeChoice scheme = SchemeChoice::hybrid;
   bool wfbp = true;
-  std::string order = "backward";
+  SendOrder order = SendOrder::backward;
   int64_t block_bytes = 4 << 20;
   int64_t bucket_bytes = 4 << 20;
   std::optional<double> bandwidth_gbps;  // Gbit/s

@@ -31,7 +31,9 @@ struct PsBlock {
   int id = 0;  // unique over the plan: part of the message tags
 };
 
-struct Unit {
+// The parameters one exchange synchronises together: an all-reduce bucket,
+// one PS parameter cut into owned blocks, or one SFB layer's weight and bias.
+struct SyncGroup {
   Scheme scheme = Scheme::ps;
   std::vector<size_t> params;   // indices into CommPlan::params, in the order backward reports them
                                 // (sfb: the weight, then the bias)
@@ -42,8 +44,8 @@ struct Unit {
 
 struct CommPlan {
   std::vector<PlannedParam> params;              // learnable parameters, in the order backward reports them
-  std::vector<Unit> units;                       // in start order
-  std::vector<std::vector<size_t>> layer_units;  // per Net layer: the units holding its parameters
+  std::vector<SyncGroup> groups;                 // in start order
+  std::vector<std::vector<size_t>> layer_groups;  // per Net layer: the groups holding its parameters
   int world_size = 1;
 };
 

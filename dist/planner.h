@@ -1,5 +1,5 @@
 // Planner (HybComm): for each layer, the scheme that synchronises it fastest,
-// from the cost model of PAPER.md. Numbers moved per rank per iteration (in
+// from the cost model of docs/REFERENCE.md. Numbers moved per rank per iteration (in
 // plus out, co-located servers: P workers that are also the P servers), for a
 // layer of S parameters, or an FC layer of M outputs and N inputs at K
 // examples per rank:

@@ -2,12 +2,13 @@
 // of one process, in lanes (the trace's threads): each layer's forward and
 // backward and each wait for parameters on the compute lane; the waits for
 // the next batch, the solver updates, the tests and the checkpoints each on
-// a lane of their own; and each unit of the communication plan (a PS
+// a lane of their own; and each sync group of the communication plan (a PS
 // parameter, an all-reduce bucket, an SFB layer) on its own lane of the
-// communication thread, since several units are in flight at once.
+// communication thread, since several groups are in flight at once.
 // TracingSink records the compute side by wrapping the GradSink that
-// training uses; the Scheduler records its transfers and updates itself; the
-// trainer records data, tests and checkpoints.
+// training uses; the Scheduler records its transfers, and its updates
+// through TracingCompute (dist/exchange_compute.h); the trainer records
+// data, tests and checkpoints.
 #pragma once
 
 #include <chrono>
@@ -25,8 +26,8 @@ class Timeline {
  public:
   using Clock = std::chrono::steady_clock;
   enum Lane { compute = 0, data = 1, update = 2, test = 3, checkpoint = 4 };
-  // The lane of unit `u` of the communication plan.
-  static int unit_lane(size_t u) { return 16 + static_cast<int>(u); }
+  // The lane of sync group `u` of the communication plan.
+  static int group_lane(size_t u) { return 16 + static_cast<int>(u); }
 
   explicit Timeline(int rank);
   // Names a lane (the fixed ones are named already); thread-safe.
@@ -61,6 +62,9 @@ class TracingSink : public GradSink {
  public:
   TracingSink(GradSink& inner, Timeline& timeline, bool updates_in_grad_ready = false)
       : inner_(inner), timeline_(timeline), updates_in_grad_ready_(updates_in_grad_ready) {}
+  const std::vector<BlobPart>& gradient_sources(const Param& param) const override {
+    return inner_.gradient_sources(param);
+  }
   void await_params(const Layer& layer) override;
   void grad_ready(Param& param) override;
   void backward_done() override;

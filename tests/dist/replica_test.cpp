@@ -144,9 +144,9 @@ DistRun train_distributed(const std::string& model, const dist::DistConfig& conf
   std::map<const float*, std::unique_ptr<dist::Comm>> sums;
   dist::DeviceOffload device;
   if (offload) {
-    for (const dist::Unit& unit : plan.units)
+    for (const dist::SyncGroup& unit : plan.groups)
       if (unit.scheme == dist::Scheme::allreduce)
-        sums[net.flat_grads().data() + unit.begin] = std::make_unique<dist::Comm>(base);
+        sums[net.flat_grads().data() + unit.begin] = std::make_unique<dist::Comm>(base.duplicate());
     device.allreduce_sum = [&](float* grads, int64_t count) {
       ++run.device_sums;
       return start_sum(*sums.at(grads), grads, count);
@@ -157,7 +157,10 @@ DistRun train_distributed(const std::string& model, const dist::DistConfig& conf
       gemm(ta, tb, m, n, k, alpha, a, b, beta, c);
     };
   }
-  dist::Scheduler scheduler(net, solver, world, std::move(plan), config, 0, false, std::nullopt, device);
+  dist::SchedulerOptions options;
+  options.config = config;
+  options.offload = device;
+  dist::Scheduler scheduler(net, solver, world, std::move(plan), std::move(options));
   std::mt19937_64 rng(11);  // dropout layers need one even at ratio 0
   RunContext ctx{Phase::train, &rng, {}};
   for (int it = 0; it < kIterations; ++it) {
@@ -198,9 +201,9 @@ class Replicas : public ::testing::TestWithParam<Case> {};
 
 TEST_P(Replicas, IdenticalOnEveryRankAndEqualToTheCombinedBatch) {
   dist::DistConfig config;
-  config.scheme = GetParam().scheme;
+  config.scheme = dist::parse_scheme_choice(GetParam().scheme);
   config.wfbp = GetParam().wfbp;
-  config.order = GetParam().order;
+  config.order = dist::parse_send_order(GetParam().order);
   config.block_bytes = 64 << 10;   // lenet's fc1.weight spans many blocks and every owner
   config.bucket_bytes = 64 << 10;  // several buckets
   const std::string& model = GetParam().model;

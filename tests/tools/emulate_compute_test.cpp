@@ -4,7 +4,7 @@
 // buffer, while the EmulatedUpdateSink waits the profile's update time
 // instead; profiles that do not fit the run are refused; and training at a
 // known iteration time reports that rate.
-#include "tools/cli/emulate_compute.h"
+#include "dist/emulated_compute.h"
 
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -23,6 +23,9 @@
 
 namespace poseidon {
 namespace {
+using dist::emulate_compute;
+using dist::EmulatedCompute;
+using dist::EmulatedUpdateSink;
 
 const char* kModel = R"(name: small
 inputs: {data: [6], label: []}

@@ -1,8 +1,8 @@
 // The benchmark models and their configs: exact parameter totals from
-// `poseidon summary --json` (the published counts, torchvision's), model
-// variables and input sizes overridden from the command line, and every
-// training config of a model running one step at a reduced size on its own
-// kind of data (the synthetic benchmarks without a final checkpoint).
+// `poseidon summary --json` (docs/REFERENCE.md's table, torchvision's
+// counts), model variables and input sizes overridden from the command line,
+// and every training config of a model running one step at a reduced size on
+// its own kind of data (the synthetic benchmarks without a final checkpoint).
 #include <gtest/gtest.h>
 
 #include <filesystem>

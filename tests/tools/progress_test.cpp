@@ -10,7 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "tools/cli/run_summary.h"
-#include "tools/cli/units.h"
+#include "core/units.h"
 
 namespace poseidon {
 namespace {

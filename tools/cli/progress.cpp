@@ -8,7 +8,7 @@
 #include <filesystem>
 
 #include "core/error.h"
-#include "tools/cli/units.h"
+#include "core/units.h"
 
 namespace poseidon {
 

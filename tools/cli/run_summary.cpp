@@ -4,7 +4,7 @@
 #include <cstdio>
 #include <filesystem>
 
-#include "tools/cli/units.h"
+#include "core/units.h"
 
 namespace poseidon {
 

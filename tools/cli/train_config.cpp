@@ -4,7 +4,7 @@
 #include <filesystem>
 
 #include "core/device_memory.h"
-#include "core/model_blocks.h"
+#include "core/config_blocks.h"
 
 namespace poseidon {
 

@@ -5,18 +5,15 @@
 #include <charconv>
 #include <cmath>
 #include <filesystem>
-#include <set>
 #include <sstream>
 
 #include "core/checkpoint.h"
 #include "core/finite_check.h"
-#include "core/host_staging_sink.h"
 #include "core/local_sink.h"
 #include "core/math.h"
-#include "tools/cli/emulate_compute.h"
 #include "tools/cli/progress.h"
 #include "tools/cli/run_summary.h"
-#include "tools/cli/units.h"
+#include "core/units.h"
 
 namespace poseidon {
 namespace {
@@ -88,13 +85,9 @@ Trainer::Trainer(TrainConfig config, TrainOptions options)
   }
   net_ = std::make_unique<Net>(config_.model, config_.train_data.batch_size, config_.device);
   net_->init_params(config_.seed);
-  // MPI moves host memory: a GPU net is distributed through a host mirror.
-  if (world_size_ > 1 && (config_.device.is_cuda() || config_.dist.host_staging)) {
-    mirror_ = std::make_unique<Net>(config_.model, config_.train_data.batch_size, Device{});
-    mirror_->init_params(config_.seed);
-  }
   if (!options_.emulate_compute.empty())
-    emulated_ = emulate_compute(*net_, options_.emulate_compute, options_.emulate_scale, config_.train_data.batch_size);
+    emulated_ =
+        dist::emulate_compute(*net_, options_.emulate_compute, options_.emulate_scale, config_.train_data.batch_size);
   solver_ = std::make_unique<Solver>(config_.solver);
 
   auto train_source = make_source(config_.train_data.node, config_.base_dir);
@@ -120,61 +113,28 @@ Trainer::Trainer(TrainConfig config, TrainOptions options)
     read_loader_keys(config_.test_data->node, tc);
     test_loader_ = std::make_unique<Loader>(test_source, tc);
   }
-  if (!options_.weights.empty()) load_checkpoint(options_.weights, exchange_net(), nullptr);
+  if (!options_.weights.empty()) load_checkpoint(options_.weights, *net_, nullptr);
   if (!options_.resume.empty()) restore(options_.resume);
-  if (mirror_) copy_net_state(*mirror_, *net_);
   if (world_size_ > 1) {
-    // Emulated, SFB rebuilds run at the profiled device's rate, not this machine's.
-    std::optional<double> gemm_gflops;
-    if (emulated_ && emulated_->device.gemm_gflops > 0) gemm_gflops = emulated_->device.gemm_gflops;
-    if (config_.dist.scheme == "hybrid") link_ = dist::measure_link(*options_.world, config_.dist, gemm_gflops);
-    // Emulated gradients are not computed, so there is nothing to check.
-    Net& exchanged = exchange_net();
-    scheduler_ = std::make_unique<dist::Scheduler>(
-        exchanged, *solver_, *options_.world,
-        dist::plan_for_config(exchanged, config_.dist, world_size_, link_.value_or(dist::LinkModel{})), config_.dist,
-        iter_, config_.solver.check_finite && !emulated_,
-        emulated_ ? std::optional<dist::DeviceCosts>(emulated_->device) : std::nullopt, device_offload());
+    dist::SessionOptions session;
+    session.config = config_.dist;
+    session.first_iteration = iter_;
+    // Emulated gradients are not computed, so there is nothing to check;
+    // SFB rebuilds run at the profiled device's rate, not this machine's.
+    session.check_finite = config_.solver.check_finite && !emulated_;
+    if (emulated_) {
+      session.compute = emulated_->exchange_compute();
+      if (emulated_->device.gemm_gflops > 0) session.gemm_gflops = emulated_->device.gemm_gflops;
+    }
+    session_ = std::make_unique<dist::Session>(*net_, config_.model, *solver_, *options_.world, std::move(session));
   }
   if (!options_.timeline.empty()) {
     timeline_ = std::make_unique<dist::Timeline>(rank_);
-    if (scheduler_) scheduler_->set_timeline(timeline_.get());
+    if (session_) session_->set_timeline(timeline_.get());
   }
 }
 
 Trainer::~Trainer() = default;
-
-dist::DeviceOffload Trainer::device_offload() {
-  dist::DeviceOffload offload;
-  if (!config_.device.is_cuda() || emulated_) return offload;  // on the host (or waits, emulated)
-  gpu_gemm_ = std::make_unique<GpuGemm>(config_.device);
-  offload.rebuild_gemm = [gemm = gpu_gemm_.get()](bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha,
-                                                  const float* a, const float* b, float beta, float* c) {
-    (*gemm)(ta, tb, m, n, k, alpha, a, b, beta, c);
-  };
-  // NCCL takes one GPU per rank; ranks sharing one keep the MPI ring.
-  dist::Comm comm(*options_.world);
-  const std::string mine = GpuAllReduce::gpu_identity(config_.device);
-  std::vector<char> identities(comm.size() * 64, 0);
-  std::vector<char> padded(64, 0);
-  std::copy_n(mine.begin(), std::min<size_t>(mine.size(), 63), padded.begin());
-  POSEIDON_MPI(MPI_Allgather(padded.data(), 64, MPI_CHAR, identities.data(), 64, MPI_CHAR, comm.handle()));
-  std::set<std::string> distinct;
-  for (int r = 0; r < comm.size(); ++r) distinct.insert(std::string(identities.data() + 64 * r));
-  if (static_cast<int>(distinct.size()) < comm.size()) return offload;
-  std::vector<char> id = rank_ == 0 ? GpuAllReduce::unique_id() : std::vector<char>();
-  int bytes = static_cast<int>(id.size());
-  POSEIDON_MPI(MPI_Bcast(&bytes, 1, MPI_INT, 0, comm.handle()));
-  id.resize(bytes);
-  POSEIDON_MPI(MPI_Bcast(id.data(), bytes, MPI_CHAR, 0, comm.handle()));
-  gpu_allreduce_ = std::make_unique<GpuAllReduce>(config_.device, id, comm.size(), comm.rank());
-  // A bucket's range of the mirror's flat gradients is the same range of the GPU net's.
-  offload.allreduce_sum = [this](float* grads, int64_t count) {
-    const std::ptrdiff_t at = grads - mirror_->flat_grads().data();
-    return gpu_allreduce_->sum_to_host(net_->flat_grads().data() + at, grads, static_cast<size_t>(count));
-  };
-  return offload;
-}
 
 std::string Trainer::checkpoint_path(const std::string& tag) const {
   return (std::filesystem::path(config_.output_dir) / (tag + ".safetensors")).string();
@@ -195,12 +155,13 @@ std::map<std::string, std::string> Trainer::checkpoint_metadata(int64_t iter, co
 }
 
 void Trainer::save(const std::string& path) {
-  if (scheduler_) {
-    average_buffers();
-    const Solver full = scheduler_->solver_snapshot();
+  if (session_) {
+    session_->average_buffers();
+    session_->bring_net_current();
+    const Solver full = session_->solver_snapshot();
     if (rank_ != 0) return;
     std::filesystem::create_directories(std::filesystem::path(path).parent_path());
-    save_checkpoint(path, exchange_net(), &full, checkpoint_metadata(iter_, train_loader_->position(), rng_));
+    save_checkpoint(path, *net_, &full, checkpoint_metadata(iter_, train_loader_->position(), rng_));
     return;
   }
   std::filesystem::create_directories(std::filesystem::path(path).parent_path());
@@ -208,7 +169,7 @@ void Trainer::save(const std::string& path) {
 }
 
 void Trainer::restore(const std::string& path) {
-  auto meta = load_checkpoint(path, exchange_net(), solver_.get());
+  auto meta = load_checkpoint(path, *net_, solver_.get());
   auto get = [&](const std::string& key) -> std::string {
     auto it = meta.find(key);
     if (it == meta.end()) throw Error(path + ": not a training checkpoint (metadata '" + key + "' missing)");
@@ -246,25 +207,16 @@ void Trainer::restore(const std::string& path) {
   train_loader_->seek(pos);
 }
 
-void Trainer::average_buffers() {
-  if (mirror_) copy_net_buffers(*net_, *mirror_);
-  scheduler_->average_buffers();
-  if (mirror_) copy_net_buffers(*mirror_, *net_);
-}
-
 EvalResult Trainer::test() {
-  if (!scheduler_) return evaluate(*net_, *test_loader_, config_.test_iters);
+  if (!session_) return evaluate(*net_, *test_loader_, config_.test_iters);
   // Each rank tests its shard of the test set; the sums are combined.
-  average_buffers();
-  if (mirror_) {
-    scheduler_->sync();  // every update of the iterations so far is in the mirror
-    copy_net_state(*mirror_, *net_);
-  }
+  session_->average_buffers();
+  session_->bring_net_current();
   const EvalResult local = evaluate(*net_, *test_loader_, config_.test_iters);
   const double n = static_cast<double>(local.examples);
   std::vector<double> sums = {local.loss * n, n};
   for (const auto& [name, v] : local.metrics) sums.push_back(v * n);
-  sums = scheduler_->sum_over_ranks(sums);
+  sums = session_->sum_over_ranks(sums);
   EvalResult all;
   all.examples = static_cast<int64_t>(sums[1]);
   const double total = std::max(1.0, sums[1]);
@@ -278,7 +230,7 @@ void Trainer::stop_non_finite(const std::string& what, int64_t epoch, const Load
                               const std::mt19937_64& rng) {
   const std::string at =
       config_.file + ": iteration " + std::to_string(iter_ + 1) + " (epoch " + std::to_string(epoch) + "): " + what;
-  if (scheduler_)
+  if (session_)
     throw Error(at + " on rank " + std::to_string(rank_) +
                 "; no checkpoint written (every rank stops; --resume from the last snapshot)");
   // The parameters are those before this iteration, but an update can itself
@@ -304,20 +256,17 @@ EvalResult Trainer::run() {
   // the scheduler checks each gradient before it leaves the rank.
   // Emulated, the updates are waits and gradients are not computed, so not checked.
   const bool check_finite = config_.solver.check_finite && !emulated_;
-  const bool hold_updates = check_finite && !scheduler_;
+  const bool hold_updates = check_finite && !session_;
   LocalGradSink local_sink(*solver_, hold_updates);
-  std::optional<EmulatedUpdateSink> emulated_sink;
+  std::optional<dist::EmulatedUpdateSink> emulated_sink;
   if (emulated_) emulated_sink.emplace(emulated_->device);
   GradSink& alone = emulated_sink ? static_cast<GradSink&>(*emulated_sink) : local_sink;
-  std::optional<HostStagingSink> staging;
-  if (scheduler_ && mirror_) staging.emplace(*net_, *mirror_, *scheduler_);
-  GradSink* exchange = staging ? static_cast<GradSink*>(&*staging) : scheduler_.get();
-  GradSink& untraced = exchange ? *exchange : alone;
+  GradSink& untraced = session_ ? session_->sink() : alone;
   std::optional<dist::TracingSink> traced;
-  if (timeline_) traced.emplace(untraced, *timeline_, !exchange && !hold_updates);
+  if (timeline_) traced.emplace(untraced, *timeline_, !session_ && !hold_updates);
   GradSink& sink = traced ? static_cast<GradSink&>(*traced) : untraced;
   // Forward waits at the scheduler's gates; alone it needs no gate unless traced.
-  GradSink* gate = traced || scheduler_ ? &sink : nullptr;
+  GradSink* gate = traced || session_ ? &sink : nullptr;
   std::string comm_text;
   if (emulated_) {
     char line[320];
@@ -327,16 +276,7 @@ EvalResult Trainer::run() {
                   emulated_->device.update_s(net_->num_learnable()) * 1e3);
     progress.note(line);
   }
-  if (scheduler_) {
-    std::string line = "dist: " + std::to_string(world_size_) + " ranks, " + config_.dist.scheme + " (" +
-                       dist::count_schemes(scheduler_->plan(), *net_) + "; per layer: poseidon plan)" +
-                       (config_.dist.wfbp ? ", WFBP" : "") +
-                       (gpu_allreduce_ ? ", all-reduce buckets summed by NCCL" : "");
-    if (link_)
-      line += "; link " + human_number(link_->bandwidth_gbps) + " Gbit/s, " + human_seconds(link_->latency_us * 1e-6) +
-              ", GEMM " + human_number(link_->gemm_gflops) + " GFLOP/s";
-    progress.note(line);
-  }
+  if (session_) progress.note("dist: " + session_->describe());
   // Tests, checkpoints and data waits on their timeline lanes; tests and
   // checkpoints are not training time for the progress line's rate.
   auto on_lane = [&](int lane, const char* name, const auto& work) {
@@ -378,7 +318,7 @@ EvalResult Trainer::run() {
     rng_before = rng_;
     on_lane(dist::Timeline::data, "batch", [&] { feed_batch(*net_, *train_loader_, staged_data_, staged_labels_); });
     // The scheduler sets the solver's iteration itself, on its own thread.
-    if (!scheduler_) solver_->set_iteration(iter_);
+    if (!session_) solver_->set_iteration(iter_);
     const double lr = config_.solver.lr.at(iter_);
     RunContext ctx{Phase::train, &rng_, config_.device};
     float loss = 0;
@@ -407,9 +347,9 @@ EvalResult Trainer::run() {
     ++iter_;
     const bool display_now = config_.display > 0 && (iter_ % config_.display == 0 || iter_ == max_iter);
     std::optional<dist::CommStats> comm;
-    if (scheduler_ && display_now) {
-      scheduler_->sync();  // the record then covers whole iterations, the last one's transfers included
-      comm = scheduler_->take_stats();
+    if (session_ && display_now) {
+      session_->sync();  // the record then covers whole iterations, the last one's transfers included
+      comm = session_->take_stats();
       comm_text = comm_summary(*comm);
     }
     progress.step(iter_, epoch, loss, lr, net_->batch() * world_size_, comm_text);

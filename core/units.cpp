@@ -1,5 +1,5 @@
-// Human-readable durations, sizes and counts for the CLI's output.
-#include "tools/cli/units.h"
+// Human-readable durations, sizes and counts for messages and the CLI.
+#include "core/units.h"
 
 #include <cmath>
 #include <cstdio>
