@@ -66,14 +66,12 @@ void TracingCompute::traced(const std::string& what, const std::function<void()>
 void TracingCompute::update_block(Solver& solver, const Param& param, float* value,
                                   const std::vector<const float*>& parts, float* sum, float* momentum, int64_t n,
                                   const WorkDone& done) {
-  traced(param.name + " (a block)",
-         [&] { inner_->update_block(solver, param, value, parts, sum, momentum, n, done); });
+  traced(param.name + " (a block)", [&] { inner_->update_block(solver, param, value, parts, sum, momentum, n, done); });
 }
 
 void TracingCompute::update(Solver& solver, const std::vector<Param*>& params, const WorkDone& done) {
-  const std::string what = params.empty() ? std::string("nothing")
-                                           : params.front()->name + (params.size() > 1 ? " and " +
-                                                                                             std::to_string(params.size() - 1) + " more" : "");
+  std::string what = params.empty() ? "nothing" : params.front()->name;
+  if (params.size() > 1) what += " and " + std::to_string(params.size() - 1) + " more";
   traced(what, [&] { inner_->update(solver, params, done); });
 }
 

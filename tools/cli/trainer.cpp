@@ -11,9 +11,9 @@
 #include "core/finite_check.h"
 #include "core/local_sink.h"
 #include "core/math.h"
+#include "core/units.h"
 #include "tools/cli/progress.h"
 #include "tools/cli/run_summary.h"
-#include "core/units.h"
 
 namespace poseidon {
 namespace {
