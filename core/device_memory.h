@@ -20,6 +20,9 @@ bool cuda_built();
 // (never throws). cuda_unavailable_reason() says why it is 0.
 int cuda_device_count();
 std::string cuda_unavailable_reason();
+// Why a build has no CUDA backend, from how it was configured (POSEIDON_CUDA:
+// OFF left it out on purpose; AUTO found no nvcc).
+std::string missing_backend_reason(const std::string& configured);
 // Throws a clear Error unless `device` can be used in this process.
 void require(const Device& device);
 

@@ -55,4 +55,29 @@ void HostCompute::rebuild(Solver& solver, const Factors& f, int ranks, Param& we
   done();
 }
 
+void TracingCompute::traced(const std::string& what, const std::function<void()>& work) {
+  Timeline* timeline = timeline_.load();
+  if (!timeline) return work();
+  const auto begin = Timeline::Clock::now();
+  work();
+  timeline->add("update " + what, "update", Timeline::update, begin, Timeline::Clock::now());
+}
+
+void TracingCompute::update_block(Solver& solver, const Param& param, float* value,
+                                  const std::vector<const float*>& parts, float* sum, float* momentum, int64_t n,
+                                  const WorkDone& done) {
+  traced(param.name + " (a block)", [&] { inner_->update_block(solver, param, value, parts, sum, momentum, n, done); });
+}
+
+void TracingCompute::update(Solver& solver, const std::vector<Param*>& params, const WorkDone& done) {
+  std::string what = params.empty() ? "nothing" : params.front()->name;
+  if (params.size() > 1) what += " and " + std::to_string(params.size() - 1) + " more";
+  traced(what, [&] { inner_->update(solver, params, done); });
+}
+
+void TracingCompute::rebuild(Solver& solver, const Factors& factors, int ranks, Param& weight, Param* bias,
+                             const WorkDone& done) {
+  traced(weight.name + " (SFB rebuild)", [&] { inner_->rebuild(solver, factors, ranks, weight, bias, done); });
+}
+
 }  // namespace poseidon::dist

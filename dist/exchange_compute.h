@@ -8,13 +8,17 @@
 // complete(slot), so no exchange knows which one it runs on.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
+#include <memory>
+#include <string>
 #include <vector>
 
 #include "core/layer.h"
 #include "core/solver.h"
 #include "dist/exchange.h"
+#include "dist/timeline.h"
 
 namespace poseidon::dist {
 
@@ -75,6 +79,33 @@ class HostCompute : public ExchangeCompute {
 
  private:
   RebuildGemm rebuild_gemm_;
+};
+
+// Hands every piece of work to `inner`; with a timeline set, records each
+// update (a PS block's, a bucket's, an SFB layer's rebuild and update) on
+// its update lane. The Scheduler's exchanges run through one of these.
+class TracingCompute : public ExchangeCompute {
+ public:
+  explicit TracingCompute(std::shared_ptr<ExchangeCompute> inner) : inner_(std::move(inner)) {}
+  // Set before training; null: nothing is recorded.
+  void set_timeline(Timeline* timeline) { timeline_ = timeline; }
+
+  void add(float* into, const float* other, int64_t n, float scale, const WorkDone& done) override {
+    inner_->add(into, other, n, scale, done);
+  }
+  void update_block(Solver& solver, const Param& param, float* value, const std::vector<const float*>& parts,
+                    float* sum, float* momentum, int64_t n, const WorkDone& done) override;
+  void update(Solver& solver, const std::vector<Param*>& params, const WorkDone& done) override;
+  void rebuild(Solver& solver, const Factors& factors, int ranks, Param& weight, Param* bias,
+               const WorkDone& done) override;
+  bool reads_received() const override { return inner_->reads_received(); }
+
+ private:
+  // Runs `work`, recorded as "update <what>".
+  void traced(const std::string& what, const std::function<void()>& work);
+
+  std::shared_ptr<ExchangeCompute> inner_;
+  std::atomic<Timeline*> timeline_ = nullptr;
 };
 
 }  // namespace poseidon::dist

@@ -5,11 +5,13 @@
 // combined batch, to relative 1e-4 (L2 norm per tensor).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <sstream>
 
 #include "core/safetensors.h"
@@ -130,20 +132,49 @@ TEST_F(MpiTrain, TwoRanksMatchOneProcessOnTheCombinedBatch) {
                 1e-4 * std::abs(single_test[0]["loss"].get<double>()));
 
     // A trace per rank: 12 iterations of 8 layers forward, 7 backward (not accuracy), and one
-    // transfer per unit (PS: each of the 6 parameters; all-reduce: 1 KiB buckets) and iteration.
+    // transfer per unit (PS: each of the 6 parameters; all-reduce: 1 KiB buckets) and iteration,
+    // each unit on a lane of its own, its transfers one after another; lanes for the data
+    // waits (one a batch), the updates, the test at the end and the checkpoints (iterations 5
+    // and 10, and the final one).
     for (int rank = 0; rank < 2; ++rank) {
       std::ifstream in(dir.file(scheme + "/trace.rank" + std::to_string(rank) + ".json"));
       ASSERT_TRUE(in) << "no timeline of rank " << rank;
       const auto trace = nlohmann::json::parse(in);
       std::map<std::string, int> spans;
-      for (const auto& e : trace["traceEvents"])
-        if (e["ph"] == "X") ++spans[e["cat"].get<std::string>()];
+      std::map<int, std::string> lane_names;
+      std::map<int, std::vector<std::pair<double, double>>> unit_spans;  // lane -> (start, end)
+      std::map<std::string, std::set<int>> lanes_of;                     // category -> lanes
+      for (const auto& e : trace["traceEvents"]) {
+        if (e["ph"] == "M" && e["name"] == "thread_name") lane_names[e["tid"]] = e["args"]["name"];
+        if (e["ph"] != "X") continue;
+        const std::string category = e["cat"];
+        ++spans[category];
+        lanes_of[category].insert(e["tid"].get<int>());
+        if (category == scheme)
+          unit_spans[e["tid"]].emplace_back(e["ts"].get<double>(), e["ts"].get<double>() + e["dur"].get<double>());
+      }
       EXPECT_EQ(spans["forward"], 12 * 8);
       EXPECT_EQ(spans["backward"], 12 * 7);
       EXPECT_GT(spans[scheme], 0);
       EXPECT_EQ(spans[scheme] % 12, 0);
       if (scheme == "ps") {
         EXPECT_EQ(spans["ps"], 12 * 6);
+        EXPECT_EQ(unit_spans.size(), 6u);
+      }
+      for (auto& [lane, list] : unit_spans) {
+        EXPECT_EQ(list.size(), 12u) << lane_names[lane];
+        EXPECT_EQ(lane_names[lane].rfind("comm " + scheme + ": ", 0), 0u) << lane_names[lane];
+        std::sort(list.begin(), list.end());
+        for (size_t i = 1; i < list.size(); ++i) EXPECT_GE(list[i].first, list[i - 1].second) << lane_names[lane];
+      }
+      EXPECT_EQ(spans["batch"], 12);
+      EXPECT_GT(spans["update"], 0);
+      EXPECT_EQ(spans["test"], 1);
+      EXPECT_EQ(spans["checkpoint"], 3);
+      for (const auto& [category, lane] : {std::pair{"batch", "data"}, std::pair{"update", "update"},
+                                           std::pair{"test", "test"}, std::pair{"checkpoint", "checkpoint"}}) {
+        ASSERT_EQ(lanes_of[category].size(), 1u) << category;
+        EXPECT_EQ(lane_names[*lanes_of[category].begin()].rfind(lane, 0), 0u) << category;
       }
     }
   }
