@@ -191,6 +191,11 @@ void Scheduler::backward_done() {
   rethrow_locked();
 }
 
+void Scheduler::check() {
+  std::lock_guard lock(mutex_);
+  rethrow_locked();
+}
+
 void Scheduler::sync() {
   std::unique_lock lock(mutex_);
   const auto t0 = Clock::now();

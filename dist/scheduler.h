@@ -95,6 +95,8 @@ class Scheduler : public GradSink {
 
   // Returns once every iteration handed over so far is synchronised.
   void sync();
+  // Throws what stopped the communication thread, if anything did.
+  void check();
   // Runs `task` on the communication thread after sync(), for collectives
   // outside the iteration (metrics, checkpoints). Rethrows what it throws.
   void run(const std::function<void(const Comm&)>& task);

@@ -104,7 +104,7 @@ Solver Session::solver_snapshot() { return scheduler_->solver_snapshot(); }
 CommStats Session::take_stats() { return scheduler_->take_stats(); }
 
 bool Session::agree_to_stop(bool mine) {
-  if (stop_vote_) return stop_vote_->vote(mine);
+  if (stop_vote_) return stop_vote_->vote(mine, [this] { scheduler_->check(); });
   return sum_over_ranks({mine ? 1.0 : 0.0})[0] > 0;
 }
 
