@@ -7,6 +7,8 @@
 #include <fstream>
 #include <sstream>
 
+#include "core/suggest.h"
+
 namespace poseidon {
 
 ConfigNode::ConfigNode(YAML::Node node, std::string file, std::string path)
@@ -82,7 +84,13 @@ size_t ConfigNode::size() const {
 
 ConfigNode ConfigNode::at(size_t i) const {
   if (!node_.IsSequence()) fail("expected a list, found " + found());
-  return ConfigNode(node_[i], file_, path_ + "[" + std::to_string(i) + "]");
+  // A layer is named by its name, as --set addresses it ("layers.fc2"), not by its position.
+  const YAML::Node element = node_[i];
+  if (element.IsMap() && element["name"] && element["name"].IsScalar()) {
+    const std::string name = element["name"].Scalar();
+    if (!name.empty() && name.find('$') == std::string::npos) return ConfigNode(element, file_, key_path(name));
+  }
+  return ConfigNode(element, file_, path_ + "[" + std::to_string(i) + "]");
 }
 
 std::vector<std::string> ConfigNode::keys() const {
@@ -167,7 +175,7 @@ std::string ConfigNode::get_choice(const std::string& key, const std::vector<std
   if (std::find(choices.begin(), choices.end(), v) != choices.end()) return v;
   std::string list;
   for (const auto& s : choices) list += (list.empty() ? "" : ", ") + s;
-  c.fail("expected one of " + list + ", found '" + v + "'");
+  c.fail("expected one of " + list + ", found '" + v + "'" + did_you_mean(v, choices));
 }
 
 void ConfigNode::check_keys(const std::vector<std::string>& allowed) const {
@@ -179,7 +187,7 @@ void ConfigNode::check_keys(const std::vector<std::string>& allowed) const {
     for (const auto& s : allowed) list += (list.empty() ? "" : ", ") + s;
     YAML::Mark m = it->first.Mark();
     throw ConfigError({file_, m.line + 1, m.column + 1, key_path(k)},
-                      "unknown key '" + k + "' (allowed: " + list + ")");
+                      "unknown key '" + k + "'" + did_you_mean(k, allowed) + " (allowed: " + list + ")");
   }
 }
 
@@ -218,8 +226,12 @@ void apply_override(YAML::Node root, const std::string& assignment) {
           }
         }
       }
-      if (!found)
-        throw ConfigError({"--set", 0, 0, path}, "no list element '" + part + "'");
+      if (!found) {
+        std::vector<std::string> names;
+        for (size_t k = 0; k < cur.size(); ++k)
+          if (cur[k].IsMap() && cur[k]["name"] && cur[k]["name"].IsScalar()) names.push_back(cur[k]["name"].Scalar());
+        throw ConfigError({"--set", 0, 0, path}, "no list element '" + part + "'" + did_you_mean(part, names));
+      }
       if (last) {
         throw ConfigError({"--set", 0, 0, path}, "cannot replace a whole list element");
       }

@@ -6,6 +6,8 @@
 
 #include "core/host_fallback_layer.h"
 
+#include "core/suggest.h"
+
 namespace poseidon {
 
 LayerRegistry& LayerRegistry::instance() {
@@ -56,8 +58,12 @@ std::unique_ptr<Layer> LayerRegistry::create(const ConfigNode& config, const Dev
   const LayerInfo* info = find(type);
   if (!info) {
     std::string known;
-    for (const auto* i : all()) known += (known.empty() ? "" : ", ") + i->type;
-    type_node.fail("unknown layer type '" + type + "' (known types: " + known + ")");
+    std::vector<std::string> types;
+    for (const auto* i : all()) {
+      known += (known.empty() ? "" : ", ") + i->type;
+      types.push_back(i->type);
+    }
+    type_node.fail("unknown layer type '" + type + "'" + did_you_mean(type, types) + " (known types: " + known + ")");
   }
   std::vector<std::string> allowed;
   for (const auto& k : common_layer_keys()) allowed.push_back(k.key);

@@ -9,6 +9,7 @@
 #include "core/gpu_allreduce.h"
 #include "core/gpu_gemm.h"
 #include "core/host_staging_sink.h"
+#include "core/units.h"
 
 namespace poseidon::dist {
 
@@ -125,14 +126,11 @@ int Session::size() const { return scheduler_->size(); }
 
 std::string Session::describe() const {
   std::string line = std::to_string(size()) + " ranks, " + choice_name(config_.scheme) + " (" +
-                     describe_schemes(plan(), mirror_ ? *mirror_ : net_) + ")" + (config_.wfbp ? ", WFBP" : "") +
-                     (gpu_allreduce_ ? ", all-reduce buckets summed by NCCL" : "");
-  if (link_) {
-    char figures[128];
-    std::snprintf(figures, sizeof figures, "; link %.3g Gbit/s, %.3g us, GEMM %.3g GFLOP/s", link_->bandwidth_gbps,
-                  link_->latency_us, link_->gemm_gflops);
-    line += figures;
-  }
+                     count_schemes(plan(), mirror_ ? *mirror_ : net_) + "; per layer: poseidon plan)" +
+                     (config_.wfbp ? ", WFBP" : "") + (gpu_allreduce_ ? ", all-reduce buckets summed by NCCL" : "");
+  if (link_)
+    line += "; link " + human_number(link_->bandwidth_gbps) + " Gbit/s, " + human_seconds(link_->latency_us * 1e-6) +
+            ", GEMM " + human_number(link_->gemm_gflops) + " GFLOP/s";
   return line;
 }
 

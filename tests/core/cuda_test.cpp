@@ -49,6 +49,16 @@ TEST(CudaBuild, BuiltWhereverNvccIs) {
   EXPECT_TRUE(device_memory::cuda_built()) << "nvcc is installed but the CUDA backend was not compiled";
 }
 
+TEST(CudaBuild, AMissingBackendSaysWhetherItWasLeftOutOrNotFound) {
+  const std::string off = device_memory::missing_backend_reason("OFF");
+  EXPECT_NE(off.find("POSEIDON_CUDA=OFF"), std::string::npos) << off;
+  EXPECT_EQ(off.find("nvcc"), std::string::npos) << off;
+  const std::string automatic = device_memory::missing_backend_reason("AUTO");
+  EXPECT_NE(automatic.find("nvcc was not found"), std::string::npos) << automatic;
+  if (!device_memory::cuda_built())
+    EXPECT_EQ(device_memory::cuda_unavailable_reason(), device_memory::missing_backend_reason(POSEIDON_CUDA_OPTION));
+}
+
 TEST(CudaBuild, WithoutAGpuCudaDevicesAreRefusedClearly) {
   if (device_memory::cuda_device_count() > 0) GTEST_SKIP() << "a GPU is present";
   try {

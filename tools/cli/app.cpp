@@ -113,6 +113,13 @@ int run_cli(int argc, char** argv) {
   si->add_flag("--per-rank", sim.per_rank, "each rank's link busy time");
   si->add_flag("--json", sim.json, "machine-readable output");
 
+  PlotArgs plot;
+  auto* po = app.add_subcommand("plot", "curves of runs' metrics.jsonl (loss, accuracy, lr, img/s) in a PNG");
+  po->add_option("runs", plot.runs, "metrics.jsonl files or the output_dirs holding them; several share one figure")
+      ->required();
+  po->add_option("-o,--output", plot.output, "PNG to write (default: RUN/curves.png for one run, else curves.png)");
+  po->add_option("--labels", plot.labels, "legend labels, comma-separated, one per run (default: the run folders)");
+
   bool layers_json = false;
   auto* l = app.add_subcommand("layers", "list the registered layer types and their keys");
   l->add_flag("--json", layers_json, "machine-readable output");
@@ -157,6 +164,7 @@ int run_cli(int argc, char** argv) {
     if (*in) return cmd_info(info_json);
     if (*pl) return cmd_plan(plan);
     if (*si) return cmd_simulate(sim);
+    if (*po) return cmd_plot(plot);
   } catch (const Error& e) {
     std::fprintf(stderr, "error: %s\n", e.what());
     return 2;

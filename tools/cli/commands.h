@@ -87,4 +87,11 @@ struct SimulateArgs {
 };
 int cmd_simulate(const SimulateArgs& args);
 
+struct PlotArgs {
+  std::vector<std::string> runs;  // metrics.jsonl files or the output_dirs holding them
+  std::string output;             // PNG; empty: RUN/curves.png for one run, else curves.png
+  std::string labels;             // comma-separated, one per run; empty: the run folders
+};
+int cmd_plot(const PlotArgs& args);
+
 }  // namespace poseidon

@@ -5,6 +5,7 @@
 
 #include "core/device_memory.h"
 #include "core/plugin.h"
+#include "core/config_blocks.h"
 
 namespace poseidon {
 
@@ -40,7 +41,7 @@ ConfigNode load_model(const std::string& file, const std::vector<std::string>& o
   ConfigNode model = ConfigNode::load_file(file);
   if (!model.is_map()) model.fail("expected a model: a map with inputs and layers");
   load_config_plugins(model, file);
-  for (const auto& o : overrides) apply_override(model.yaml(), o);
+  apply_model_overrides(model, overrides);
   return model;
 }
 
@@ -109,11 +110,13 @@ TrainConfig TrainConfig::load(const std::string& file, const std::vector<std::st
   c.solver = SolverConfig::parse(root.child("solver"));
 
   if (auto train = root.find("train")) {
-    train->check_keys({"display", "test_interval", "test_iters", "snapshot_interval", "output_dir"});
+    train->check_keys(
+        {"display", "test_interval", "test_iters", "snapshot_interval", "final_checkpoint", "output_dir"});
     c.display = non_negative(*train, "display", c.display);
     c.test_interval = non_negative(*train, "test_interval", 0);
     c.test_iters = non_negative(*train, "test_iters", 0);
     c.snapshot_interval = non_negative(*train, "snapshot_interval", 0);
+    c.final_checkpoint = train->get_bool("final_checkpoint", true);
     c.output_dir = train->get_string("output_dir", c.output_dir);
   }
   if (auto dist = root.find("dist")) c.dist = dist::DistConfig::parse(*dist);

@@ -10,7 +10,7 @@
 //     test:  {source: idx, images: ..., labels: ..., batch_size: 100}
 //   solver: {type: sgd, lr: 0.01, momentum: 0.9, max_iter: 5000, ...}
 //   train: {display: 100, test_interval: 1000, test_iters: 0, snapshot_interval: 0,
-//           output_dir: runs/lenet}
+//           final_checkpoint: true, output_dir: runs/lenet}
 //   dist: {scheme: hybrid, wfbp: true, ...}   # used under mpirun; see dist/dist_config.h
 #pragma once
 
@@ -47,6 +47,7 @@ struct TrainConfig {
   int64_t test_interval = 0;   // 0: test only at the end
   int64_t test_iters = 0;      // 0: the whole test set
   int64_t snapshot_interval = 0;
+  bool final_checkpoint = true;  // false: no final.safetensors (benchmarks that only time training)
   std::string output_dir = "runs/default";
   dist::DistConfig dist;  // how ranks synchronise when the job has several
 
