@@ -73,7 +73,7 @@ esac
 step "GPU tests"
 # Test binary and gtest filter: every GPU test of the suite.
 tests_rc=0
-for spec in "core_tests:Cuda*" "layers_tests:CudaLayers.*:*GpuMatchesCpu*" "tools_tests:InfoVerb*"; do
+for spec in "core_tests:Cuda*" "layers_tests:CudaLayers.*:*GpuMatchesCpu*" "tools_tests:InfoVerb*:Plugin.CpuOnlyLayerTrainsInAGpuNet"; do
   binary=${spec%%:*}
   filter=${spec#*:}
   "$tests/$binary" --gtest_filter="$filter" --gtest_brief=1 >"$out/$binary.log" 2>&1 || tests_rc=1

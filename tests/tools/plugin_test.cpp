@@ -8,6 +8,7 @@
 
 #include "core/device_memory.h"
 #include "core/safetensors.h"
+#include "gpu_required.h"
 #include "tools/cli_runner.h"
 
 namespace poseidon::testing {
@@ -59,7 +60,7 @@ TEST(Plugin, TrainingConfigListLoadsItAndItsParameterIsCheckpointed) {
 // swish has no GPU implementation: in a GPU net it runs on the CPU, its data
 // copied around it, and training ends where the CPU run ends.
 TEST(Plugin, CpuOnlyLayerTrainsInAGpuNet) {
-  if (device_memory::cuda_device_count() == 0) GTEST_SKIP() << device_memory::cuda_unavailable_reason();
+  POSEIDON_SKIP_WITHOUT_GPU();
   TempDir d;
   write_swish_model(d);
   std::string config = d.write("train.yaml", "model: model.yaml\nthreads: 1\ndata:\n  train: {source: synthetic, "
