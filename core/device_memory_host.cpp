@@ -54,7 +54,7 @@ void copy(float* dst, const Device& dst_device, const float* src, const Device& 
 
 void synchronize(const Device& device) {}
 
-void gpu_sgd_update(const Device& device, float*, const float*, float*, size_t, float, float, float, bool) {
+void gpu_solver_update(const Device& device, const UpdateStep&, float*, const float*, float*, size_t) {
   require(Device::cuda(device.index));
 }
 

@@ -39,7 +39,7 @@ SendOrder parse_send_order(const std::string& name) {
 const std::vector<std::string>& DistConfig::keys() {
   static const std::vector<std::string> k = {"scheme",       "wfbp",           "order",      "block_bytes",
                                              "bucket_bytes", "bandwidth_gbps", "latency_us", "timeout_s",
-                                             "host_staging"};
+                                             "host_staging", "gemm_gflops",    "plan_file"};
   return k;
 }
 
@@ -72,6 +72,11 @@ DistConfig DistConfig::parse(const ConfigNode& node) {
     if (!(*c.latency_us >= 0)) node.child("latency_us").fail("expected a non-negative number");
   }
   if (node.has("timeout_s")) c.timeout_s = positive(node, "timeout_s");
+  if (node.has("gemm_gflops")) c.gemm_gflops = positive(node, "gemm_gflops");
+  c.plan_file = node.get_string("plan_file", c.plan_file);
+  if (!c.plan_file.empty() && c.scheme != SchemeChoice::hybrid)
+    node.child("plan_file").fail("a plan file pins the hybrid planner's choices; dist.scheme is '" +
+                                 choice_name(c.scheme) + "' (set it to hybrid)");
   c.host_staging = node.get_bool("host_staging", c.host_staging);
   return c;
 }

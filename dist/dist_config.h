@@ -9,6 +9,8 @@
 //     bucket_bytes: 4194304 # all-reduce fuses small tensors up to this size
 //     bandwidth_gbps: 10    # link speed for the planner (omitted: measured)
 //     latency_us: 20        # per-message latency for the planner (omitted: measured)
+//     gemm_gflops: 50       # SFB rebuild rate for the planner (omitted: measured)
+//     plan_file: plan.json  # hybrid: each layer's scheme as `poseidon plan --out` wrote it
 //     timeout_s: 300        # a transfer stalled this long stops every rank
 //     host_staging: false   # exchange through a host copy of the net (always so
 //                           # for a GPU net; on the CPU it runs that path, for tests)
@@ -47,6 +49,8 @@ struct DistConfig {
   int64_t bucket_bytes = 4 << 20;
   std::optional<double> bandwidth_gbps;  // Gbit/s
   std::optional<double> latency_us;
+  std::optional<double> gemm_gflops;  // the SFB rebuild's rate for the planner (omitted: measured)
+  std::string plan_file;              // pins each layer's scheme (dist/plan_file.h); "" : planned here
   double timeout_s = 300;
   bool host_staging = false;
 

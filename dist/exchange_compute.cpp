@@ -17,15 +17,15 @@ void HostCompute::add(float* into, const float* other, int64_t n, float scale, c
 }
 
 void HostCompute::update_block(Solver& solver, const Param& param, float* value,
-                               const std::vector<const float*>& parts, float* sum, float* momentum, int64_t n,
-                               const WorkDone& done) {
+                               const std::vector<const float*>& parts, float* sum, float* state, int64_t step,
+                               int64_t n, const WorkDone& done) {
   // In the order given (rank order), whoever's push arrived first: the same sum on every run.
   std::memcpy(sum, parts[0], n * sizeof(float));
   for (size_t r = 1; r < parts.size(); ++r)
     for (int64_t i = 0; i < n; ++i) sum[i] += parts[r][i];
   const float scale = 1.f / static_cast<float>(parts.size());
   for (int64_t i = 0; i < n; ++i) sum[i] *= scale;
-  solver.update_block(value, sum, momentum, n, param.lr_mult, param.decay_mult);
+  solver.update_block(value, sum, state, n, param.lr_mult, param.decay_mult, step);
   done();
 }
 

@@ -122,10 +122,12 @@ bool sfb_applicable(Net& net, size_t layer) {
   return out.grad.defined() && net.blob(l.inputs()[0]).value.numel() == net.batch() * w.shape[1];
 }
 
-CommPlan plan_for_config(Net& net, const DistConfig& config, int world_size, const LinkModel& link) {
+CommPlan plan_for_config(Net& net, const DistConfig& config, int world_size, const LinkModel& link,
+                         const std::map<size_t, Scheme>* pinned) {
   std::vector<PlannedParam> params = backward_order(net);
   std::map<size_t, Scheme> chosen;  // hybrid: by layer
-  if (config.scheme == SchemeChoice::hybrid)
+  if (config.scheme == SchemeChoice::hybrid && pinned) chosen = *pinned;
+  if (config.scheme == SchemeChoice::hybrid && !pinned)
     for (const LayerPlan& lp : plan_layers(net, net.batch(), world_size, link)) chosen[lp.layer] = lp.scheme;
   for (PlannedParam& p : params) {
     if (config.scheme == SchemeChoice::hybrid)

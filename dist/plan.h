@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -67,8 +68,10 @@ bool sfb_applicable(Net& net, size_t layer);
 
 // The plan `config` asks for on `world_size` ranks: `ps` or `allreduce` for
 // every parameter; `sfb` for FC layers that allow it and `ps` for the rest;
-// `hybrid`: each layer's scheme chosen by the planner for `link`.
-CommPlan plan_for_config(Net& net, const DistConfig& config, int world_size, const LinkModel& link = {});
+// `hybrid`: each layer's scheme chosen by the planner for `link`, or as
+// `pinned` gives it (by layer index: dist/plan_file.h).
+CommPlan plan_for_config(Net& net, const DistConfig& config, int world_size, const LinkModel& link = {},
+                         const std::map<size_t, Scheme>* pinned = nullptr);
 
 // "sfb: fc1, fc2; ps: conv1, conv2": the layers of each scheme, in layer order.
 std::string describe_schemes(const CommPlan& plan, Net& net);

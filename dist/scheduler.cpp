@@ -70,7 +70,7 @@ Scheduler::Scheduler(Net& net, Solver& solver, const World& world, CommPlan plan
       const PlannedParam& p = plan_.params[unit.params[0]];
       auto ps = std::make_unique<PsExchange>(*comm_, solver_, *compute_, *p.param, unit.blocks,
                                              priority_sends_.get(), static_cast<int64_t>(p.layer));
-      ps->import_momentum(solver_.state());
+      ps->import_state(solver_);
       ps_exchanges_.push_back(ps.get());
       blocks += static_cast<int64_t>(unit.blocks.size());
       ex = std::move(ps);
@@ -89,9 +89,9 @@ Scheduler::Scheduler(Net& net, Solver& solver, const World& world, CommPlan plan
   if (PsExchange::max_tag(blocks) > comm_->max_tag())
     throw Error("the parameter server needs " + std::to_string(blocks) + " blocks, more than MPI's tags allow (" +
                 std::to_string(comm_->max_tag()) + "); raise dist.block_bytes");
-  // Each owner keeps the momentum of its blocks; the full buffers are gathered only for checkpoints.
+  // Each owner keeps the optimizer state of its blocks; the full buffers are gathered only for checkpoints.
   for (const SyncGroup& unit : plan_.groups)
-    if (unit.scheme == Scheme::ps) solver_.state().erase(plan_.params[unit.params[0]].param->name);
+    if (unit.scheme == Scheme::ps) solver_.drop_state(plan_.params[unit.params[0]].param->name);
 
   inspector_ = std::make_unique<StallInspector>(*comm_);
   const size_t n = plan_.groups.size();
@@ -358,7 +358,7 @@ Solver Scheduler::solver_snapshot() {
   sync();
   Solver copy = solver_;
   run([&](const Comm&) {
-    for (PsExchange* ps : ps_exchanges_) ps->gather_momentum(copy.state(), 0);
+    for (PsExchange* ps : ps_exchanges_) ps->gather_state(copy, 0);
   });
   return copy;
 }

@@ -2,6 +2,8 @@
 #include "dist/session.h"
 
 #include <algorithm>
+#include <map>
+#include <cstdio>
 #include <set>
 
 #include "core/gpu_allreduce.h"
@@ -14,13 +16,21 @@ namespace poseidon::dist {
 Session::Session(Net& net, const ConfigNode& model, Solver& solver, const World& world, SessionOptions options)
     : net_(net), config_(options.config) {
   POSEIDON_CHECK(world.size() > 1) << "a distributed session needs several ranks";
+  // Made before the communication thread exists, which then never shares a call with it.
+  if (world.thread_level() >= MPI_THREAD_MULTIPLE) stop_vote_ = std::make_unique<StopVote>(world);
   // MPI moves host memory: a GPU net is distributed through a host mirror.
   if (net_.device().is_cuda() || config_.host_staging) {
     mirror_ = std::make_unique<Net>(model, net_.batch(), Device{});
     copy_net_state(net_, *mirror_);
   }
   Net& exchanged = mirror_ ? *mirror_ : net_;
-  if (config_.scheme == SchemeChoice::hybrid) link_ = measure_link(world, config_, options.gemm_gflops);
+  std::map<size_t, Scheme> pinned;
+  if (options.pinned_plan) {
+    pinned = pinned_schemes(*options.pinned_plan, exchanged, options.pinned_plan_path);
+    link_ = options.pinned_plan->link;
+  } else if (config_.scheme == SchemeChoice::hybrid) {
+    link_ = measure_link(world, config_, options.gemm_gflops, options.recorded_link);
+  }
   SchedulerOptions scheduler;
   scheduler.config = config_;
   scheduler.first_iteration = options.first_iteration;
@@ -28,9 +38,11 @@ Session::Session(Net& net, const ConfigNode& model, Solver& solver, const World&
   scheduler.compute = std::move(options.compute);
   // Emulated, the exchanges' work is a wait: nothing is left to a GPU.
   if (net_.device().is_cuda() && !scheduler.compute) scheduler.offload = make_offload(world);
-  scheduler_ = std::make_unique<Scheduler>(
-      exchanged, solver, world, plan_for_config(exchanged, config_, world.size(), link_.value_or(LinkModel{})),
-      std::move(scheduler));
+  scheduler_ = std::make_unique<Scheduler>(exchanged, solver, world,
+                                           plan_for_config(exchanged, config_, world.size(),
+                                                           link_.value_or(LinkModel{}),
+                                                           options.pinned_plan ? &pinned : nullptr),
+                                           std::move(scheduler));
   if (mirror_) staging_ = std::make_unique<HostStagingSink>(net_, *mirror_, *scheduler_);
 }
 
@@ -91,9 +103,22 @@ Solver Session::solver_snapshot() { return scheduler_->solver_snapshot(); }
 
 CommStats Session::take_stats() { return scheduler_->take_stats(); }
 
-void Session::set_timeline(Timeline* timeline) { scheduler_->set_timeline(timeline); }
+bool Session::agree_to_stop(bool mine) {
+  if (stop_vote_) return stop_vote_->vote(mine);
+  return sum_over_ranks({mine ? 1.0 : 0.0})[0] > 0;
+}
+
+void Session::set_timeline(Timeline* timeline) {
+  scheduler_->set_timeline(timeline);
+  // A GPU net's gradients on their way to the host, on a lane of their own.
+  if (staging_ && timeline) staging_->observe_landings(landing_recorder(*timeline));
+}
 
 const CommPlan& Session::plan() const { return scheduler_->plan(); }
+
+PlanRecord Session::record() const {
+  return plan_record(plan(), mirror_ ? *mirror_ : net_, link_.value_or(LinkModel{}));
+}
 
 int Session::rank() const { return scheduler_->rank(); }
 

@@ -26,8 +26,10 @@
 #include "dist/dist_config.h"
 #include "dist/exchange_compute.h"
 #include "dist/plan.h"
+#include "dist/plan_file.h"
 #include "dist/planner.h"
 #include "dist/scheduler.h"
+#include "dist/stop_vote.h"
 #include "dist/timeline.h"
 
 namespace poseidon {
@@ -46,6 +48,11 @@ struct SessionOptions {
   // and the GEMM rate the planner assumes for SFB's rebuild. Null: real.
   std::shared_ptr<ExchangeCompute> compute;
   std::optional<double> gemm_gflops;
+  // Hybrid: link figures an earlier start recorded (rank 0's are used for
+  // every rank; none: probed), or a plan file pinning each layer's scheme.
+  std::optional<LinkModel> recorded_link;
+  std::optional<PlanRecord> pinned_plan;
+  std::string pinned_plan_path;  // for its errors
 };
 
 class Session {
@@ -71,9 +78,19 @@ class Session {
   // Every rank must call it.
   Solver solver_snapshot();
   CommStats take_stats();
+  // At every iteration boundary, on every rank: whether the job stops here
+  // because some rank asked to (`mine`: this rank's wish). With MPI's
+  // MPI_THREAD_MULTIPLE the wishes of one boundary decide at the next
+  // (dist/stop_vote.h, nothing waits); without, they are summed at once on
+  // the communication thread, which waits for the iteration's transfers.
+  bool agree_to_stop(bool mine);
   void set_timeline(Timeline* timeline);
 
   const CommPlan& plan() const;
+  // The link figures a hybrid plan was made for (none for the other schemes).
+  const std::optional<LinkModel>& link() const { return link_; }
+  // What was planned, to write down (dist/plan_file.h).
+  PlanRecord record() const;
   int rank() const;
   int size() const;
   // "4 ranks, hybrid (sfb 2 layers (fc6, fc7), ps 17 layers; per layer:
@@ -92,6 +109,7 @@ class Session {
   std::unique_ptr<GpuAllReduce> gpu_allreduce_;
   std::unique_ptr<Scheduler> scheduler_;
   std::unique_ptr<HostStagingSink> staging_;
+  std::unique_ptr<StopVote> stop_vote_;  // null without MPI_THREAD_MULTIPLE
 };
 
 }  // namespace poseidon::dist

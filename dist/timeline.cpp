@@ -4,6 +4,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "core/device_memory.h"
 #include "core/error.h"
 
 namespace poseidon::dist {
@@ -18,7 +19,8 @@ Timeline::Timeline(int rank) : rank_(rank), origin_(Clock::now()) {
             {data, "data (waits for the next batch)"},
             {update, "update"},
             {test, "test"},
-            {checkpoint, "checkpoint"}};
+            {checkpoint, "checkpoint"},
+            {device_to_host, "device-to-host copies"}};
 }
 
 void Timeline::name_lane(int lane, std::string name) {
@@ -90,9 +92,16 @@ void TracingSink::layer_begin(const Layer& layer, bool backward) {
 }
 
 void TracingSink::layer_end(const Layer& layer, bool backward) {
+  device_memory::synchronize(device_);
   timeline_.add(layer.name(), backward ? "backward" : "forward", Timeline::compute, layer_start_,
                 Timeline::Clock::now());
   inner_.layer_end(layer, backward);
+}
+
+HostStagingSink::LandingObserver landing_recorder(Timeline& timeline) {
+  return [&timeline](const Param& param, Timeline::Clock::time_point queued, Timeline::Clock::time_point landed) {
+    timeline.add(param.name, "device-to-host", Timeline::device_to_host, queued, landed);
+  };
 }
 
 }  // namespace poseidon::dist

@@ -1,14 +1,15 @@
 // Timeline: a Chrome trace (the JSON that Perfetto and chrome://tracing open)
 // of one process, in lanes (the trace's threads): each layer's forward and
 // backward and each wait for parameters on the compute lane; the waits for
-// the next batch, the solver updates, the tests and the checkpoints each on
-// a lane of their own; and each sync group of the communication plan (a PS
+// the next batch, the solver updates, the tests, the checkpoints and, for a
+// GPU net, each gradient's copy to the host (from its queueing after the
+// layer's backward to its landing) each on a lane of their own; and each sync group of the communication plan (a PS
 // parameter, an all-reduce bucket, an SFB layer) on its own lane of the
 // communication thread, since several groups are in flight at once.
 // TracingSink records the compute side by wrapping the GradSink that
 // training uses; the Scheduler records its transfers, and its updates
 // through TracingCompute (dist/exchange_compute.h); the trainer records
-// data, tests and checkpoints.
+// data, tests and checkpoints; landing_recorder the copies.
 #pragma once
 
 #include <chrono>
@@ -19,13 +20,14 @@
 #include <vector>
 
 #include "core/events.h"
+#include "core/host_staging_sink.h"
 
 namespace poseidon::dist {
 
 class Timeline {
  public:
   using Clock = std::chrono::steady_clock;
-  enum Lane { compute = 0, data = 1, update = 2, test = 3, checkpoint = 4 };
+  enum Lane { compute = 0, data = 1, update = 2, test = 3, checkpoint = 4, device_to_host = 5 };
   // The lane of sync group `u` of the communication plan.
   static int group_lane(size_t u) { return 16 + static_cast<int>(u); }
 
@@ -57,11 +59,15 @@ class Timeline {
 
 // Passes everything to `inner` and records layers and waits on `timeline`;
 // with `updates_in_grad_ready` (an unheld LocalGradSink: the update runs as
-// each gradient is reported), also each grad_ready as an update.
+// each gradient is reported), also each grad_ready as an update. For a net
+// on a GPU (`device`), each layer's span ends when its kernels have finished
+// (the compute stream is waited for), so that the spans show the GPU's work
+// rather than the queueing of it; the copy streams go on meanwhile, so their
+// overlap with backward shows as it is.
 class TracingSink : public GradSink {
  public:
-  TracingSink(GradSink& inner, Timeline& timeline, bool updates_in_grad_ready = false)
-      : inner_(inner), timeline_(timeline), updates_in_grad_ready_(updates_in_grad_ready) {}
+  TracingSink(GradSink& inner, Timeline& timeline, Device device = {}, bool updates_in_grad_ready = false)
+      : inner_(inner), timeline_(timeline), device_(device), updates_in_grad_ready_(updates_in_grad_ready) {}
   const std::vector<BlobPart>& gradient_sources(const Param& param) const override {
     return inner_.gradient_sources(param);
   }
@@ -74,8 +80,13 @@ class TracingSink : public GradSink {
  private:
   GradSink& inner_;
   Timeline& timeline_;
+  Device device_;
   bool updates_in_grad_ready_;
   Timeline::Clock::time_point layer_start_;
 };
+
+// What HostStagingSink::observe_landings takes: records each gradient's copy
+// to the host on `timeline`'s device-to-host lane.
+HostStagingSink::LandingObserver landing_recorder(Timeline& timeline);
 
 }  // namespace poseidon::dist

@@ -23,6 +23,11 @@ layers:
   - {name: acc, type: accuracy, inputs: [joined, label]}
 )";
 
+void feed_three_examples(Net& net) {
+  for (int64_t i = 0; i < 9; ++i) net.blob("data").value[i] = 0.1f * static_cast<float>(i) - 0.4f;
+  for (int64_t i = 0; i < 3; ++i) net.blob("label").value[i] = static_cast<float>(i);
+}
+
 struct CountingSink : GradSink {
   std::vector<std::string> order;
   void grad_ready(Param& p) override { order.push_back(p.name); }
@@ -48,8 +53,7 @@ TEST(Net, OrdersLayersTopologically) {
 TEST(Net, GradientsReadyInBackwardOrderAndFanOutAccumulates) {
   Net net(parse(kBranchy), 3);
   net.init_params(3);
-  for (int64_t i = 0; i < 9; ++i) net.blob("data").value[i] = 0.1f * static_cast<float>(i) - 0.4f;
-  for (int64_t i = 0; i < 3; ++i) net.blob("label").value[i] = static_cast<float>(i);
+  feed_three_examples(net);
   RunContext ctx;
   float loss = net.forward(ctx);
   CountingSink sink;
@@ -85,8 +89,7 @@ struct FormingSink : CountingSink {
 TEST(Net, BackwardSkipsTheGradientsItsSinkFormsItself) {
   Net net(parse(kBranchy), 3);
   net.init_params(3);
-  for (int64_t i = 0; i < 9; ++i) net.blob("data").value[i] = 0.1f * static_cast<float>(i) - 0.4f;
-  for (int64_t i = 0; i < 3; ++i) net.blob("label").value[i] = static_cast<float>(i);
+  feed_three_examples(net);
   RunContext ctx;
   net.forward(ctx);
   CountingSink plain;

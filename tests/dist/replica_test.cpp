@@ -6,7 +6,9 @@
 // single-process reference itself. The "offload" cases hand the all-reduce
 // sums and SFB's rebuild GEMMs to stand-ins of a GPU's (dist::DeviceOffload:
 // a reduce to rank 0 and a broadcast, as NCCL gives every rank the same sum,
-// and the host's gemm), which must change nothing but who computes.
+// and the host's gemm), which must change nothing but who computes. Adam,
+// AdamW and RMSprop cases check that their sharded state (moments and step
+// counts) is gathered to the single process's.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -39,11 +41,12 @@ ConfigNode model_config(const std::string& model) {
   return vgg;
 }
 
-SolverConfig solver_config() {
+SolverConfig solver_config(const std::string& type) {
   SolverConfig c;
-  c.momentum = 0.9;
+  c.type = type;
+  c.momentum = type == "sgd" ? 0.9 : 0.0;
   c.weight_decay = 5e-4;
-  c.lr.base_lr = 0.01;
+  c.lr.base_lr = type == "sgd" ? 0.01 : 0.001;
   c.lr.policy = "cosine";
   c.lr.max_iter = kIterations;
   c.max_iter = kIterations;
@@ -69,19 +72,21 @@ void fill_examples(Net& net, int64_t first) {
 struct Trained {
   std::vector<float> values;
   std::map<std::string, std::vector<float>> momentum;  // rank 0's gathered state (distributed)
+  std::map<std::string, int64_t> steps;
 };
 
 Trained copy_of(Net& net, const Solver& solver) {
   Trained t;
   t.values.assign(net.flat_values().data(), net.flat_values().data() + net.flat_values().numel());
   for (const auto& [name, buf] : solver.state()) t.momentum[name].assign(buf.data(), buf.data() + buf.numel());
+  t.steps = solver.steps();
   return t;
 }
 
-Trained train_single(const std::string& model, int ranks) {
+Trained train_single(const std::string& model, int ranks, const std::string& solver_type) {
   Net net(model_config(model), kPerRank * ranks);
   net.init_params(7);
-  Solver solver(solver_config());
+  Solver solver(solver_config(solver_type));
   LocalGradSink sink(solver);
   std::mt19937_64 rng(11);  // dropout layers need one even at ratio 0
   RunContext ctx{Phase::train, &rng, {}};
@@ -130,11 +135,12 @@ uint64_t hash_of(const std::vector<float>& v) {
   return h;
 }
 
-DistRun train_distributed(const std::string& model, const dist::DistConfig& config, bool offload) {
+DistRun train_distributed(const std::string& model, const dist::DistConfig& config, bool offload,
+                          const std::string& solver_type) {
   const dist::World& world = test_world();
   Net net(model_config(model), kPerRank);
   net.init_params(7);
-  Solver solver(solver_config());
+  Solver solver(solver_config(solver_type));
   DistRun run;
   dist::CommPlan plan = dist::plan_for_config(net, config, world.size());
   // The stand-in's collectives, a communicator per bucket (as NCCL's calls,
@@ -195,6 +201,7 @@ struct Case {
   bool wfbp;
   std::string order = "backward";
   bool offload = false;
+  std::string solver = "sgd";
 };
 
 class Replicas : public ::testing::TestWithParam<Case> {};
@@ -207,8 +214,8 @@ TEST_P(Replicas, IdenticalOnEveryRankAndEqualToTheCombinedBatch) {
   config.block_bytes = 64 << 10;   // lenet's fc1.weight spans many blocks and every owner
   config.bucket_bytes = 64 << 10;  // several buckets
   const std::string& model = GetParam().model;
-  DistRun run = train_distributed(model, config, GetParam().offload);
-  Trained single = train_single(model, test_world().size());
+  DistRun run = train_distributed(model, config, GetParam().offload, GetParam().solver);
+  Trained single = train_single(model, test_world().size(), GetParam().solver);
 
   for (size_t r = 1; r < run.hashes.size(); ++r)
     EXPECT_EQ(run.hashes[r], run.hashes[0]) << "rank " << r << "'s parameters differ from rank 0's";
@@ -223,6 +230,9 @@ TEST_P(Replicas, IdenticalOnEveryRankAndEqualToTheCombinedBatch) {
         relative_l2(run.trained.momentum.at(p->name).data(), single.momentum.at(p->name).data(), p->value.numel()),
         1e-4)
         << "momentum of " << p->name;
+    if (single.steps.count(p->name)) {
+      EXPECT_EQ(run.trained.steps[p->name], single.steps.at(p->name)) << "step count of " << p->name;
+    }
   }
   // The parameters moved: training happened.
   Net fresh(model_config(model), 1);
@@ -261,12 +271,23 @@ std::vector<Case> cases() {
     c.offload = true;
     out.push_back(c);
   }
+  for (Case c : {Case{"lenet", "ps", true}, Case{"lenet", "allreduce", true}, Case{"lenet", "sfb", true},
+                 Case{"lenet", "hybrid", false}, Case{"vgg", "hybrid", true}}) {
+    c.solver = "adam";
+    out.push_back(c);
+  }
+  for (const char* solver : {"adamw", "rmsprop"}) {
+    Case c{"lenet", "hybrid", true, "priority"};
+    c.solver = solver;
+    out.push_back(c);
+  }
   return out;
 }
 
 INSTANTIATE_TEST_SUITE_P(Schemes, Replicas, ::testing::ValuesIn(cases()), [](const auto& info) {
   return info.param.model + "_" + info.param.scheme + (info.param.wfbp ? "_wfbp" : "_no_wfbp") +
-         (info.param.order == "priority" ? "_priority" : "") + (info.param.offload ? "_offload" : "");
+         (info.param.order == "priority" ? "_priority" : "") + (info.param.offload ? "_offload" : "") +
+         (info.param.solver == "sgd" ? "" : "_" + info.param.solver);
 });
 
 }  // namespace

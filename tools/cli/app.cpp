@@ -7,6 +7,7 @@
 #include <yaml-cpp/exceptions.h>
 
 #include "core/error.h"
+#include "core/plugin.h"
 #include "tools/cli/commands.h"
 
 namespace poseidon {
@@ -30,6 +31,9 @@ int run_cli(int argc, char** argv) {
                 "communication stays real (for emulated clusters, tools/cluster)");
   t->add_option("--emulate-scale", train.emulate_scale, "multiply the --emulate-compute times by this factor")
       ->check(CLI::PositiveNumber);
+  t->add_flag("--replan", train.replan,
+              "hybrid: probe the link and plan anew, instead of reusing the figures recorded in the checkpoint "
+              "or in the output directory's plan.json");
 
   TestArgs test;
   auto* te = app.add_subcommand("test", "evaluate weights on the config's test data");
@@ -71,8 +75,9 @@ int run_cli(int argc, char** argv) {
   pl->add_option("--latency", plan.latency_us, "per-message latency, microseconds (default: the config's, or 20)")
       ->check(CLI::NonNegativeNumber);
   pl->add_option("--gflops", plan.gemm_gflops,
-                 "GEMM rate that rebuilds SFB gradients, GFLOP/s (default: measured here)")
+                 "GEMM rate that rebuilds SFB gradients, GFLOP/s (default: the config's, or measured here)")
       ->check(CLI::PositiveNumber);
+  pl->add_option("--out", plan.out, "also write the plan to FILE, which dist.plan_file pins in training");
   pl->add_option("--set", plan.overrides, "override a key");
   pl->add_flag("--json", plan.json, "machine-readable output");
 
@@ -119,9 +124,23 @@ int run_cli(int argc, char** argv) {
   auto* l = app.add_subcommand("layers", "list the registered layer types and their keys");
   l->add_flag("--json", layers_json, "machine-readable output");
 
+  CheckLayerArgs check;
+  auto* ch = app.add_subcommand("check-layer", "finite-difference gradient check of one layer type (exit 1: it fails)");
+  ch->add_option("type", check.type, "registered layer type")->required();
+  ch->add_option("--set", check.settings, "a key of the layer's config: num_output=4, kernel_size=3");
+  ch->add_option("--shape", check.shapes, "an input's shape, once per input: 2,3,8,8 (default: one 2,3,4,4)");
+  ch->add_option("--labels", check.labels, "the last input holds class labels in [0, N)")->check(CLI::PositiveNumber);
+  ch->add_flag("--test-phase", check.test_phase, "run the layer in the test phase");
+  ch->add_option("--step", check.step, "finite-difference step")->check(CLI::PositiveNumber);
+  ch->add_option("--tolerance", check.tolerance, "relative tolerance")->check(CLI::PositiveNumber);
+
   bool info_json = false;
   auto* in = app.add_subcommand("info", "build configuration (CUDA, cuDNN, NCCL, MPI, BLAS versions) and visible GPUs");
   in->add_flag("--json", info_json, "machine-readable output");
+
+  std::vector<std::string> plugins;
+  for (auto* verb : app.get_subcommands([](CLI::App*) { return true; }))
+    verb->add_option("--plugin", plugins, "load a plug-in library of layers first (repeatable)");
 
   try {
     app.parse(argc, argv);
@@ -135,11 +154,13 @@ int run_cli(int argc, char** argv) {
   }
 
   try {
+    for (const auto& p : plugins) load_plugin(p);
     if (*t) return cmd_train(train);
     if (*te) return cmd_test(test);
     if (*ti) return cmd_time(time);
     if (*s) return cmd_summary(summary);
     if (*l) return cmd_layers(layers_json);
+    if (*ch) return cmd_check_layer(check);
     if (*in) return cmd_info(info_json);
     if (*pl) return cmd_plan(plan);
     if (*si) return cmd_simulate(sim);

@@ -15,6 +15,7 @@ struct TrainArgs {
   std::string timeline;  // Chrome trace file (one per rank under mpirun)
   std::string emulate_compute;  // per-layer times that replace computing (poseidon time --json)
   double emulate_scale = 1;
+  bool replan = false;  // probe the link anew instead of reusing recorded figures
 };
 int cmd_train(const TrainArgs& args);
 
@@ -44,6 +45,17 @@ struct SummaryArgs {
 };
 int cmd_summary(const SummaryArgs& args);
 int cmd_layers(bool json);
+
+// Exit status 0: gradients agree; 1: they do not; 2: bad input.
+struct CheckLayerArgs {
+  std::string type;
+  std::vector<std::string> settings;  // key=value of the layer's config
+  std::vector<std::string> shapes;    // one per input, "2,3,8,8"; none: one 2,3,4,4
+  int64_t labels = 0;                 // > 0: the last input holds labels in [0, labels)
+  bool test_phase = false;
+  double step = 1e-2, tolerance = 1e-3;
+};
+int cmd_check_layer(const CheckLayerArgs& args);
 int cmd_info(bool json);
 
 struct PlanArgs {
@@ -55,6 +67,7 @@ struct PlanArgs {
   double latency_us = -1;     // < 0: the config's, or 20
   double gemm_gflops = 0;     // 0: measured
   bool json = false;
+  std::string out;  // plan file to write (dist.plan_file pins it); "" : none
 };
 int cmd_plan(const PlanArgs& args);
 

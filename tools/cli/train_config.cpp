@@ -4,6 +4,7 @@
 #include <filesystem>
 
 #include "core/device_memory.h"
+#include "core/plugin.h"
 #include "core/config_blocks.h"
 
 namespace poseidon {
@@ -24,11 +25,22 @@ int64_t non_negative(const ConfigNode& parent, const std::string& key, int64_t d
   if (v < 0) parent.child(key).fail("expected a non-negative integer");
   return v;
 }
+
+// Loads the `plugins:` of a model or training config and takes the key out of
+// the tree, so the parts that read the rest never see it.
+void load_config_plugins(const ConfigNode& root, const std::string& file) {
+  auto list = root.find("plugins");
+  if (!list) return;
+  load_plugins(*list, std::filesystem::path(file).parent_path().string());
+  YAML::Node tree = root.yaml();
+  tree.remove("plugins");
+}
 }  // namespace
 
 ConfigNode load_model(const std::string& file, const std::vector<std::string>& overrides) {
   ConfigNode model = ConfigNode::load_file(file);
   if (!model.is_map()) model.fail("expected a model: a map with inputs and layers");
+  load_config_plugins(model, file);
   apply_model_overrides(model, overrides);
   return model;
 }
@@ -62,6 +74,7 @@ TrainConfig TrainConfig::load(const std::string& file, const std::vector<std::st
     if (o.rfind("net.", 0) == 0) net_overrides.push_back(o.substr(4));
     else apply_override(root.yaml(), o);
   }
+  load_config_plugins(root, file);
   root.check_keys({"model", "seed", "threads", "device", "data", "solver", "train", "dist"});
 
   std::filesystem::path model_path(root.get_string("model"));
@@ -75,7 +88,9 @@ TrainConfig TrainConfig::load(const std::string& file, const std::vector<std::st
   c.seed = static_cast<uint64_t>(root.get_int("seed", 1));
   c.threads = static_cast<int>(non_negative(root, "threads", 0));
   try {
-    c.device = Device::parse(root.get_string("device", "cpu"));
+    const std::string device = root.get_string("device", "cpu");
+    c.device = Device::parse(device);
+    c.device_index_given = device.find(':') != std::string::npos;
   } catch (const ConfigError&) {
     throw;
   } catch (const Error& e) {

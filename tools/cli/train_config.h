@@ -39,6 +39,7 @@ struct TrainConfig {
   uint64_t seed = 1;
   int threads = 0;       // 0: all cores
   Device device;
+  bool device_index_given = false;  // "cuda:N" rather than "cuda" (dist/device_choice.h)
   DataConfig train_data;
   std::optional<DataConfig> test_data;
   SolverConfig solver;

@@ -12,8 +12,10 @@
 #include "core/local_sink.h"
 #include "core/math.h"
 #include "core/units.h"
+#include "dist/device_choice.h"
 #include "tools/cli/progress.h"
 #include "tools/cli/run_summary.h"
+#include "tools/cli/stop_signal.h"
 
 namespace poseidon {
 namespace {
@@ -82,6 +84,7 @@ Trainer::Trainer(TrainConfig config, TrainOptions options)
   if (options_.world) {
     rank_ = options_.world->rank();
     world_size_ = options_.world->size();
+    config_.device = dist::rank_device(*options_.world, config_.device, config_.device_index_given);
   }
   net_ = std::make_unique<Net>(config_.model, config_.train_data.batch_size, config_.device);
   net_->init_params(config_.seed);
@@ -126,7 +129,16 @@ Trainer::Trainer(TrainConfig config, TrainOptions options)
       session.compute = emulated_->exchange_compute();
       if (emulated_->device.gemm_gflops > 0) session.gemm_gflops = emulated_->device.gemm_gflops;
     }
+    std::string origin;
+    const dist::SessionOptions planned = plan_origin(origin);
+    session.recorded_link = planned.recorded_link;
+    session.pinned_plan = planned.pinned_plan;
+    session.pinned_plan_path = planned.pinned_plan_path;
     session_ = std::make_unique<dist::Session>(*net_, config_.model, *solver_, *options_.world, std::move(session));
+    plan_said_ = origin;
+    // Written down, so that the next start of this config plans the same.
+    if (rank_ == 0 && session_->link())
+      dist::write_plan_file(plan_record_path(), session_->record());
   }
   if (!options_.timeline.empty()) {
     timeline_ = std::make_unique<dist::Timeline>(rank_);
@@ -136,6 +148,43 @@ Trainer::Trainer(TrainConfig config, TrainOptions options)
 
 Trainer::~Trainer() = default;
 
+std::string Trainer::plan_record_path() const {
+  return (std::filesystem::path(config_.output_dir) / "plan.json").string();
+}
+
+dist::SessionOptions Trainer::plan_origin(std::string& said) {
+  dist::SessionOptions out;
+  if (!config_.dist.plan_file.empty()) {
+    std::filesystem::path path(config_.dist.plan_file);
+    if (path.is_relative()) path = std::filesystem::path(config_.base_dir) / path;
+    out.pinned_plan_path = path.string();
+    out.pinned_plan = dist::read_plan_file(out.pinned_plan_path);
+    said = "schemes pinned by " + out.pinned_plan_path;
+    return out;
+  }
+  if (config_.dist.scheme != dist::SchemeChoice::hybrid) return out;
+  if (options_.replan) {
+    said = "probed anew (--replan)";
+    return out;
+  }
+  if (resumed_link_) {
+    out.recorded_link = resumed_link_;
+    said = "figures recorded in " + options_.resume + " (--replan probes anew)";
+    return out;
+  }
+  const std::string record = plan_record_path();
+  if (rank_ == 0 && std::filesystem::is_regular_file(record)) {
+    const dist::PlanRecord earlier = dist::read_plan_file(record);
+    if (earlier.model == net_->name()) {
+      out.recorded_link = earlier.link;
+      said = "figures recorded in " + record + " by an earlier start (--replan probes anew)";
+      return out;
+    }
+  }
+  said = "probed at start";
+  return out;
+}
+
 std::string Trainer::checkpoint_path(const std::string& tag) const {
   return (std::filesystem::path(config_.output_dir) / (tag + ".safetensors")).string();
 }
@@ -144,14 +193,16 @@ std::map<std::string, std::string> Trainer::checkpoint_metadata(int64_t iter, co
                                                                 const std::mt19937_64& rng) const {
   std::ostringstream rng_text;
   rng_text << rng;
-  return {{"format", "poseidon-checkpoint-1"},
-          {"model", net_->name()},
-          {"iteration", std::to_string(iter)},
-          {"loader_epoch", std::to_string(pos.epoch)},
-          {"loader_batch", std::to_string(pos.batch)},
-          {"world_size", std::to_string(world_size_)},
-          {"batch_size", std::to_string(config_.train_data.batch_size)},
-          {"rng", rng_text.str()}};
+  std::map<std::string, std::string> meta = {{"format", "poseidon-checkpoint-1"},
+                                             {"model", net_->name()},
+                                             {"iteration", std::to_string(iter)},
+                                             {"loader_epoch", std::to_string(pos.epoch)},
+                                             {"loader_batch", std::to_string(pos.batch)},
+                                             {"world_size", std::to_string(world_size_)},
+                                             {"batch_size", std::to_string(config_.train_data.batch_size)},
+                                             {"rng", rng_text.str()}};
+  if (session_ && session_->link()) meta["dist_link"] = dist::link_text(*session_->link());
+  return meta;
 }
 
 void Trainer::save(const std::string& path) {
@@ -200,6 +251,10 @@ void Trainer::restore(const std::string& path) {
   if (pos.epoch > iter) throw Error(path + ": corrupt training metadata (loader epoch beyond the iteration)");
   if (pos.batch >= train_loader_->batches_per_epoch())
     throw Error(path + ": loader position beyond the data set (was it trained on other data?)");
+  if (meta.count("dist_link")) {
+    resumed_link_ = dist::parse_link_text(meta.at("dist_link"));
+    if (!resumed_link_) throw Error(path + ": corrupt training metadata ('dist_link' is not link figures)");
+  }
   std::istringstream rng(get("rng"));
   rng >> rng_;
   if (rng.fail()) throw Error(path + ": corrupt RNG state in metadata");
@@ -263,7 +318,7 @@ EvalResult Trainer::run() {
   GradSink& alone = emulated_sink ? static_cast<GradSink&>(*emulated_sink) : local_sink;
   GradSink& untraced = session_ ? session_->sink() : alone;
   std::optional<dist::TracingSink> traced;
-  if (timeline_) traced.emplace(untraced, *timeline_, !session_ && !hold_updates);
+  if (timeline_) traced.emplace(untraced, *timeline_, config_.device, !session_ && !hold_updates);
   GradSink& sink = traced ? static_cast<GradSink&>(*traced) : untraced;
   // Forward waits at the scheduler's gates; alone it needs no gate unless traced.
   GradSink* gate = traced || session_ ? &sink : nullptr;
@@ -276,7 +331,16 @@ EvalResult Trainer::run() {
                   emulated_->device.update_s(net_->num_learnable()) * 1e3);
     progress.note(line);
   }
-  if (session_) progress.note("dist: " + session_->describe());
+  if (session_) {
+    progress.note("dist: " + session_->describe() + (plan_said_.empty() ? "" : "; plan: " + plan_said_));
+    if (const auto& link = session_->link())
+      write_log({{"type", "plan"},
+                 {"bandwidth_gbps", link->bandwidth_gbps},
+                 {"latency_us", link->latency_us},
+                 {"gemm_gflops", link->gemm_gflops},
+                 {"origin", plan_said_},
+                 {"record", plan_record_path()}});
+  }
   // Tests, checkpoints and data waits on their timeline lanes; tests and
   // checkpoints are not training time for the progress line's rate.
   auto on_lane = [&](int lane, const char* name, const auto& work) {
@@ -377,8 +441,20 @@ EvalResult Trainer::run() {
       write_log(record);
     }
     if (test_loader_ && config_.test_interval > 0 && iter_ % config_.test_interval == 0 && iter_ < max_iter) run_test();
-    if (config_.snapshot_interval > 0 && iter_ % config_.snapshot_interval == 0 && iter_ < max_iter)
-      checkpoint("iter_" + std::to_string(iter_));
+    const bool snapshot = config_.snapshot_interval > 0 && iter_ % config_.snapshot_interval == 0;
+    if (snapshot && iter_ < max_iter) checkpoint("iter_" + std::to_string(iter_));
+    // A signal (catch_stop_signals) stops every rank here together, with one checkpoint.
+    const int signal = stop_signal();
+    if ((session_ ? session_->agree_to_stop(signal != 0) : signal != 0) && iter_ < max_iter) {
+      const std::string tag = "iter_" + std::to_string(iter_);
+      if (!snapshot) checkpoint(tag);
+      progress.finish();
+      progress.note(std::string("stopped at iteration ") + std::to_string(iter_) + " by " +
+                    (signal ? stop_signal_name(signal) : "a signal to another rank") + "; checkpoint " +
+                    checkpoint_path(tag) + " (--resume " + checkpoint_path(tag) + " continues)");
+      write_log({{"type", "stopped"}, {"iter", iter_}, {"checkpoint", checkpoint_path(tag)}});
+      return last;
+    }
   }
   progress.finish();
   progress.pause();  // training time ends with the last iteration

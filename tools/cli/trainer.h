@@ -21,6 +21,7 @@
 #include "core/solver.h"
 #include "data/loader.h"
 #include "dist/emulated_compute.h"
+#include "dist/plan_file.h"
 #include "dist/session.h"
 #include "tools/cli/train_config.h"
 
@@ -53,6 +54,7 @@ struct TrainOptions {
   std::string timeline;                // Chrome trace to write at the end ("" : none)
   std::string emulate_compute;         // profile whose per-layer times replace computing ("" : compute)
   double emulate_scale = 1;            // multiplies those times
+  bool replan = false;                 // hybrid: probe the link anew rather than reuse recorded figures
 };
 
 class Trainer {
@@ -93,6 +95,12 @@ class Trainer {
   std::unique_ptr<dist::Timeline> timeline_;        // with --timeline
   std::mt19937_64 rng_;
   int64_t iter_ = 0;
+  std::optional<dist::LinkModel> resumed_link_;  // the link figures the resumed checkpoint recorded
+  // Where this run's plan comes from: pinned by dist.plan_file, reused
+  // figures (the checkpoint's, or the output directory's plan.json), or none.
+  dist::SessionOptions plan_origin(std::string& said);
+  std::string plan_record_path() const;  // <output_dir>/plan.json
+  std::string plan_said_;                // the plan's origin, for the log
 };
 
 }  // namespace poseidon

@@ -4,7 +4,6 @@
 // parameters and optimizer state equal those of one process trained on the
 // combined batch, to relative 1e-4 (L2 norm per tensor).
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 
 #include <algorithm>
 #include <chrono>
@@ -16,26 +15,11 @@
 #include <sstream>
 
 #include "core/safetensors.h"
+#include "tests/dist/cli/mpi_runner.h"
 #include "tools/cli_runner.h"
 
 namespace poseidon::testing {
 namespace {
-
-CliResult run_mpi(int ranks, const std::string& args) {
-  TempDir tmp;
-  const std::string cmd = std::string(POSEIDON_MPIEXEC) + " -np " + std::to_string(ranks) + " " + POSEIDON_BINARY +
-                          " " + args + " >" + tmp.file("out") + " 2>" + tmp.file("err") + " </dev/null";
-  const int raw = std::system(cmd.c_str());
-  CliResult r;
-  r.status = WIFEXITED(raw) ? WEXITSTATUS(raw) : 128 + WTERMSIG(raw);
-  std::ifstream out(tmp.file("out")), err(tmp.file("err"));
-  std::stringstream o, e;
-  o << out.rdbuf();
-  e << err.rdbuf();
-  r.out = o.str();
-  r.err = e.str();
-  return r;
-}
 
 // A small conv net without dropout on 48 random training and 30 test images.
 class MpiTrain : public ::testing::Test {
@@ -87,11 +71,12 @@ double relative_l2(const std::vector<float>& a, const std::vector<float>& b) {
   return std::sqrt(diff) / std::max(std::sqrt(norm), 1e-30);
 }
 
-// Every tensor of `got` (parameters and optimizer state) matches `want`.
-void expect_same_state(const std::string& got, const std::string& want) {
+// Every tensor of `got` (parameters and optimizer state, which holds `state_entry`) matches `want`.
+void expect_same_state(const std::string& got, const std::string& want,
+                       const std::string& state_entry = "optimizer.fc1.weight.momentum_buffer") {
   SafetensorsFile a = read_safetensors(got), b = read_safetensors(want);
   ASSERT_EQ(a.tensors.size(), b.tensors.size());
-  EXPECT_GT(a.tensors.count("optimizer.fc1.weight.momentum_buffer"), 0u);
+  EXPECT_GT(a.tensors.count(state_entry), 0u);
   for (const auto& [name, t] : b.tensors) {
     ASSERT_TRUE(a.tensors.count(name)) << name << " missing from " << got;
     ASSERT_EQ(a.tensors.at(name).shape, t.shape) << name;
@@ -141,6 +126,7 @@ TEST_F(MpiTrain, TwoRanksMatchOneProcessOnTheCombinedBatch) {
     EXPECT_GT(train.back()["comm_bytes_sent"].get<double>(), 0);
     // Every record times its iteration's transfers, the first included (it once read 0 s, 100% hidden).
     for (const auto& r : train) EXPECT_GT(r["comm_s"].get<double>(), 0) << r.dump();
+    EXPECT_TRUE(records(dir.file(scheme + "/metrics.jsonl"), "plan").empty()) << "only hybrid plans with link figures";
     ASSERT_EQ(test.size(), 1u);
     EXPECT_EQ(test[0]["examples"], 30);
     auto single_test = records(dir.file("single/metrics.jsonl"), "test");
@@ -230,6 +216,21 @@ TEST_F(MpiTrain, HostStagingChangesNoNumber) {
   for (const auto& [name, t] : b.tensors) EXPECT_EQ(a.tensors.at(name).data, t.data) << name;
 }
 
+// HybComm plans with the link's figures (given here, so not probed) and the
+// GEMM rate of the SFB rebuild (measured); the log's plan record holds them
+// (bench/scaling.py reads the GEMM rate from it).
+TEST_F(MpiTrain, HybridRecordsTheFiguresItPlannedWith) {
+  CliResult mpi = run_mpi(2, train_args(4, "hybrid",
+                                        "--set dist.scheme=hybrid --set dist.bandwidth_gbps=3 "
+                                        "--set dist.latency_us=40"));
+  ASSERT_EQ(mpi.status, 0) << mpi.err;
+  auto plan = records(dir.file("hybrid/metrics.jsonl"), "plan");
+  ASSERT_EQ(plan.size(), 1u);
+  EXPECT_EQ(plan[0].at("bandwidth_gbps").get<double>(), 3);
+  EXPECT_EQ(plan[0].at("latency_us").get<double>(), 40);
+  EXPECT_GT(plan[0].at("gemm_gflops").get<double>(), 0);
+}
+
 TEST_F(MpiTrain, ResumesOnAnotherRankCount) {
   CliResult straight = run_poseidon(train_args(8, "straight"));
   ASSERT_EQ(straight.status, 0) << straight.err;
@@ -241,6 +242,30 @@ TEST_F(MpiTrain, ResumesOnAnotherRankCount) {
   CliResult one = run_poseidon(train_args(8, "one", "--resume " + dir.file("two/iter_10.safetensors")));
   ASSERT_EQ(one.status, 0) << one.err;
   expect_same_state(dir.file("one/final.safetensors"), dir.file("straight/final.safetensors"));
+}
+
+// Adam's moments and step counts, sharded over the parameter server's
+// owners, are gathered into checkpoints and spread again on resume.
+TEST_F(MpiTrain, AdamStateResumesOnAnotherRankCount) {
+  std::ifstream sgd(config);
+  std::stringstream text;
+  text << sgd.rdbuf();
+  std::string adam_config = text.str();
+  adam_config.replace(adam_config.find("momentum: 0.9"), 13, "type: adam");
+  config = dir.write("adam.yaml", adam_config);
+  CliResult straight = run_poseidon(train_args(8, "straight"));
+  ASSERT_EQ(straight.status, 0) << straight.err;
+  CliResult two =
+      run_mpi(2, train_args(4, "two", "--set dist.scheme=ps --resume " + dir.file("straight/iter_5.safetensors")));
+  ASSERT_EQ(two.status, 0) << two.err;
+  expect_same_state(dir.file("two/final.safetensors"), dir.file("straight/final.safetensors"),
+                    "optimizer.fc1.weight.exp_avg_sq");
+  EXPECT_EQ(read_safetensors(dir.file("two/iter_10.safetensors")).tensors.at("optimizer.fc1.weight.step").data,
+            std::vector<float>{10.f});
+  CliResult one = run_poseidon(train_args(8, "one", "--resume " + dir.file("two/iter_10.safetensors")));
+  ASSERT_EQ(one.status, 0) << one.err;
+  expect_same_state(dir.file("one/final.safetensors"), dir.file("straight/final.safetensors"),
+                    "optimizer.fc1.weight.exp_avg_sq");
 }
 
 }  // namespace
