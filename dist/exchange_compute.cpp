@@ -64,9 +64,10 @@ void TracingCompute::traced(const std::string& what, const std::function<void()>
 }
 
 void TracingCompute::update_block(Solver& solver, const Param& param, float* value,
-                                  const std::vector<const float*>& parts, float* sum, float* momentum, int64_t n,
-                                  const WorkDone& done) {
-  traced(param.name + " (a block)", [&] { inner_->update_block(solver, param, value, parts, sum, momentum, n, done); });
+                                  const std::vector<const float*>& parts, float* sum, float* state, int64_t step,
+                                  int64_t n, const WorkDone& done) {
+  traced(param.name + " (a block)",
+         [&] { inner_->update_block(solver, param, value, parts, sum, state, step, n, done); });
 }
 
 void TracingCompute::update(Solver& solver, const std::vector<Param*>& params, const WorkDone& done) {

@@ -94,7 +94,7 @@ class TracingCompute : public ExchangeCompute {
     inner_->add(into, other, n, scale, done);
   }
   void update_block(Solver& solver, const Param& param, float* value, const std::vector<const float*>& parts,
-                    float* sum, float* momentum, int64_t n, const WorkDone& done) override;
+                    float* sum, float* state, int64_t step, int64_t n, const WorkDone& done) override;
   void update(Solver& solver, const std::vector<Param*>& params, const WorkDone& done) override;
   void rebuild(Solver& solver, const Factors& factors, int ranks, Param& weight, Param* bias,
                const WorkDone& done) override;
