@@ -78,10 +78,12 @@ std::vector<std::string> RunSummary::lines(const nlohmann::json& r) {
   out.push_back("run summary: iterations " + std::to_string(r["first_iter"].get<int64_t>()) + "-" +
                 std::to_string(r["last_iter"].get<int64_t>()) + " in " + human_seconds(r["wall_s"].get<double>()) +
                 " (wall)");
+  const int64_t from = r["steady_from_iter"], last = r["last_iter"];
+  const std::string steady_span = from == last ? "iteration " + std::to_string(last)
+                                               : "iterations " + std::to_string(from) + "-" + std::to_string(last);
   out.push_back("  throughput   " + rate(r["images"], r["wall_s"]) + " mean over the wall time, " +
-                rate(r["steady_images"], r["steady_s"]) + " steady (iterations " +
-                std::to_string(r["steady_from_iter"].get<int64_t>()) + "-" +
-                std::to_string(r["last_iter"].get<int64_t>()) + ", tests and checkpoints left out)");
+                rate(r["steady_images"], r["steady_s"]) + " steady (" + steady_span +
+                ", tests and checkpoints left out)");
   if (r.contains("test")) {
     const nlohmann::json& final_test = r["test"]["final"];
     std::string line = "  test         final (iter " + std::to_string(final_test["iter"].get<int64_t>()) + "):";
