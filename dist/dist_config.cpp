@@ -18,6 +18,7 @@ std::string scheme_name(Scheme s) {
 namespace {
 const std::vector<std::string> kChoiceNames = {"hybrid", "ps", "sfb", "allreduce"};
 const std::vector<std::string> kOrderNames = {"backward", "priority"};
+const std::vector<std::string> kAlgorithmNames = {"ring", "halving_doubling", "two_level", "auto"};
 }  // namespace
 
 std::string choice_name(SchemeChoice c) { return kChoiceNames.at(static_cast<size_t>(c)); }
@@ -36,11 +37,30 @@ SendOrder parse_send_order(const std::string& name) {
   throw Error("unknown order '" + name + "' (expected backward or priority)");
 }
 
+std::string algorithm_name(AllreduceAlgorithm a) { return kAlgorithmNames.at(static_cast<size_t>(a)); }
+
+AllreduceAlgorithm parse_algorithm(const std::string& name) {
+  for (size_t i = 0; i < kAlgorithmNames.size(); ++i)
+    if (kAlgorithmNames[i] == name) return static_cast<AllreduceAlgorithm>(i);
+  throw Error("unknown all-reduce algorithm '" + name + "' (expected ring, halving_doubling, two_level or auto)");
+}
+
+const std::vector<std::string>& CollectiveOptions::keys() {
+  static const std::vector<std::string> k = {"allreduce",      "fusion",           "spread_blocks",
+                                             "ranks_per_host", "host_bandwidth_gbps", "host_latency_us"};
+  return k;
+}
+
 const std::vector<std::string>& DistConfig::keys() {
   static const std::vector<std::string> k = {"scheme",       "wfbp",           "order",      "block_bytes",
                                              "bucket_bytes", "bandwidth_gbps", "latency_us", "timeout_s",
                                              "host_staging", "gemm_gflops",    "plan_file"};
-  return k;
+  static const std::vector<std::string> all = [] {
+    std::vector<std::string> v = k;
+    v.insert(v.end(), CollectiveOptions::keys().begin(), CollectiveOptions::keys().end());
+    return v;
+  }();
+  return all;
 }
 
 namespace {
@@ -54,6 +74,20 @@ double positive(const ConfigNode& node, const std::string& key) {
   double v = node.get_double(key);
   if (!(v > 0)) node.child(key).fail("expected a positive number");
   return v;
+}
+CollectiveOptions parse_collective(const ConfigNode& node) {
+  CollectiveOptions o;
+  o.allreduce = parse_algorithm(node.get_choice("allreduce", kAlgorithmNames, algorithm_name(o.allreduce)));
+  o.fusion_auto = node.get_choice("fusion", {"fixed", "auto"}, "fixed") == "auto";
+  o.spread_blocks = node.get_bool("spread_blocks", o.spread_blocks);
+  o.ranks_per_host = static_cast<int>(node.get_int("ranks_per_host", o.ranks_per_host));
+  if (o.ranks_per_host < 1) node.child("ranks_per_host").fail("expected a positive number of ranks");
+  if (node.has("host_bandwidth_gbps")) o.host_bandwidth_gbps = positive(node, "host_bandwidth_gbps");
+  if (node.has("host_latency_us")) {
+    o.host_latency_us = node.get_double("host_latency_us");
+    if (!(o.host_latency_us >= 0)) node.child("host_latency_us").fail("expected a non-negative number");
+  }
+  return o;
 }
 }  // namespace
 
@@ -78,6 +112,7 @@ DistConfig DistConfig::parse(const ConfigNode& node) {
     node.child("plan_file").fail("a plan file pins the hybrid planner's choices; dist.scheme is '" +
                                  choice_name(c.scheme) + "' (set it to hybrid)");
   c.host_staging = node.get_bool("host_staging", c.host_staging);
+  c.collective = parse_collective(node);
   return c;
 }
 

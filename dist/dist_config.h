@@ -14,6 +14,12 @@
 //     timeout_s: 300        # a transfer stalled this long stops every rank
 //     host_staging: false   # exchange through a host copy of the net (always so
 //                           # for a GPU net; on the CPU it runs that path, for tests)
+//   collectives at scale (CollectiveOptions; docs/SCALING.md):
+//     allreduce: ring       # ring | halving_doubling | two_level | auto (per bucket, by cost)
+//     fusion: fixed         # fixed: buckets of bucket_bytes; auto: sized from latency and bandwidth
+//     spread_blocks: false  # PS: blocks small enough that every rank serves some
+//     ranks_per_host: 1     # ranks sharing one host's link (two_level: reduce inside a host first)
+//     host_bandwidth_gbps: 200  # between ranks of one host, Gbit/s each way
 #pragma once
 
 #include <cstdint>
@@ -41,6 +47,27 @@ enum class SendOrder { backward, priority };
 std::string order_name(SendOrder o);
 SendOrder parse_send_order(const std::string& name);  // throws Error for another name
 
+// How all-reduce buckets are reduced: a ring (2 (P - 1) steps), recursive
+// halving-doubling (2 log2 P steps, two more when P is not a power of two),
+// two levels (inside each host, then between hosts, then inside again), or
+// per bucket whichever the cost model (dist/collective.h) says is fastest.
+enum class AllreduceAlgorithm { ring, halving_doubling, two_level, automatic };
+std::string algorithm_name(AllreduceAlgorithm a);
+AllreduceAlgorithm parse_algorithm(const std::string& name);  // throws Error for another name
+
+// The options of the collectives at large P, grouped apart from the scheme
+// choice: the defaults are the small-cluster behaviour.
+struct CollectiveOptions {
+  AllreduceAlgorithm allreduce = AllreduceAlgorithm::ring;
+  bool fusion_auto = false;    // bucket size from latency and bandwidth instead of bucket_bytes
+  bool spread_blocks = false;  // PS blocks no larger than the PS bytes / P, so that every rank serves
+  int ranks_per_host = 1;      // consecutive ranks share a host (and its link)
+  double host_bandwidth_gbps = 200;
+  double host_latency_us = 2;
+
+  static const std::vector<std::string>& keys();
+};
+
 struct DistConfig {
   SchemeChoice scheme = SchemeChoice::hybrid;
   bool wfbp = true;
@@ -53,6 +80,7 @@ struct DistConfig {
   std::string plan_file;              // pins each layer's scheme (dist/plan_file.h); "" : planned here
   double timeout_s = 300;
   bool host_staging = false;
+  CollectiveOptions collective;
 
   static DistConfig parse(const ConfigNode& node);
   static const std::vector<std::string>& keys();

@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <map>
 
+#include "dist/collective.h"
+
 namespace poseidon::dist {
 
 std::vector<PlannedParam> backward_order(Net& net) {
@@ -58,16 +60,20 @@ struct Buckets {
 
 }  // namespace
 
-CommPlan make_comm_plan(Net& net, std::vector<PlannedParam> params, const DistConfig& config, int world_size) {
+CommPlan make_comm_plan(Net& net, std::vector<PlannedParam> params, const DistConfig& config, int world_size,
+                        const LinkModel& link) {
   POSEIDON_CHECK(world_size >= 1) << world_size;
   CommPlan plan;
   plan.world_size = world_size;
   plan.params = std::move(params);
   plan.layer_groups.assign(net.num_layers(), {});
-  Buckets buckets{plan, config.bucket_bytes};
+  Buckets buckets{plan, bucket_bytes_for(config.bucket_bytes, world_size, link, config.collective)};
   std::vector<int64_t> served(world_size, 0);  // bytes owned so far, per rank
   int next_block_id = 0;
-  const int64_t block_elems = config.block_bytes / 4;
+  int64_t ps_bytes = 0;
+  for (const PlannedParam& p : plan.params)
+    if (p.scheme == Scheme::ps) ps_bytes += p.param->value.numel() * 4;
+  const int64_t block_elems = block_bytes_for(config.block_bytes, ps_bytes, world_size, config.collective) / 4;
   for (size_t i = 0; i < plan.params.size(); ++i) {
     const PlannedParam& p = plan.params[i];
     if (p.scheme == Scheme::allreduce) {
@@ -103,6 +109,9 @@ CommPlan make_comm_plan(Net& net, std::vector<PlannedParam> params, const DistCo
     }
     plan.groups.push_back(std::move(u));
   }
+  for (SyncGroup& u : plan.groups)
+    if (u.scheme == Scheme::allreduce)
+      u.algorithm = choose_algorithm(static_cast<double>(u.end - u.begin), world_size, link, config.collective);
   for (size_t u = 0; u < plan.groups.size(); ++u)
     for (size_t i : plan.groups[u].params) {
       auto& lu = plan.layer_groups[plan.params[i].layer];
@@ -128,7 +137,7 @@ CommPlan plan_for_config(Net& net, const DistConfig& config, int world_size, con
   std::map<size_t, Scheme> chosen;  // hybrid: by layer
   if (config.scheme == SchemeChoice::hybrid && pinned) chosen = *pinned;
   if (config.scheme == SchemeChoice::hybrid && !pinned)
-    for (const LayerPlan& lp : plan_layers(net, net.batch(), world_size, link)) chosen[lp.layer] = lp.scheme;
+    for (const LayerPlan& lp : plan_layers(net, net.batch(), world_size, link, config)) chosen[lp.layer] = lp.scheme;
   for (PlannedParam& p : params) {
     if (config.scheme == SchemeChoice::hybrid)
       p.scheme = chosen.at(p.layer);
@@ -139,7 +148,7 @@ CommPlan plan_for_config(Net& net, const DistConfig& config, int world_size, con
     else
       p.scheme = Scheme::ps;
   }
-  return make_comm_plan(net, std::move(params), config, world_size);
+  return make_comm_plan(net, std::move(params), config, world_size, link);
 }
 
 std::string describe_schemes(const CommPlan& plan, Net& net) {

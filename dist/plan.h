@@ -41,6 +41,7 @@ struct SyncGroup {
   std::vector<PsBlock> blocks;  // ps: the cut of its one parameter
   int64_t begin = 0, end = 0;   // allreduce: the bucket's range of the flat buffers
   std::string label;            // for messages: its parameters' names
+  AllreduceAlgorithm algorithm = AllreduceAlgorithm::ring;  // allreduce: how the bucket is reduced
 };
 
 struct CommPlan {
@@ -56,10 +57,14 @@ std::vector<PlannedParam> backward_order(Net& net);
 
 // Groups `params` (schemes already chosen) into units: consecutive all-reduce
 // parameters fuse into buckets of at most config.bucket_bytes (a larger
-// parameter is a bucket alone); a PS parameter is cut into blocks of
-// config.block_bytes, each owned by the rank with the fewest bytes so far
-// (ties: the lowest rank).
-CommPlan make_comm_plan(Net& net, std::vector<PlannedParam> params, const DistConfig& config, int world_size);
+// parameter is a bucket alone; with dist.fusion auto, of the size
+// dist/collective.h derives from `link`), each reduced by config's
+// algorithm (auto: the cheapest for its size); a PS parameter is cut into
+// blocks of config.block_bytes (with dist.spread_blocks, smaller where the
+// PS bytes would make fewer blocks than ranks), each owned by the rank with
+// the fewest bytes so far (ties: the lowest rank).
+CommPlan make_comm_plan(Net& net, std::vector<PlannedParam> params, const DistConfig& config, int world_size,
+                        const LinkModel& link = {});
 
 // Whether layer `layer` can synchronise by sufficient factors: an FC layer
 // (weight [M, N], optional bias [M]) that runs backward, whose input holds

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "core/math.h"
+#include "dist/collective.h"
 #include "dist/plan.h"
 
 namespace poseidon::dist {
@@ -58,6 +59,31 @@ SchemeCost allreduce_cost(int64_t elements, int ranks, const LinkModel& link) {
   return c;
 }
 
+SchemeCost ps_cost(int64_t elements, int ranks, const LinkModel& link, int servers, int64_t block_elements) {
+  SchemeCost c = ps_cost(elements, ranks, link);
+  if (ranks < 2) return c;
+  const double spread = static_cast<double>(ranks) / std::clamp(servers, 1, ranks);
+  // A block's values go back only once its owner has all P - 1 pushes
+  // (block_elements 0: not counted).
+  const double block = static_cast<double>(std::min(elements, block_elements));
+  const double incast = transfer_seconds(2 * block * (ranks - 1), link);
+  c.seconds = std::max(transfer_seconds(c.numbers, link) * spread, incast) + 2 * link.latency_us * 1e-6;
+  return c;
+}
+
+SchemeCost allreduce_cost(int64_t elements, int ranks, const LinkModel& link, const CollectiveOptions& options,
+                          int64_t bucket_bytes) {
+  SchemeCost c;
+  if (ranks < 2 || elements == 0) return c;
+  const double bucket = options.fusion_auto ? std::max(static_cast<double>(elements), bucket_bytes / 4.0)
+                                            : static_cast<double>(elements);
+  const auto steps = allreduce_steps(choose_algorithm(bucket, ranks, link, options), bucket, ranks, link, options);
+  const double share = static_cast<double>(elements) / bucket;
+  c.numbers = steps_floats(steps) * share;
+  c.seconds = steps_seconds(steps, link, options) * share;
+  return c;
+}
+
 SchemeCost sfb_cost(int64_t outputs, int64_t inputs, int64_t batch, int ranks, const LinkModel& link) {
   SchemeCost c;
   if (ranks < 2) return c;
@@ -68,7 +94,16 @@ SchemeCost sfb_cost(int64_t outputs, int64_t inputs, int64_t batch, int ranks, c
   return c;
 }
 
-std::vector<LayerPlan> plan_layers(Net& net, int64_t batch, int ranks, const LinkModel& link) {
+std::vector<LayerPlan> plan_layers(Net& net, int64_t batch, int ranks, const LinkModel& link,
+                                   const DistConfig& config) {
+  // How many ranks the PS blocks would keep serving, were every layer on PS.
+  int64_t ps_bytes = 0;
+  for (const PlannedParam& p : backward_order(net)) ps_bytes += p.param->value.numel() * 4;
+  const int64_t block = block_bytes_for(config.block_bytes, ps_bytes, ranks, config.collective);
+  int64_t blocks = 0;
+  for (const PlannedParam& p : backward_order(net)) blocks += (p.param->value.numel() * 4 + block - 1) / block;
+  const int servers = static_cast<int>(std::min<int64_t>(ranks, std::max<int64_t>(blocks, 1)));
+  const int64_t bucket = bucket_bytes_for(config.bucket_bytes, ranks, link, config.collective);
   std::vector<LayerPlan> out;
   for (size_t i = 0; i < net.num_layers(); ++i) {
     LayerPlan lp;
@@ -80,10 +115,10 @@ std::vector<LayerPlan> plan_layers(Net& net, int64_t batch, int ranks, const Lin
         elements += shape_numel(p.shape);
       }
     if (lp.shapes.empty()) continue;
-    lp.ps = ps_cost(elements, ranks, link);
+    lp.ps = ps_cost(elements, ranks, link, servers, config.collective.spread_blocks ? block / 4 : 0);
     lp.scheme = Scheme::ps;
     lp.cost = lp.ps;
-    const SchemeCost ar = allreduce_cost(elements, ranks, link);
+    const SchemeCost ar = allreduce_cost(elements, ranks, link, config.collective, bucket);
     if (ar.seconds < lp.cost.seconds) {
       lp.scheme = Scheme::allreduce;
       lp.cost = ar;

@@ -39,6 +39,24 @@ struct SchemeCost {
 
 SchemeCost ps_cost(int64_t elements, int ranks, const LinkModel& link);
 SchemeCost allreduce_cost(int64_t elements, int ranks, const LinkModel& link);
+// At scale: PS whose blocks have only `servers` owners (fewer than the ranks
+// when the blocks are fewer), each owner's link taking the P - 1 pushes of
+// its blocks: the layer's share of the busiest owner's load, P / servers
+// times the even spread's, and no less than one block of `block_elements`
+// pushed P - 1 times to its owner and sent back P - 1 times (its values go
+// back only after the last push). The planner counts that incast with
+// dist.spread_blocks only: fixed blocks are few per layer at small P and
+// their owners' incasts overlap other layers' transfers (the simulator puts
+// PS level with all-reduce there), while spread blocks give each owner about
+// one block of a layer, which then waits on it. All-reduce of a layer fused into a bucket of
+// `bucket_bytes` (the layer alone when it is larger) by the algorithm
+// dist/collective.h picks for that bucket: the layer's share of the bucket's
+// steps, latencies included. That share needs dist.fusion auto, whose
+// buckets fill up to their size; with fixed buckets a layer pays a whole
+// bucket's latencies, as a lone layer does.
+SchemeCost ps_cost(int64_t elements, int ranks, const LinkModel& link, int servers, int64_t block_elements);
+SchemeCost allreduce_cost(int64_t elements, int ranks, const LinkModel& link, const CollectiveOptions& options,
+                          int64_t bucket_bytes);
 SchemeCost sfb_cost(int64_t outputs, int64_t inputs, int64_t batch, int ranks, const LinkModel& link);
 
 // The planner's choice for one layer with learnable parameters.
@@ -52,8 +70,10 @@ struct LayerPlan {
 };
 
 // One entry per layer with learnable parameters, in layer order, for `ranks`
-// ranks training `batch` examples each.
-std::vector<LayerPlan> plan_layers(Net& net, int64_t batch, int ranks, const LinkModel& link);
+// ranks training `batch` examples each, with the block, bucket and
+// collective options of `config` (its scheme is not read).
+std::vector<LayerPlan> plan_layers(Net& net, int64_t batch, int ranks, const LinkModel& link,
+                                   const DistConfig& config = {});
 
 // Fills what `config` leaves unset: bandwidth and latency by a ping-pong
 // between ranks 0 and 1 (median round trips), the GEMM rate (unless

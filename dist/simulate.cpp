@@ -9,6 +9,7 @@
 #include <memory>
 
 #include "core/error.h"
+#include "dist/collective.h"
 #include "dist/device_costs.h"
 #include "dist/priority.h"
 
@@ -32,10 +33,10 @@ CommPlan simulation_plan(Net& net, const DistConfig& config, int workers, const 
   // plan_for_config asks the planner at the Net's own batch; this Net holds
   // another (shapes only), so the same per-layer choice is made at `batch`.
   std::map<size_t, Scheme> chosen;
-  for (const LayerPlan& lp : plan_layers(net, batch, workers, link)) chosen[lp.layer] = lp.scheme;
+  for (const LayerPlan& lp : plan_layers(net, batch, workers, link, config)) chosen[lp.layer] = lp.scheme;
   std::vector<PlannedParam> params = backward_order(net);
   for (PlannedParam& p : params) p.scheme = chosen.at(p.layer);
-  return make_comm_plan(net, std::move(params), config, workers);
+  return make_comm_plan(net, std::move(params), config, workers, link);
 }
 
 namespace {
@@ -77,9 +78,10 @@ class Simulation {
     double numel = 0;
     double update_s = 0;    // the solver update of its parameters
     int64_t priority = 0;   // its layer: PrioritySends sends lower layers first
-    int steps = 0;          // collectives: ring steps
-    double step_bytes = 0;  // collectives: each way, per step
-    double sums_s = 0;      // all-reduce: the reduce-scatter's sums, one per step before the all-gather
+    double hold_s = 0;      // collectives: the steps' transfers and latencies
+    double busy_s = 0;      // collectives: each host link's busy time, each way
+    double bytes = 0;       // collectives: sent plus received per rank
+    double sums_s = 0;      // all-reduce: the sums after the reduce-scatter's steps
     double rebuild_s = 0;   // sfb: the GEMM that rebuilds the gradient
   };
 
@@ -96,6 +98,8 @@ class Simulation {
   void send(int from, int to, size_t u, size_t b, int round, Action on_arrival);
   void transmit(int from, int to, double bytes, int round, Action on_arrival);
   void run_collective(size_t u, int round);
+  // The rank whose Rank holds the link of `n`'s host: ranks of a host share one.
+  int link_of(int n) const { return n - n % per_host_; }
 
   const CommPlan& plan_;
   const ComputeProfile& profile_;
@@ -105,6 +109,7 @@ class Simulation {
   const int iterations_;
   const double seconds_per_byte_;
   const double latency_s_;
+  const int per_host_;
   std::vector<Rank> ranks_;
   std::vector<UnitCost> costs_;
   std::vector<std::vector<size_t>> reports_;  // per layer: the unit of each parameter backward reports
@@ -124,6 +129,7 @@ Simulation::Simulation(const Net& net, const CommPlan& plan, const ComputeProfil
       iterations_(config.iterations),
       seconds_per_byte_(8 / (config.link.bandwidth_gbps * 1e9)),
       latency_s_(config.link.latency_us * 1e-6),
+      per_host_(std::clamp(config.dist.collective.ranks_per_host, 1, config.workers)),
       ranks_(config.workers) {
   const size_t units = plan.groups.size();
   for (Rank& r : ranks_) {
@@ -148,6 +154,7 @@ Simulation::Simulation(const Net& net, const CommPlan& plan, const ComputeProfil
     }
   const int p = ranks_count_;
   const int64_t k = profile.batch;
+  const CollectiveOptions& options = config.dist.collective;
   for (size_t u = 0; u < units; ++u) {
     const SyncGroup& unit = plan.groups[u];
     UnitCost& c = costs_[u];
@@ -156,15 +163,22 @@ Simulation::Simulation(const Net& net, const CommPlan& plan, const ComputeProfil
     if (unit.scheme == Scheme::ps) {
       pushes_[u].assign(unit.blocks.size(), 0);
     } else if (unit.scheme == Scheme::allreduce) {
-      c.steps = 2 * (p - 1);
       // The planner's bytes: the parameters, not any gaps of the bucket's range.
-      c.step_bytes = allreduce_cost(static_cast<int64_t>(c.numel), p, config.link).bytes() / 2 / c.steps;
-      // The ring's chunks cut the bucket's whole range, padding included.
-      c.sums_s = (p - 1) * device_.sum_s((unit.end - unit.begin) / p, 2);
+      const auto steps = allreduce_steps(unit.algorithm, c.numel, p, config.link, options);
+      c.hold_s = steps_seconds(steps, config.link, options);
+      c.busy_s = steps_link_busy(steps, config.link);
+      c.bytes = steps_floats(steps) * 4;
+      // The chunks cut the bucket's whole range, padding included.
+      const double range = static_cast<double>(unit.end - unit.begin) / c.numel;
+      for (const CollectiveStep& s : steps)
+        if (s.summed > 0) c.sums_s += device_.sum_s(static_cast<int64_t>(s.summed * range), 2);
     } else {
       const Shape& w = plan.params[unit.params[0]].param->shape;
-      c.steps = p - 1;
-      c.step_bytes = sfb_cost(w[0], w[1], k, p, config.link).bytes() / 2 / c.steps;
+      const int steps = p - 1;
+      const double step_bytes = sfb_cost(w[0], w[1], k, p, config.link).bytes() / 2 / steps;
+      c.busy_s = steps * step_bytes * seconds_per_byte_;
+      c.hold_s = c.busy_s + steps * latency_s_;
+      c.bytes = 2 * steps * step_bytes;
       c.rebuild_s = device_.rebuild_s(w[0], w[1], p * k, unit.params.size() > 1);
     }
   }
@@ -322,7 +336,13 @@ void Simulation::send(int from, int to, size_t u, size_t b, int round, Action on
 }
 
 void Simulation::transmit(int from, int to, double bytes, int round, Action on_arrival) {
-  Rank& s = ranks_[from];
+  if (link_of(from) == link_of(to)) {  // inside a host: its own fabric, not the host's link
+    ranks_[from].bytes += bytes;
+    ranks_[to].bytes += bytes;
+    const CollectiveOptions& o = config_.dist.collective;
+    return at(now_ + bytes * 8 / (o.host_bandwidth_gbps * 1e9) + o.host_latency_us * 1e-6, std::move(on_arrival));
+  }
+  Rank& s = ranks_[link_of(from)];
   const double busy = bytes * seconds_per_byte_;
   // A send link sends its messages one after another. The switch buffers: a
   // sender is never held by a busy receiver, and the receiver takes the bytes
@@ -332,13 +352,13 @@ void Simulation::transmit(int from, int to, double bytes, int round, Action on_a
   const double begin = std::max(now_, s.send_free);
   s.send_free = begin + busy;
   s.busy[round].send_s += busy;
-  s.bytes += bytes;
+  ranks_[from].bytes += bytes;
   at(begin, [this, to, busy, bytes, round, sent = begin + busy, on_arrival = std::move(on_arrival)]() mutable {
-    Rank& d = ranks_[to];
+    Rank& d = ranks_[link_of(to)];
     const double received = std::max(sent, d.recv_free + busy);
     d.recv_free = received;
     d.busy[round].recv_s += busy;
-    d.bytes += bytes;
+    ranks_[to].bytes += bytes;
     at(received + latency_s_, std::move(on_arrival));
   });
 }
@@ -347,14 +367,15 @@ void Simulation::run_collective(size_t u, int round) {
   const UnitCost& c = costs_[u];
   double start = now_;
   for (const Rank& r : ranks_) start = std::max({start, r.send_free, r.recv_free});
-  const double step_busy = c.step_bytes * seconds_per_byte_;
-  const double end = start + c.steps * (step_busy + latency_s_) + c.sums_s;
+  const double end = start + c.hold_s + c.sums_s;
   for (int n = 0; n < ranks_count_; ++n) {
     Rank& r = ranks_[n];
     r.send_free = r.recv_free = end - latency_s_;
-    r.busy[round].send_s += c.steps * step_busy;
-    r.busy[round].recv_s += c.steps * step_busy;
-    r.bytes += 2 * c.steps * c.step_bytes;
+    if (n == link_of(n)) {
+      r.busy[round].send_s += c.busy_s;
+      r.busy[round].recv_s += c.busy_s;
+    }
+    r.bytes += c.bytes;
     r.device_free = std::max(end, r.device_free) + c.rebuild_s + c.update_s;
     at(r.device_free, [this, n, u] { operation_done(n, u); });
   }
@@ -371,8 +392,10 @@ void Simulation::fill(SimResult& result) const {
   result.iteration_s = (last_backward_end(iterations_ - 1) - last_backward_end(half - 1)) / measured;
   double bytes = 0;
   result.links.clear();
-  for (const Rank& r : ranks_) {
+  for (int n = 0; n < ranks_count_; ++n) {
+    const Rank& r = ranks_[n];
     bytes += r.bytes;
+    if (link_of(n) != n) continue;  // its host's link is reported once
     LinkBusy mean;
     for (int i = half; i < iterations_; ++i) {
       mean.send_s += r.busy[i].send_s / measured;
