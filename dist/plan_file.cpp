@@ -34,6 +34,52 @@ Scheme scheme_from(const std::string& name) {
 }
 }  // namespace
 
+TunedOptions TunedOptions::of(const DistConfig& config) {
+  return TunedOptions{config.order, config.block_bytes, config.bucket_bytes, config.collective};
+}
+
+void apply_tuned(const TunedOptions& tuned, DistConfig& config) {
+  config.order = tuned.order;
+  config.block_bytes = tuned.block_bytes;
+  config.bucket_bytes = tuned.bucket_bytes;
+  config.collective = tuned.collective;
+}
+
+namespace {
+nlohmann::json tuned_json(const TunedOptions& t) {
+  return {{"order", order_name(t.order)},
+          {"block_bytes", t.block_bytes},
+          {"bucket_bytes", t.bucket_bytes},
+          {"allreduce", algorithm_name(t.collective.allreduce)},
+          {"fusion", t.collective.fusion_auto ? "auto" : "fixed"},
+          {"spread_blocks", t.collective.spread_blocks},
+          {"ranks_per_host", t.collective.ranks_per_host},
+          {"host_bandwidth_gbps", t.collective.host_bandwidth_gbps},
+          {"host_latency_us", t.collective.host_latency_us}};
+}
+
+TunedOptions tuned_from(const nlohmann::json& j) {
+  TunedOptions t;
+  t.order = parse_send_order(j.at("order").get<std::string>());
+  t.block_bytes = j.at("block_bytes").get<int64_t>();
+  t.bucket_bytes = j.at("bucket_bytes").get<int64_t>();
+  if (t.block_bytes < 4 || t.block_bytes % 4 || t.bucket_bytes < 4 || t.bucket_bytes % 4)
+    throw std::invalid_argument("block_bytes and bucket_bytes must be positive multiples of 4");
+  t.collective.allreduce = parse_algorithm(j.at("allreduce").get<std::string>());
+  const std::string fusion = j.at("fusion").get<std::string>();
+  if (fusion != "auto" && fusion != "fixed") throw std::invalid_argument("fusion must be auto or fixed");
+  t.collective.fusion_auto = fusion == "auto";
+  t.collective.spread_blocks = j.at("spread_blocks").get<bool>();
+  t.collective.ranks_per_host = j.at("ranks_per_host").get<int>();
+  t.collective.host_bandwidth_gbps = j.at("host_bandwidth_gbps").get<double>();
+  t.collective.host_latency_us = j.at("host_latency_us").get<double>();
+  if (t.collective.ranks_per_host < 1 || !(t.collective.host_bandwidth_gbps > 0) ||
+      !(t.collective.host_latency_us >= 0))
+    throw std::invalid_argument("ranks_per_host, host_bandwidth_gbps must be positive, host_latency_us not negative");
+  return t;
+}
+}  // namespace
+
 PlanRecord plan_record(const CommPlan& plan, Net& net, const LinkModel& link) {
   PlanRecord r;
   r.model = net.name();
@@ -60,9 +106,10 @@ PlanRecord plan_record(const std::vector<LayerPlan>& layers, Net& net, int worke
 std::string plan_json(const PlanRecord& record) {
   nlohmann::json layers = nlohmann::json::array();
   for (const auto& [name, scheme] : record.layers) layers.push_back({{"name", name}, {"scheme", scheme_name(scheme)}});
-  const nlohmann::json j = {{"format", kFormat},          {"model", record.model}, {"workers", record.workers},
-                            {"batch", record.batch},      {"link", link_json(record.link)},
-                            {"layers", layers}};
+  nlohmann::json j = {{"format", kFormat},          {"model", record.model}, {"workers", record.workers},
+                      {"batch", record.batch},      {"link", link_json(record.link)},
+                      {"layers", layers}};
+  if (record.tuned) j["tuned"] = tuned_json(*record.tuned);
   return j.dump(2) + "\n";
 }
 
@@ -92,6 +139,8 @@ PlanRecord read_plan_file(const std::string& path) {
     key = "layers";
     for (const auto& layer : j.at(key))
       r.layers.emplace_back(layer.at("name").get<std::string>(), scheme_from(layer.at("scheme").get<std::string>()));
+    key = "tuned";
+    if (j.contains(key)) r.tuned = tuned_from(j.at(key));
   } catch (const std::exception& e) {
     throw Error(path + ": key '" + key + "': " + e.what());
   }

@@ -13,6 +13,10 @@
 //   {"format": "poseidon-plan-1", "model": "lenet", "workers": 2, "batch": 64,
 //    "link": {"bandwidth_gbps": 10, "latency_us": 20, "gemm_gflops": 50},
 //    "layers": [{"name": "fc1", "scheme": "sfb"}, ...]}
+// `poseidon plan --tune` adds the options it chose, which a pinned run
+// takes over its config's:
+//    "tuned": {"order": "priority", "block_bytes": 4194304, "bucket_bytes": 4194304,
+//              "allreduce": "auto", "fusion": "auto", "spread_blocks": true, "ranks_per_host": 1}
 #pragma once
 
 #include <map>
@@ -27,13 +31,26 @@
 
 namespace poseidon::dist {
 
+// The options `poseidon plan --tune` searches, beside each layer's scheme.
+struct TunedOptions {
+  SendOrder order = SendOrder::backward;
+  int64_t block_bytes = 4 << 20, bucket_bytes = 4 << 20;
+  CollectiveOptions collective;
+
+  static TunedOptions of(const DistConfig& config);
+};
+
 struct PlanRecord {
   std::string model;
   int workers = 0;
   int64_t batch = 0;
   LinkModel link;
   std::vector<std::pair<std::string, Scheme>> layers;  // every layer with learnable parameters, in layer order
+  std::optional<TunedOptions> tuned;                   // what `plan --tune` chose
 };
+
+// Writes the tuned options over `config`'s.
+void apply_tuned(const TunedOptions& tuned, DistConfig& config);
 
 // The record of `plan` (made for `net` with `link`).
 PlanRecord plan_record(const CommPlan& plan, Net& net, const LinkModel& link);

@@ -61,6 +61,9 @@ Scheduler::Scheduler(Net& net, Solver& solver, const World& world, CommPlan plan
     for (size_t i : unit.params) group_of_param_[plan_.params[i].param] = u;
     std::unique_ptr<Exchange> ex;
     if (unit.scheme == Scheme::allreduce) {
+      if (unit.algorithm != AllreduceAlgorithm::ring)
+        throw Error("all-reduce bucket " + unit.label + ": dist.allreduce " + algorithm_name(unit.algorithm) +
+                    " is modelled by the planner and simulator only; training runs ring");
       std::vector<Param*> params;
       for (size_t i : unit.params) params.push_back(plan_.params[i].param);
       ex = std::make_unique<AllreduceExchange>(comm_->duplicate(), solver_, *compute_, std::move(params),

@@ -28,6 +28,7 @@ Session::Session(Net& net, const ConfigNode& model, Solver& solver, const World&
   if (options.pinned_plan) {
     pinned = pinned_schemes(*options.pinned_plan, exchanged, options.pinned_plan_path);
     link_ = options.pinned_plan->link;
+    if (options.pinned_plan->tuned) apply_tuned(*options.pinned_plan->tuned, config_);
   } else if (config_.scheme == SchemeChoice::hybrid) {
     link_ = measure_link(world, config_, options.gemm_gflops, options.recorded_link);
   }

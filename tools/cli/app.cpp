@@ -78,6 +78,11 @@ int run_cli(int argc, char** argv) {
                  "GEMM rate that rebuilds SFB gradients, GFLOP/s (default: the config's, or measured here)")
       ->check(CLI::PositiveNumber);
   pl->add_option("--out", plan.out, "also write the plan to FILE, which dist.plan_file pins in training");
+  pl->add_flag("--tune", plan.tune,
+               "search scheme, all-reduce algorithm, bucket and block sizes and order by simulating --profile");
+  pl->add_option("--profile", plan.profile, "--tune: per-layer times (poseidon time --json; profiles/ holds some)");
+  pl->add_option("--iterations", plan.iterations, "--tune: iterations simulated per candidate")
+      ->check(CLI::Range(2, 1000));
   pl->add_option("--set", plan.overrides, "override a key");
   pl->add_flag("--json", plan.json, "machine-readable output");
 

@@ -28,6 +28,7 @@ nlohmann::json cost_json(const dist::SchemeCost& c) {
 }  // namespace
 
 int cmd_plan(const PlanArgs& args) {
+  if (args.tune) return cmd_plan_tune(args);
   auto [model, batch, dist_config] = load_dist_model(args.file, args.overrides, args.batch);
   dist::LinkModel link;
   link.bandwidth_gbps = args.bandwidth_gbps > 0 ? args.bandwidth_gbps : dist_config.bandwidth_gbps.value_or(10);
@@ -38,7 +39,7 @@ int cmd_plan(const PlanArgs& args) {
                                             : *dist_config.gemm_gflops;
 
   Net net(model, 1);  // shapes only: the per-rank batch enters the cost model, not the blobs
-  const std::vector<dist::LayerPlan> layers = dist::plan_layers(net, batch, args.workers, link);
+  const std::vector<dist::LayerPlan> layers = dist::plan_layers(net, batch, args.workers, link, dist_config);
   dist::SchemeCost hybrid, all_ps;
   for (const auto& lp : layers) {
     hybrid.numbers += lp.cost.numbers;

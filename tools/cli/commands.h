@@ -68,8 +68,13 @@ struct PlanArgs {
   double gemm_gflops = 0;     // 0: measured
   bool json = false;
   std::string out;  // plan file to write (dist.plan_file pins it); "" : none
+  // --tune: the options searched by the simulator on `profile` (tools/cli/cmd_plan_tune.cpp).
+  bool tune = false;
+  std::string profile;
+  int iterations = 4;
 };
 int cmd_plan(const PlanArgs& args);
+int cmd_plan_tune(const PlanArgs& args);
 
 struct SimulateArgs {
   std::string file;  // a model or a training config
