@@ -66,7 +66,7 @@ if png:
         ax.grid(True, alpha=0.3)
     axes[0].set_ylabel("scaling efficiency, %")
     axes[0].set_ylim(0, 110)
-    axes[1].legend(fontsize=7, loc="lower left")
+    axes[1].legend(fontsize=7, loc="center right", bbox_to_anchor=(1, 0.62))
     fig.tight_layout()
     fig.savefig(png, dpi=110)
 PY
