@@ -1,4 +1,4 @@
-// Bucket all-reduce as a ring (reduce-scatter, all-gather), then the Solver update.
+// Bucket all-reduce as this rank's steps of the plan's algorithm, then the Solver update.
 #include "dist/allreduce.h"
 
 #include <algorithm>
@@ -8,7 +8,7 @@ namespace poseidon::dist {
 
 AllreduceExchange::AllreduceExchange(Comm comm, Solver& solver, ExchangeCompute& compute,
                                      std::vector<Param*> params, float* grads, int64_t count, std::string label,
-                                     DeviceSum device_sum)
+                                     DeviceSum device_sum, AllreduceAlgorithm algorithm, int per_host)
     : comm_(std::move(comm)),
       solver_(solver),
       compute_(compute),
@@ -16,59 +16,52 @@ AllreduceExchange::AllreduceExchange(Comm comm, Solver& solver, ExchangeCompute&
       grads_(grads),
       count_(count),
       label_(std::move(label)),
-      device_sum_(std::move(device_sum)) {
-  const int p = comm_.size();
-  if (count_ / p + 1 > std::numeric_limits<int>::max())
-    throw CommError("all-reduce bucket of " + label_ + " has " + std::to_string(count_) +
-                    " elements, more than one MPI call can move per rank; use scheme ps for it");
-  int64_t at = 0;
-  for (int c = 0; c < p; ++c) {
-    begins_.push_back(at);
-    counts_.push_back(count_ / p + (c < count_ % p ? 1 : 0));
-    at += counts_.back();
+      device_sum_(std::move(device_sum)),
+      algorithm_(algorithm),
+      schedule_(allreduce_schedule(algorithm, count, comm_.size(), comm_.rank(), per_host)) {
+  int64_t incoming = 1;
+  for (const ScheduleStep& s : schedule_) {
+    if (std::max(s.send_count, s.receive_count) > std::numeric_limits<int>::max())
+      throw CommError("all-reduce bucket of " + label_ + " has " + std::to_string(count_) +
+                      " elements, more than one MPI call can move per step; use scheme ps for it");
+    if (s.tag > comm_.max_tag()) throw CommError("all-reduce of " + label_ + " has more steps than MPI's tags allow");
+    if (s.add) incoming = std::max(incoming, s.receive_count);
   }
-  incoming_.resize(std::max<int64_t>(1, counts_[0]));
-}
-
-int AllreduceExchange::chunk_sent(int step) const {
-  const int p = comm_.size(), r = comm_.rank();
-  // Reduce-scatter step s sends chunk r - s; all-gather step t sends chunk r + 1 - t, the one completed last.
-  const int s = step < p - 1 ? step : step - (p - 1) - 1;
-  return ((r - s) % p + p) % p;
-}
-
-int AllreduceExchange::chunk_received(int step) const {
-  const int p = comm_.size();
-  return (chunk_sent(step) - 1 + p) % p;  // what the left neighbour sends
+  incoming_.resize(incoming);
 }
 
 void AllreduceExchange::start(InFlight& in_flight) {
   step_ = 0;
-  if (steps() == 0) {
+  if (comm_.size() == 1) {
     update(in_flight);  // alone: the sum is the gradient
     return;
   }
   if (device_sum_) return in_flight.post_polled(device_sum_(grads_, count_), *this, kDeviceSummed);
+  if (steps() == 0) return update(in_flight);
   post_step(in_flight);
 }
 
 void AllreduceExchange::post_step(InFlight& in_flight) {
-  const int p = comm_.size(), r = comm_.rank();
-  const int left = (r - 1 + p) % p, right = (r + 1) % p;
-  const bool reducing = step_ < p - 1;
-  const int in = chunk_received(step_), out = chunk_sent(step_);
-  float* into = reducing ? incoming_.data() : grads_ + begins_[in];
+  const ScheduleStep& s = schedule_[step_];
+  step_pending_ = 0;
   // The send goes first: a receive already posted lets Open MPI's TCP
   // transport move the message by its put protocol, in one fragment during
   // which the connection carries nothing the other way (a ring posting
   // receives first ran at half the link's rate at P = 2).
   MPI_Request req;
-  POSEIDON_MPI(
-      MPI_Isend(grads_ + begins_[out], static_cast<int>(counts_[out]), MPI_FLOAT, right, step_, comm_.handle(), &req));
-  in_flight.post(req, *this, step_ * 2 + sent, counts_[out] * 4, 0);
-  POSEIDON_MPI(MPI_Irecv(into, static_cast<int>(counts_[in]), MPI_FLOAT, left, step_, comm_.handle(), &req));
-  in_flight.post(req, *this, step_ * 2 + received, 0, counts_[in] * 4);
-  step_pending_ = 2;
+  if (s.send_to >= 0) {
+    POSEIDON_MPI(MPI_Isend(grads_ + s.send_begin, static_cast<int>(s.send_count), MPI_FLOAT, s.send_to, s.tag,
+                           comm_.handle(), &req));
+    in_flight.post(req, *this, step_ * 2 + sent, s.send_count * 4, 0);
+    ++step_pending_;
+  }
+  if (s.receive_from >= 0) {
+    float* into = s.add ? incoming_.data() : grads_ + s.receive_begin;
+    POSEIDON_MPI(MPI_Irecv(into, static_cast<int>(s.receive_count), MPI_FLOAT, s.receive_from, s.tag, comm_.handle(),
+                           &req));
+    in_flight.post(req, *this, step_ * 2 + received, 0, s.receive_count * 4);
+    ++step_pending_;
+  }
 }
 
 void AllreduceExchange::complete(int slot, InFlight& in_flight) {
@@ -83,12 +76,9 @@ void AllreduceExchange::complete(int slot, InFlight& in_flight) {
 }
 
 void AllreduceExchange::step_over(InFlight& in_flight) {
-  const int p = comm_.size();
-  if (step_ >= p - 1) return next_step(in_flight);  // all-gather: the chunk arrived in place
-  const int c = chunk_received(step_);
-  // The chunk's last contribution is averaged as well.
-  const float scale = step_ < p - 2 ? 1.f : 1.f / static_cast<float>(p);
-  compute_.add(grads_ + begins_[c], incoming_.data(), counts_[c], scale, {in_flight, *this, kSummed});
+  const ScheduleStep& s = schedule_[step_];
+  if (!s.add) return next_step(in_flight);  // received in place, or only sent
+  compute_.add(grads_ + s.receive_begin, incoming_.data(), s.receive_count, s.scale, {in_flight, *this, kSummed});
 }
 
 void AllreduceExchange::next_step(InFlight& in_flight) {
@@ -102,12 +92,12 @@ std::string AllreduceExchange::describe(int slot) const {
   if (slot == kSummed) return "the sum of a chunk of " + label_;
   if (slot == kUpdated) return "the update of " + label_;
   if (slot == kDeviceSummed) return "the NCCL all-reduce of " + label_ + " (a collective: a rank that never joins it stalls every other)";
-  const int p = comm_.size(), r = comm_.rank();
   const int step = slot / 2;
-  const std::string what = "step " + std::to_string(step + 1) + " of " + std::to_string(steps()) +
-                           " of the ring all-reduce of " + label_ + " (";
-  if (slot % 2 == received) return what + "the chunk from rank " + std::to_string((r - 1 + p) % p) + ")";
-  return what + "rank " + std::to_string((r + 1) % p) + " to take this rank's chunk)";
+  const ScheduleStep& s = schedule_[step];
+  const std::string what = "step " + std::to_string(step + 1) + " of " + std::to_string(steps()) + " of the " +
+                           algorithm_name(algorithm_) + " all-reduce of " + label_ + " (";
+  if (slot % 2 == received) return what + "the chunk from rank " + std::to_string(s.receive_from) + ")";
+  return what + "rank " + std::to_string(s.send_to) + " to take this rank's chunk)";
 }
 
 }  // namespace poseidon::dist

@@ -1,23 +1,23 @@
 // AllreduceExchange: one bucket of the flat gradient buffer (several small
-// parameters fused, or one large one) averaged over all ranks by a ring, then
-// applied by the Solver on every rank.
+// parameters fused, or one large one) averaged over all ranks, then applied
+// by the Solver on every rank.
 //
-// The bucket is cut into P chunks. In 2(P - 1) steps each rank sends one
-// chunk to its right neighbour and receives one from its left (nonblocking
-// point-to-point, so the communication thread keeps driving other units):
-// the first P - 1 steps reduce-scatter (each received chunk is added into the
-// rank's own, so that after them rank r holds the sum of chunk r + 1, which
-// the last step also averages), the next P - 1 all-gather the averaged chunks
-// around the ring. Every rank moves 2 (P - 1) / P of the bucket each way,
-// the least any all-reduce can, and each chunk's sum is computed once, by
-// one rank, in one order: every rank then holds the very same numbers, so
-// replicas stay bitwise identical.
+// The bucket follows this rank's steps of the plan's algorithm
+// (dist/allreduce_schedule.h: ring, halving-doubling or two-level): in each
+// step it sends a range to one rank and receives one from another
+// (nonblocking point-to-point, so the communication thread keeps driving
+// other units), then adds what it received into its own range or keeps it in
+// place. The ring moves 2 (P - 1) / P of the bucket each way, the least any
+// all-reduce can; halving-doubling the same in 2 log2 P steps when P is a
+// power of two. Each element's sum is computed once, by one rank, in one
+// order: every rank then holds the very same numbers, so replicas stay
+// bitwise identical.
 //
 // Each bucket has its own communicator and every step its own tag; a step
 // starts when the previous one is over. The sums and the update run on
 // `compute` (dist/exchange_compute.h). With a `device_sum` (a GPU
-// net's buckets summed by NCCL on the GPUs: core/gpu_allreduce.h) the ring is
-// not run: the sum lands in the bucket's host range, which is then averaged
+// net's buckets summed by NCCL on the GPUs: core/gpu_allreduce.h) the steps
+// are not run: the sum lands in the bucket's host range, which is then averaged
 // and applied, the same bits on every rank.
 #pragma once
 
@@ -27,6 +27,7 @@
 
 #include "core/layer.h"
 #include "core/solver.h"
+#include "dist/allreduce_schedule.h"
 #include "dist/comm.h"
 #include "dist/exchange.h"
 #include "dist/exchange_compute.h"
@@ -40,9 +41,11 @@ using DeviceSum = std::function<std::function<bool()>(float* grads, int64_t coun
 class AllreduceExchange : public Exchange {
  public:
   // `grads` is the bucket's range of the flat gradient buffer (`count`
-  // floats, padding included); `params` are the parameters inside it.
+  // floats, padding included); `params` are the parameters inside it;
+  // `per_host`: consecutive ranks per host, for two_level.
   AllreduceExchange(Comm comm, Solver& solver, ExchangeCompute& compute, std::vector<Param*> params,
-                    float* grads, int64_t count, std::string label, DeviceSum device_sum = {});
+                    float* grads, int64_t count, std::string label, DeviceSum device_sum = {},
+                    AllreduceAlgorithm algorithm = AllreduceAlgorithm::ring, int per_host = 1);
   void start(InFlight& in_flight) override;
   void complete(int slot, InFlight& in_flight) override;
   std::string describe(int slot) const override;
@@ -52,9 +55,7 @@ class AllreduceExchange : public Exchange {
   enum Kind { received = 0, sent = 1 };
   static constexpr int kSummed = -1, kUpdated = -2, kDeviceSummed = -3;
 
-  int steps() const { return 2 * (comm_.size() - 1); }
-  int chunk_sent(int step) const;      // the chunk this rank sends at `step`
-  int chunk_received(int step) const;  // the chunk it receives
+  int steps() const { return static_cast<int>(schedule_.size()); }
   void post_step(InFlight& in_flight);
   void step_over(InFlight& in_flight);  // both transfers of step_ are done
   void next_step(InFlight& in_flight);
@@ -68,8 +69,9 @@ class AllreduceExchange : public Exchange {
   int64_t count_;
   std::string label_;
   DeviceSum device_sum_;
-  std::vector<int64_t> begins_, counts_;  // per chunk
-  std::vector<float> incoming_;           // a chunk received in the reduce-scatter
+  AllreduceAlgorithm algorithm_;
+  std::vector<ScheduleStep> schedule_;  // this rank's steps
+  std::vector<float> incoming_;         // a range received to be added
   int step_ = 0;
   int step_pending_ = 0;  // transfers of step_ not yet done
 };

@@ -102,7 +102,9 @@ std::vector<LayerPlan> plan_layers(Net& net, int64_t batch, int ranks, const Lin
   const int64_t block = block_bytes_for(config.block_bytes, ps_bytes, ranks, config.collective);
   int64_t blocks = 0;
   for (const PlannedParam& p : backward_order(net)) blocks += (p.param->value.numel() * 4 + block - 1) / block;
-  const int servers = static_cast<int>(std::min<int64_t>(ranks, std::max<int64_t>(blocks, 1)));
+  // With the defaults the planner keeps its earlier model (every rank a server).
+  const bool at_scale = config.collective.spread_blocks;
+  const int servers = at_scale ? static_cast<int>(std::min<int64_t>(ranks, std::max<int64_t>(blocks, 1))) : ranks;
   const int64_t bucket = bucket_bytes_for(config.bucket_bytes, ranks, link, config.collective);
   std::vector<LayerPlan> out;
   for (size_t i = 0; i < net.num_layers(); ++i) {
@@ -115,7 +117,7 @@ std::vector<LayerPlan> plan_layers(Net& net, int64_t batch, int ranks, const Lin
         elements += shape_numel(p.shape);
       }
     if (lp.shapes.empty()) continue;
-    lp.ps = ps_cost(elements, ranks, link, servers, config.collective.spread_blocks ? block / 4 : 0);
+    lp.ps = ps_cost(elements, ranks, link, servers, at_scale ? block / 4 : 0);
     lp.scheme = Scheme::ps;
     lp.cost = lp.ps;
     const SchemeCost ar = allreduce_cost(elements, ranks, link, config.collective, bucket);

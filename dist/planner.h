@@ -48,7 +48,9 @@ SchemeCost allreduce_cost(int64_t elements, int ranks, const LinkModel& link);
 // dist.spread_blocks only: fixed blocks are few per layer at small P and
 // their owners' incasts overlap other layers' transfers (the simulator puts
 // PS level with all-reduce there), while spread blocks give each owner about
-// one block of a layer, which then waits on it. All-reduce of a layer fused into a bucket of
+// one block of a layer, which then waits on it. plan_layers counts fewer
+// servers than ranks with dist.spread_blocks too, so that the defaults plan
+// as before. All-reduce of a layer fused into a bucket of
 // `bucket_bytes` (the layer alone when it is larger) by the algorithm
 // dist/collective.h picks for that bucket: the layer's share of the bucket's
 // steps, latencies included. That share needs dist.fusion auto, whose

@@ -55,20 +55,20 @@ Scheduler::Scheduler(Net& net, Solver& solver, const World& world, CommPlan plan
   for (size_t i = 0; i < net_.num_layers(); ++i) layer_index_[&net_.layer(i)] = i;
   if (config_.order == SendOrder::priority)
     priority_sends_ = std::make_unique<PrioritySends>(priority_window_bytes(config_.block_bytes, comm_->size()));
+  // two_level's hosts: as the config emulates them, else as MPI's shared-memory split finds them.
+  const int per_host =
+      config_.collective.ranks_per_host > 1 ? config_.collective.ranks_per_host : world.local_size();
   int64_t blocks = 0;
   for (size_t u = 0; u < plan_.groups.size(); ++u) {
     const SyncGroup& unit = plan_.groups[u];
     for (size_t i : unit.params) group_of_param_[plan_.params[i].param] = u;
     std::unique_ptr<Exchange> ex;
     if (unit.scheme == Scheme::allreduce) {
-      if (unit.algorithm != AllreduceAlgorithm::ring)
-        throw Error("all-reduce bucket " + unit.label + ": dist.allreduce " + algorithm_name(unit.algorithm) +
-                    " is modelled by the planner and simulator only; training runs ring");
       std::vector<Param*> params;
       for (size_t i : unit.params) params.push_back(plan_.params[i].param);
       ex = std::make_unique<AllreduceExchange>(comm_->duplicate(), solver_, *compute_, std::move(params),
                                                net_.flat_grads().data() + unit.begin, unit.end - unit.begin,
-                                               unit.label, allreduce_sum);
+                                               unit.label, allreduce_sum, unit.algorithm, per_host);
     } else if (unit.scheme == Scheme::ps) {
       const PlannedParam& p = plan_.params[unit.params[0]];
       auto ps = std::make_unique<PsExchange>(*comm_, solver_, *compute_, *p.param, unit.blocks,

@@ -21,8 +21,13 @@
 //    sums the P pushes and updates on its device, and sends the new values
 //    to every rank; with order priority, sends leave through the
 //    scheduler's PrioritySends;
-//  - all-reduce bucket: a ring, reduce-scatter then all-gather, 2(P-1) steps,
-//    the first P-1 each followed by the sum of one chunk, then the update;
+//  - all-reduce bucket: the steps of its algorithm (dist/collective.h: a ring,
+//    2(P-1) steps; halving-doubling, 2 log2 P; two levels), each holding the
+//    links for its bytes and a latency, the summing steps followed by their
+//    sums, then the update;
+//  - with dist.ranks_per_host G, the G consecutive ranks of a host share one
+//    send and one receive link; a message between two of them takes the
+//    host's own bandwidth and latency instead;
 //    SFB layer: a ring all-gather of the factors, P-1 steps, then the
 //    rebuild GEMM at the link's GEMM rate and the update. A collective starts
 //    when every rank has started it and holds every rank's links until it ends.
@@ -59,7 +64,7 @@ struct SimResult {
   double single_s = 0;          // one worker's iteration, no communication
   double iteration_s = 0;       // steady state on `workers` ranks
   double bytes_per_worker = 0;  // sent plus received per iteration, mean over ranks
-  std::vector<LinkBusy> links;  // per rank
+  std::vector<LinkBusy> links;  // per host link (per rank when each rank has its own)
   std::string schemes;          // describe_schemes of the plan
 
   // workers * single_s / iteration_s: throughput against one worker.

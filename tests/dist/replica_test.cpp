@@ -202,6 +202,9 @@ struct Case {
   std::string order = "backward";
   bool offload = false;
   std::string solver = "sgd";
+  // Collectives at scale: the all-reduce algorithm, and PS blocks spread over every rank.
+  std::string algorithm = "ring";
+  bool spread_blocks = false;
 };
 
 class Replicas : public ::testing::TestWithParam<Case> {};
@@ -213,6 +216,10 @@ TEST_P(Replicas, IdenticalOnEveryRankAndEqualToTheCombinedBatch) {
   config.order = dist::parse_send_order(GetParam().order);
   config.block_bytes = 64 << 10;   // lenet's fc1.weight spans many blocks and every owner
   config.bucket_bytes = 64 << 10;  // several buckets
+  config.collective.allreduce = dist::parse_algorithm(GetParam().algorithm);
+  config.collective.spread_blocks = GetParam().spread_blocks;
+  // two_level: hosts of 2 emulated where they divide the ranks, else the ranks MPI finds on this host.
+  config.collective.ranks_per_host = test_world().size() % 2 == 0 ? 2 : 1;
   const std::string& model = GetParam().model;
   DistRun run = train_distributed(model, config, GetParam().offload, GetParam().solver);
   Trained single = train_single(model, test_world().size(), GetParam().solver);
@@ -276,6 +283,17 @@ std::vector<Case> cases() {
     c.solver = "adam";
     out.push_back(c);
   }
+  for (const char* model : {"lenet", "vgg"})
+    for (const char* algorithm : {"halving_doubling", "two_level"})
+      for (bool wfbp : {true, false}) {
+        Case c{model, "allreduce", wfbp};
+        c.algorithm = algorithm;
+        out.push_back(c);
+      }
+  for (Case c : {Case{"lenet", "ps", true}, Case{"lenet", "hybrid", true, "priority"}}) {
+    c.spread_blocks = true;
+    out.push_back(c);
+  }
   for (const char* solver : {"adamw", "rmsprop"}) {
     Case c{"lenet", "hybrid", true, "priority"};
     c.solver = solver;
@@ -287,7 +305,8 @@ std::vector<Case> cases() {
 INSTANTIATE_TEST_SUITE_P(Schemes, Replicas, ::testing::ValuesIn(cases()), [](const auto& info) {
   return info.param.model + "_" + info.param.scheme + (info.param.wfbp ? "_wfbp" : "_no_wfbp") +
          (info.param.order == "priority" ? "_priority" : "") + (info.param.offload ? "_offload" : "") +
-         (info.param.solver == "sgd" ? "" : "_" + info.param.solver);
+         (info.param.solver == "sgd" ? "" : "_" + info.param.solver) +
+         (info.param.algorithm == "ring" ? "" : "_" + info.param.algorithm) + (info.param.spread_blocks ? "_spread" : "");
 });
 
 }  // namespace
