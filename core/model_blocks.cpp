@@ -208,7 +208,7 @@ class Expander {
       }
     }
     check_vars_used();
-    return ConfigNode(root, model_.file(), "");
+    return model_.rebuilt(root);
   }
 
  private:

@@ -3,15 +3,17 @@
 
 #include <unistd.h>
 
+#include <cerrno>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 
 #include "core/error.h"
 
 namespace poseidon {
 
-MetricsLog::MetricsLog(const std::string& path) {
+MetricsLog::MetricsLog(const std::string& path) : path_(path) {
   auto dir = std::filesystem::path(path).parent_path();
   if (!dir.empty()) std::filesystem::create_directories(dir);
   out_.open(path, std::ios::app);
@@ -21,6 +23,7 @@ MetricsLog::MetricsLog(const std::string& path) {
 void MetricsLog::write(const nlohmann::json& record) {
   out_ << record.dump() << '\n';
   out_.flush();
+  if (!out_) throw Error(path_ + ": cannot write the metrics file (" + std::strerror(errno) + ")");
 }
 
 Progress::Progress(int64_t first_iter, int64_t max_iter, int64_t display, bool quiet)
