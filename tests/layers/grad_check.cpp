@@ -21,6 +21,9 @@ std::vector<GradCase>& cases() {
 struct Harness {
   std::unique_ptr<Layer> layer;
   std::vector<Tensor> in, in_grad, out, out_grad, projection;
+  // What the input gradients hold before backward: away from zero, since
+  // backward must add to them (another path may have written there first).
+  std::vector<Tensor> in_grad_before;
   LayerIO io;
   uint64_t seed = 7;
   Phase phase = Phase::train;
@@ -38,10 +41,16 @@ struct Harness {
     std::mt19937_64 rng(seed);
     RunContext ctx{phase, &rng, {}};
     loss();
-    for (auto& g : in_grad) g.zero();
+    for (size_t k = 0; k < in_grad.size(); ++k) in_grad[k].copy_from(in_grad_before[k]);
     for (size_t k = 0; k < out.size(); ++k) out_grad[k].copy_from(projection[k]);
     rng.seed(seed);
     layer->backward(io, ctx);
+  }
+  // What backward added to input k's gradient.
+  Tensor added_to_input_grad(size_t k) const {
+    Tensor added(in_grad[k].shape());
+    for (int64_t i = 0; i < added.numel(); ++i) added[i] = in_grad[k][i] - in_grad_before[k][i];
+    return added;
   }
 };
 
@@ -78,6 +87,8 @@ std::string check_gradients(const GradCase& c) {
   for (size_t k = 0; k < c.inputs.size(); ++k) {
     h.in.emplace_back(c.inputs[k]);
     h.in_grad.emplace_back(c.inputs[k]);
+    h.in_grad_before.emplace_back(c.inputs[k]);
+    for (int64_t i = 0; i < h.in_grad_before[k].numel(); ++i) h.in_grad_before[k][i] = uni(rng);
     int64_t classes = k < c.label_classes.size() ? c.label_classes[k] : 0;
     if (classes > 0) {
       for (int64_t i = 0; i < h.in[k].numel(); ++i) h.in[k][i] = static_cast<float>(rng() % classes);
@@ -145,11 +156,7 @@ std::string check_gradients(const GradCase& c) {
     }
   };
   for (size_t k = 0; k < h.in.size(); ++k)
-    if (h.io.in_grad[k]) {
-      Tensor analytic(h.in_grad[k].shape());
-      analytic.copy_from(h.in_grad[k]);
-      probe("input " + std::to_string(k), h.in[k], analytic);
-    }
+    if (h.io.in_grad[k]) probe("input " + std::to_string(k), h.in[k], h.added_to_input_grad(k));
   for (auto& p : h.layer->params()) {
     if (!p.learnable) continue;
     Tensor analytic(p.grad.shape());
