@@ -1,12 +1,25 @@
 // Acceptance of the schemes: LeNet, and VGG19-22K at reduced width and input
-// size, trained 20 iterations on P ranks with K examples each end with
-// parameters that are bitwise identical on every rank and equal, to relative
-// 1e-4 (L2 norm per tensor), to one process trained on the combined batch of
-// P*K; the gathered optimizer state matches too. Each rank computes the
-// single-process reference itself. The "offload" cases hand the all-reduce
-// sums and SFB's rebuild GEMMs to stand-ins of a GPU's (dist::DeviceOffload:
-// a reduce to rank 0 and a broadcast, as NCCL gives every rank the same sum,
-// and the host's gemm), which must change nothing but who computes.
+// size (He-initialised, so that gradients rather than weight decay move its
+// deep convolutions), trained 20 iterations on P ranks with K examples each
+// of a data set they learn from. Every iteration is checked in lockstep,
+// against references computed on every rank from the distributed run's own
+// state before it (parameters and the full optimizer state, PS shards
+// gathered to each rank in turn):
+// - what the exchange computes, bit for bit, for PS and all-reduce
+//   parameters: the ranks' gradients summed in the exchange's order (a PS
+//   owner in rank order; a ring from each chunk's rank round), averaged and
+//   applied; the value and the momentum after must equal it exactly, so a
+//   changed summation order fails at P >= 3;
+// - one process on the combined batch of P*K: each update and momentum
+//   within 1e-6 (relative L2 per tensor) for SFB parameters, whose gradient
+//   is rebuilt by one GEMM over the combined batch, and within 1e-4 for all
+//   (the order of the sums over the batch differs); each gradient at least
+//   three times its weight decay; LeNet's loss falls.
+// Parameters end bitwise identical on every rank. The "offload" cases hand
+// the all-reduce sums and SFB's rebuild GEMMs to stand-ins of a GPU's
+// (dist::DeviceOffload: a reduce to rank 0 and a broadcast, as NCCL gives
+// every rank the same sum, and the host's gemm), which must change nothing
+// but who computes (their sums' order is MPI's: within 1e-4).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -28,14 +41,16 @@ constexpr int64_t kPerRank = 4;
 constexpr int kIterations = 20;
 
 // "lenet", or "vgg": vgg19_22k's 16 convolutions, 5 pools and 3 FC layers at
-// 32x32, 8 to 16 channels, FC widths 32 and 10 classes, without dropout.
+// 32x32, 8 to 16 channels, FC widths 32 and 10 classes, without dropout; its
+// convolutions He-initialised (with PyTorch's default the deep stack's
+// gradients vanish and weight decay alone moves them).
 ConfigNode model_config(const std::string& model) {
   if (model == "lenet") return ConfigNode::load_file(POSEIDON_SOURCE_DIR "/models/lenet.yaml");
   ConfigNode vgg = ConfigNode::load_file(POSEIDON_SOURCE_DIR "/models/vgg19_22k.yaml");
-  for (const char* o :
-       {"vars.size=32", "vars.num_classes=10", "vars.dropout=0", "layers.0.out=8", "layers.1.out=8", "layers.2.out=16",
-        "layers.3.out=16", "layers.4.out=16", "layers.6.num_output=32", "layers.9.num_output=32"})
-    apply_override(vgg.yaml(), o);
+  vgg.apply_overrides({"vars.size=32", "vars.num_classes=10", "vars.dropout=0", "layers.0.out=8", "layers.1.out=8",
+                       "layers.2.out=16", "layers.3.out=16", "layers.4.out=16", "layers.6.num_output=32",
+                       "layers.9.num_output=32", "blocks.conv_relu.layers.0.weight_init={type: msra}",
+                       "layers.6.weight_init={type: msra}", "layers.9.weight_init={type: msra}"});
   return vgg;
 }
 
@@ -43,7 +58,7 @@ SolverConfig solver_config() {
   SolverConfig c;
   c.momentum = 0.9;
   c.weight_decay = 5e-4;
-  c.lr.base_lr = 0.01;
+  c.lr.base_lr = 0.05;
   c.lr.policy = "cosine";
   c.lr.max_iter = kIterations;
   c.max_iter = kIterations;
@@ -51,55 +66,49 @@ SolverConfig solver_config() {
 }
 
 // Example `e` of an endless synthetic set: label e mod 10, and an image that
-// is its class's fixed pattern plus seeded noise, so the net learns something
-// and its gradients are not dominated by fitting noise.
+// is bright in its class's band of rows, dark elsewhere, plus seeded noise:
+// easy enough that the nets learn within the run, so their gradients carry
+// the data and not noise or weight decay.
 void fill_examples(Net& net, int64_t first) {
   Tensor& data = net.blob("data").value;
   Tensor& label = net.blob("label").value;
-  const int64_t per = data.numel() / data.dim(0);
+  const int64_t height = data.dim(2), width = data.dim(3), per = data.numel() / data.dim(0);
   for (int64_t k = 0; k < data.dim(0); ++k) {
     const int64_t e = first + k, cls = e % 10;
-    std::mt19937 pattern(static_cast<uint32_t>(cls)), noise(static_cast<uint32_t>(1000 + e));
-    std::uniform_real_distribution<float> unit(0.f, 1.f);
-    for (int64_t i = 0; i < per; ++i) data[k * per + i] = unit(pattern) + 0.5f * unit(noise);
+    std::mt19937 noise(static_cast<uint32_t>(1000 + e));
+    std::uniform_real_distribution<float> unit(-0.5f, 0.5f);
+    for (int64_t i = 0; i < per; ++i) {
+      const int64_t band = (i / width % height) * 10 / height;
+      data[k * per + i] = (band == cls ? 1.f : -0.25f) + 0.5f * unit(noise);
+    }
     label[k] = static_cast<float>(cls);
   }
 }
 
-struct Trained {
-  std::vector<float> values;
-  std::map<std::string, std::vector<float>> momentum;  // rank 0's gathered state (distributed)
-};
+using State = std::map<std::string, std::vector<float>>;  // optimizer state by parameter name
 
-Trained copy_of(Net& net, const Solver& solver) {
-  Trained t;
-  t.values.assign(net.flat_values().data(), net.flat_values().data() + net.flat_values().numel());
-  for (const auto& [name, buf] : solver.state()) t.momentum[name].assign(buf.data(), buf.data() + buf.numel());
-  return t;
+std::vector<float> values_of(Net& net) {
+  return {net.flat_values().data(), net.flat_values().data() + net.flat_values().numel()};
 }
 
-Trained train_single(const std::string& model, int ranks) {
-  Net net(model_config(model), kPerRank * ranks);
-  net.init_params(7);
-  Solver solver(solver_config());
-  LocalGradSink sink(solver);
-  std::mt19937_64 rng(11);  // dropout layers need one even at ratio 0
-  RunContext ctx{Phase::train, &rng, {}};
-  for (int it = 0; it < kIterations; ++it) {
-    fill_examples(net, it * kPerRank * ranks);
-    solver.set_iteration(it);
-    net.forward(ctx);
-    net.backward(ctx, sink);
+State state_of(const Solver& solver) {
+  State state;
+  for (const auto& [name, buf] : solver.state()) state[name].assign(buf.data(), buf.data() + buf.numel());
+  return state;
+}
+
+void set_state(Solver& solver, const State& state) {
+  solver.state().clear();
+  for (const auto& [name, values] : state) {
+    Tensor t({static_cast<int64_t>(values.size())});
+    std::copy(values.begin(), values.end(), t.data());
+    solver.state()[name] = t;
   }
-  return copy_of(net, solver);
 }
 
-struct DistRun {
-  Trained trained;
-  std::vector<uint64_t> hashes;  // of every rank's parameters
-  dist::CommStats stats;
-  int device_sums = 0, device_rebuilds = 0;  // calls of the offload's stand-ins
-};
+void set_values(Net& net, const std::vector<float>& values) {
+  std::copy(values.begin(), values.end(), net.flat_values().data());
+}
 
 // A stand-in for NCCL on the host: the sum reduced to rank 0, then broadcast
 // (every rank gets rank 0's bits), driven by the test of whether it landed.
@@ -130,6 +139,132 @@ uint64_t hash_of(const std::vector<float>& v) {
   return h;
 }
 
+double relative_l2(const float* a, const float* b, int64_t n) {
+  double diff = 0, norm = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    diff += (double(a[i]) - b[i]) * (double(a[i]) - b[i]);
+    norm += double(b[i]) * b[i];
+  }
+  return std::sqrt(diff) / std::max(std::sqrt(norm), 1e-30);
+}
+
+double l2(const float* a, int64_t n) {
+  double sum = 0;
+  for (int64_t i = 0; i < n; ++i) sum += double(a[i]) * a[i];
+  return std::sqrt(sum);
+}
+
+struct Case {
+  std::string model;
+  std::string scheme;
+  bool wfbp;
+  std::string order = "backward";
+  bool offload = false;
+};
+
+// The references of one iteration, computed on every rank from the
+// distributed run's state before it.
+class Lockstep {
+ public:
+  Lockstep(const std::string& model, int ranks)
+      : ranks_(ranks), combined_(model_config(model), kPerRank * ranks), local_(model_config(model), kPerRank),
+        solver_(solver_config()) {}
+
+  // One process on the combined batch from `before` and `state`: its loss
+  // and gradients there, and its parameters and state after the update.
+  void train_combined(int it, const std::vector<float>& before, const State& state) {
+    set_values(combined_, before);
+    set_state(solver_, state);
+    solver_.set_iteration(it);
+    fill_examples(combined_, int64_t(it) * ranks_ * kPerRank);
+    LocalGradSink sink(solver_);
+    std::mt19937_64 rng(11);  // dropout layers need one even at ratio 0
+    RunContext ctx{Phase::train, &rng, {}};
+    loss = combined_.forward(ctx);
+    combined_.backward(ctx, sink);
+    grads.assign(combined_.flat_grads().data(), combined_.flat_grads().data() + combined_.flat_grads().numel());
+    after = values_of(combined_);
+    state_after = state_of(solver_);
+  }
+
+  // What data parallelism computes for one parameter from `before` and
+  // `state`: the ranks' gradients summed, element i in rank order from rank
+  // first[i] round (0 for a PS owner; an all-reduce ring starts each chunk's
+  // sum at the rank of the chunk's index), averaged, and the solver's step on
+  // it applied to each of `blocks` (a PS parameter's, else the whole). Its
+  // value and momentum after: bit for bit what the exchange computes.
+  struct Step {
+    std::vector<float> value, momentum;
+  };
+  Step rank_sum_step(int it, const dist::PlannedParam& planned, const std::vector<int>& first,
+                     const std::vector<dist::PsBlock>& blocks, const std::vector<float>& before, const State& state) {
+    const int64_t n = planned.param->value.numel();
+    std::vector<float> sum(n);
+    for (int64_t i = 0; i < n; ++i)
+      for (int k = 0; k < ranks_; ++k) {
+        const float g = local_gradients(it, (first[i] + k) % ranks_, before)[planned.offset + i];
+        sum[i] = k == 0 ? g : sum[i] + g;
+      }
+    const float scale = 1.f / static_cast<float>(ranks_);
+    for (float& x : sum) x *= scale;
+    Step step{{before.begin() + planned.offset, before.begin() + planned.offset + n},
+              state.count(planned.param->name) ? state.at(planned.param->name) : std::vector<float>(n, 0.f)};
+    Solver solver(solver_config());
+    solver.set_iteration(it);
+    for (const dist::PsBlock& b : blocks)
+      solver.update_block(step.value.data() + b.begin, sum.data() + b.begin, step.momentum.data() + b.begin, b.count,
+                          planned.param->lr_mult, planned.param->decay_mult);
+    return step;
+  }
+
+  float loss = 0;
+  std::vector<float> grads, after;
+  State state_after;
+
+ private:
+  // Rank r's gradients in iteration `it` at `before` (each computed once).
+  const std::vector<float>& local_gradients(int it, int r, const std::vector<float>& before) {
+    if (local_it_ != it) local_grads_.clear(), local_it_ = it;
+    std::vector<float>& g = local_grads_[r];
+    if (!g.empty()) return g;
+    set_values(local_, before);
+    fill_examples(local_, (int64_t(it) * ranks_ + r) * kPerRank);
+    Solver unused(solver_config());
+    LocalGradSink held(unused, true);
+    std::mt19937_64 rng(11);
+    RunContext ctx{Phase::train, &rng, {}};
+    local_.forward(ctx);
+    local_.backward(ctx, held);
+    g.assign(local_.flat_grads().data(), local_.flat_grads().data() + local_.flat_grads().numel());
+    return g;
+  }
+
+  int ranks_;
+  Net combined_, local_;
+  Solver solver_;
+  int local_it_ = -1;
+  std::map<int, std::vector<float>> local_grads_;
+};
+
+struct DistRun {
+  std::vector<uint64_t> hashes;  // of every rank's final parameters
+  dist::CommStats stats;
+  int device_sums = 0, device_rebuilds = 0;  // calls of the offload's stand-ins
+  std::vector<float> losses;                 // the combined reference's, per iteration
+  int exact_checks = 0;  // updates checked bit for bit
+};
+
+// The full optimizer state as this rank holds it: its own (all-reduce and
+// SFB parameters) and the owners' PS shards, gathered here.
+State full_state(dist::Scheduler& scheduler) {
+  State mine;
+  for (int root = 0; root < scheduler.size(); ++root) {
+    Solver snapshot = scheduler.solver_snapshot(root);
+    if (root == scheduler.rank()) mine = state_of(snapshot);
+  }
+  return mine;
+}
+
 DistRun train_distributed(const std::string& model, const dist::DistConfig& config, bool offload) {
   const dist::World& world = test_world();
   Net net(model_config(model), kPerRank);
@@ -158,18 +293,77 @@ DistRun train_distributed(const std::string& model, const dist::DistConfig& conf
     };
   }
   dist::Scheduler scheduler(net, solver, world, std::move(plan), config, 0, false, std::nullopt, device);
+  Lockstep reference(model, world.size());
   std::mt19937_64 rng(11);  // dropout layers need one even at ratio 0
   RunContext ctx{Phase::train, &rng, {}};
+  const std::string where = "rank " + std::to_string(world.rank()) + ", iteration ";
   for (int it = 0; it < kIterations; ++it) {
+    const State state_before = full_state(scheduler);  // syncs: the iteration before is complete
+    const std::vector<float> before = values_of(net);
     fill_examples(net, (it * world.size() + world.rank()) * kPerRank);
     net.forward(ctx, &scheduler);
     net.backward(ctx, scheduler);
+    const State state_after = full_state(scheduler);
+    const std::vector<float> after = values_of(net);
+
+    reference.train_combined(it, before, state_before);
+    run.losses.push_back(reference.loss);
+    const dist::CommPlan& plan = scheduler.plan();
+    for (const dist::Unit& unit : plan.units) {
+      for (size_t k : unit.params) {
+        const dist::PlannedParam& p = plan.params[k];
+        const int64_t n = p.param->value.numel(), at = p.offset;
+        const std::string name = where + std::to_string(it) + ": " + p.param->name;
+        // Where each element's sum starts, and the update's blocks.
+        std::vector<int> first(n, 0);
+        std::vector<dist::PsBlock> blocks = unit.blocks;
+        if (unit.scheme != dist::Scheme::ps) blocks = {dist::PsBlock{0, n, 0, 0}};
+        if (unit.scheme == dist::Scheme::allreduce) {
+          const int64_t count = unit.end - unit.begin, ranks = world.size();
+          for (int64_t i = 0; i < n; ++i) {
+            const int64_t j = at + i - unit.begin;  // in the bucket, cut into chunks of count / P (+1 for the first)
+            const int64_t big = count / ranks + 1, bigs = count % ranks;
+            first[i] = static_cast<int>(j < bigs * big ? j / big : bigs + (j - bigs * big) / (count / ranks));
+          }
+        }
+        const Lockstep::Step step = reference.rank_sum_step(it, p, first, blocks, before, state_before);
+        std::vector<float> update(n), combined(n);
+        for (int64_t i = 0; i < n; ++i) {
+          update[i] = after[at + i] - before[at + i];
+          combined[i] = reference.after[at + i] - before[at + i];
+        }
+        if (!state_after.count(p.param->name)) {
+          ADD_FAILURE() << name << ": momentum missing";
+          continue;
+        }
+        const std::vector<float>& momentum = state_after.at(p.param->name);
+        const std::vector<float>& combined_momentum = reference.state_after.at(p.param->name);
+        if (unit.scheme == dist::Scheme::sfb) {
+          // Rebuilt from the ranks' factors by one GEMM over the combined batch.
+          EXPECT_LE(relative_l2(update.data(), combined.data(), n), 1e-6) << name << ": update";
+          EXPECT_LE(relative_l2(momentum.data(), combined_momentum.data(), n), 1e-6) << name << ": momentum";
+        } else if (unit.scheme == dist::Scheme::allreduce && offload) {
+          // Summed by the offload's stand-in (MPI_Reduce), in an order of MPI's.
+          std::vector<float> rank_sum(n);
+          for (int64_t i = 0; i < n; ++i) rank_sum[i] = step.value[i] - before[at + i];
+          EXPECT_LE(relative_l2(update.data(), rank_sum.data(), n), 1e-4) << name << ": update";
+        } else {
+          EXPECT_TRUE(std::equal(step.value.begin(), step.value.end(), after.begin() + at))
+              << name << ": not the exchange's sum of the ranks' gradients, in its order, applied";
+          EXPECT_TRUE(momentum == step.momentum) << name << ": momentum";
+          ++run.exact_checks;
+        }
+        // One process on the combined batch differs only by the order of its sums.
+        EXPECT_LE(relative_l2(update.data(), combined.data(), n), 1e-4) << name << ": update vs the combined batch";
+        EXPECT_LE(relative_l2(momentum.data(), combined_momentum.data(), n), 1e-4)
+            << name << ": momentum vs the combined batch";
+        EXPECT_GT(l2(reference.grads.data() + at, n), 3 * solver_config().weight_decay * l2(before.data() + at, n))
+            << name << ": weight decay, not its gradient, moves it";
+      }
+    }
   }
-  scheduler.sync();
   run.stats = scheduler.take_stats();
-  Solver snapshot = scheduler.solver_snapshot();
-  run.trained = copy_of(net, snapshot);
-  const uint64_t mine = hash_of(run.trained.values);
+  const uint64_t mine = hash_of(values_of(net));
   run.hashes.resize(world.size());
   scheduler.run([&](const dist::Comm& c) {
     POSEIDON_MPI(MPI_Allgather(&mine, 1, MPI_UINT64_T, run.hashes.data(), 1, MPI_UINT64_T, c.handle()));
@@ -177,56 +371,32 @@ DistRun train_distributed(const std::string& model, const dist::DistConfig& conf
   return run;
 }
 
-double relative_l2(const float* a, const float* b, int64_t n) {
-  double diff = 0, norm = 0;
-  for (int64_t i = 0; i < n; ++i) {
-    diff += (double(a[i]) - b[i]) * (double(a[i]) - b[i]);
-    norm += double(b[i]) * b[i];
-  }
-  return std::sqrt(diff) / std::max(std::sqrt(norm), 1e-30);
-}
-
-struct Case {
-  std::string model;
-  std::string scheme;
-  bool wfbp;
-  std::string order = "backward";
-  bool offload = false;
-};
-
 class Replicas : public ::testing::TestWithParam<Case> {};
 
-TEST_P(Replicas, IdenticalOnEveryRankAndEqualToTheCombinedBatch) {
+TEST_P(Replicas, EachUpdateMatchesTheCombinedBatchAndTheOwnersSum) {
   dist::DistConfig config;
   config.scheme = GetParam().scheme;
   config.wfbp = GetParam().wfbp;
   config.order = GetParam().order;
   config.block_bytes = 64 << 10;   // lenet's fc1.weight spans many blocks and every owner
   config.bucket_bytes = 64 << 10;  // several buckets
-  const std::string& model = GetParam().model;
-  DistRun run = train_distributed(model, config, GetParam().offload);
-  Trained single = train_single(model, test_world().size());
+  DistRun run = train_distributed(GetParam().model, config, GetParam().offload);
 
   for (size_t r = 1; r < run.hashes.size(); ++r)
     EXPECT_EQ(run.hashes[r], run.hashes[0]) << "rank " << r << "'s parameters differ from rank 0's";
-  Net shapes(model_config(model), 1);
-  for (Param* p : shapes.params()) {
-    const int64_t at = p->value.data() - shapes.flat_values().data();
-    EXPECT_LE(relative_l2(run.trained.values.data() + at, single.values.data() + at, p->value.numel()), 1e-4)
-        << p->name;
-    if (test_world().rank() != 0) continue;
-    ASSERT_TRUE(run.trained.momentum.count(p->name)) << "momentum of " << p->name << " missing from the snapshot";
-    EXPECT_LE(
-        relative_l2(run.trained.momentum.at(p->name).data(), single.momentum.at(p->name).data(), p->value.numel()),
-        1e-4)
-        << "momentum of " << p->name;
+  // LeNet learns within the run (VGG's 16 convolutions need more than 20
+  // iterations; that gradients, not weight decay, move each of its tensors
+  // is checked at every iteration).
+  ASSERT_EQ(run.losses.size(), static_cast<size_t>(kIterations));
+  if (GetParam().model == "lenet") {
+    EXPECT_LT(run.losses.back(), 0.8f * run.losses.front());
   }
-  // The parameters moved: training happened.
-  Net fresh(model_config(model), 1);
-  fresh.init_params(7);
-  EXPECT_GT(relative_l2(run.trained.values.data(), fresh.flat_values().data(), fresh.flat_values().numel()), 1e-3);
+  const std::string& scheme = GetParam().scheme;
+  if (scheme == "ps" || (scheme == "allreduce" && !GetParam().offload)) {
+    EXPECT_GT(run.exact_checks, 0);
+  }
   EXPECT_EQ(run.stats.iterations, kIterations);
-  const bool summed_elsewhere = GetParam().offload && GetParam().scheme == "allreduce";
+  const bool summed_elsewhere = GetParam().offload && scheme == "allreduce";
   if (test_world().size() > 1) {
     // MPI moves the bytes the scheduler counts, unless the sums went elsewhere.
     if (summed_elsewhere) {
@@ -235,7 +405,7 @@ TEST_P(Replicas, IdenticalOnEveryRankAndEqualToTheCombinedBatch) {
       EXPECT_GT(run.stats.bytes_sent, 0);
     }
   }
-  if (GetParam().offload && GetParam().scheme == "sfb") {
+  if (GetParam().offload && scheme == "sfb") {
     EXPECT_GT(run.device_rebuilds, 0);
   }
   if (!GetParam().offload) {
