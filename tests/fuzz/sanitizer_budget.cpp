@@ -5,12 +5,19 @@
 // (ASan's max_allocation_size_mb), which Storage turns into std::bad_alloc.
 #include "fuzz_support.h"
 
-#include <sanitizer/allocator_interface.h>
-
 #include <atomic>
+#include <cstddef>
 #include <cstdlib>
 #include <limits>
 #include <new>
+
+// The sanitizer runtime's allocator interface (declared here: clang ships
+// <sanitizer/allocator_interface.h>, g++ does not, and the runtime of both has it).
+extern "C" {
+int __sanitizer_install_malloc_and_free_hooks(void (*malloc_hook)(const volatile void*, size_t),
+                                              void (*free_hook)(const volatile void*));
+size_t __sanitizer_get_allocated_size(const volatile void* p);
+}
 
 extern "C" const char* __asan_default_options() { return "allocator_may_return_null=1:max_allocation_size_mb=32"; }
 
