@@ -33,6 +33,9 @@
 # simulator). Needs root (tools/cluster).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
+# Its Python (bench/scaling.py) runs on Debian's python3, whose
+# python3-matplotlib draws the plot, whatever virtual environment is active.
+scaling_py=(/usr/bin/python3 "$root/bench/scaling.py")
 bin=$root/build/poseidon
 models=vgg19_22k,inception_v3
 hosts_list=1,2,4,8
@@ -92,13 +95,7 @@ setup_model() {  # setup_model MODEL -> sets config, profile, overrides
     inception_v3)
       config=$root/configs/inception_v3_synthetic.yaml
       profile=$work/inception_v3_b32_noaux.json
-      python3 - "$root/profiles/inception_v3_b32.json" "$profile" <<'EOF'
-import json, sys
-p = json.load(open(sys.argv[1]))
-p["layers"] = [l for l in p["layers"] if not l["name"].startswith(("AuxLogits", "aux_loss"))]
-p["source"] = sys.argv[1] + " without the auxiliary head"
-json.dump(p, open(sys.argv[2], "w"), indent=1)
-EOF
+      "${scaling_py[@]}" strip-aux "$root/profiles/inception_v3_b32.json" "$profile"
       overrides=(--set net.vars.size=75 --set net.vars.aux=false --set "data.train.shape=[3, 75, 75]" "${extra[@]}") ;;
     *) echo "scaling.sh: unknown model $1" >&2; exit 2 ;;
   esac
@@ -115,30 +112,9 @@ simulate_one() {  # simulate_one P SCHEME OUT
 # Replaces the simulator's columns of MODEL's rows in results.jsonl.
 resimulate_model() {  # resimulate_model MODEL
   local p scheme
-  python3 -c '
-import json, sys
-for line in open(sys.argv[1]):
-    r = json.loads(line)
-    if r["model"] == sys.argv[2] and r["workers"] > 1 and "iteration_s" in r:
-        print(r["workers"], r["scheme"])' "$out/results.jsonl" "$1" |
+  "${scaling_py[@]}" resimulate-runs "$out/results.jsonl" "$1" |
     while read -r p scheme; do simulate_one "$p" "$scheme" "$work/sim-$p-$scheme.json"; done
-  python3 - "$out/results.jsonl" "$1" "$work" "$payload_gbps" <<'EOF'
-import json, os, sys
-path, model, work, payload = sys.argv[1:]
-rows = [json.loads(line) for line in open(path) if line.strip()]
-for r in rows:
-    sim = os.path.join(work, f"sim-{r['workers']}-{r['scheme']}.json")
-    if r["model"] != model or not os.path.exists(sim):
-        continue
-    s = json.load(open(sim))
-    r["simulated_bandwidth_gbps"] = float(payload)
-    r["simulated_single_s"] = s["single_iteration_ms"] / 1e3
-    r["simulated_iteration_s"] = s["runs"][0]["iteration_ms"] / 1e3
-    r["simulated_schemes"] = s["runs"][0]["layer_schemes"]
-with open(path, "w") as f:
-    for r in rows:
-        f.write(json.dumps(r) + "\n")
-EOF
+  "${scaling_py[@]}" resimulate "$out/results.jsonl" "$1" "$work" "$payload_gbps"
 }
 
 # The machine's CPU counters (the first line of /proc/stat) every half
@@ -175,60 +151,15 @@ run_one() {  # run_one MODEL P SCHEME
   fi
   kill "$sampler" 2>/dev/null || true
   wait "$sampler" 2>/dev/null || true
-  local gemm=""
-  gemm=$(grep -o 'GEMM [0-9.e+]* GFLOP/s' "$log" | head -1 | awk '{print $2}') || true
   local sim_json=$work/sim.json
   if [[ $status -eq 0 && $p -gt 1 ]]; then
     simulate_one "$p" "$scheme" "$sim_json"
   else
     echo '{}' >"$sim_json"
   fi
-  python3 - "$run_dir/metrics.jsonl" "$sim_json" "$model" "$p" "$scheme" "$scale" "$gbps" "$status" \
-    "$((SECONDS - start))" "${gemm:-0}" "$iters" "$payload_gbps" "$cpu_log" >>"$out/results.jsonl" <<'EOF'
-import json, sys
-metrics, sim, model, p, scheme, scale, gbps, status, wall, gemm, iters, payload, cpu_log = sys.argv[1:]
-
-
-def machine_cpu(path, begin, end):
-    """Mean busy share of the machine's CPU between two wall-clock times, and
-    the share of that time it was at least 90% busy (half-second samples)."""
-    samples = []
-    for line in open(path):
-        f = line.split()
-        ticks = [int(x) for x in f[2:]]
-        samples.append((float(f[0]), sum(ticks), ticks[3] + ticks[4]))  # idle + iowait
-    busy = [(a[0], 1 - (b[2] - a[2]) / (b[1] - a[1])) for a, b in zip(samples, samples[1:])
-            if begin <= a[0] and b[0] <= end and b[1] > a[1]]
-    if not busy:
-        return None, None
-    return sum(x for _, x in busy) / len(busy), sum(x >= 0.9 for _, x in busy) / len(busy)
-
-
-iters = int(iters)
-row = {"model": model, "workers": int(p), "scheme": scheme, "scale": float(scale), "bandwidth_gbps": float(gbps),
-       "simulated_bandwidth_gbps": float(payload),
-       "status": int(status), "wall_s": int(wall), "gemm_gflops": float(gemm), "timed_iterations": iters}
-try:
-    train = [json.loads(l) for l in open(metrics) if '"train"' in l]
-    at = {r["iter"]: r for r in train}
-    row["iteration_s"] = (at[2 * iters]["elapsed_s"] - at[iters]["elapsed_s"]) / iters
-    row["comm_wait_s"] = at[2 * iters].get("comm_wait_s")
-    row["comm_s"] = at[2 * iters].get("comm_s")
-    if "unix_time" in at[iters]:
-        mean, saturated = machine_cpu(cpu_log, at[iters]["unix_time"], at[2 * iters]["unix_time"])
-        if mean is not None:
-            row["machine_cpu_busy"] = mean
-            row["machine_cpu_saturated"] = saturated
-except (OSError, KeyError) as e:
-    row["error"] = f"no timing ({e})"
-sim = json.load(open(sim))
-runs = sim.get("runs", [])
-if runs:
-    row["simulated_single_s"] = sim["single_iteration_ms"] / 1e3
-    row["simulated_iteration_s"] = runs[0]["iteration_ms"] / 1e3
-    row["simulated_schemes"] = runs[0]["layer_schemes"]
-print(json.dumps(row))
-EOF
+  "${scaling_py[@]}" row "$run_dir/metrics.jsonl" "$sim_json" --model "$model" --workers "$p" --scheme "$scheme" \
+    --scale "$scale" --bandwidth-gbps "$gbps" --payload-gbps "$payload_gbps" --status "$status" \
+    --wall-s "$((SECONDS - start))" --iters "$iters" --cpu-log "$cpu_log" >>"$out/results.jsonl"
   tail -1 "$out/results.jsonl" >&2
 }
 
@@ -238,22 +169,9 @@ IFS=, read -r -a host_counts <<<"$hosts_list"
 IFS=, read -r -a scheme_names <<<"$schemes"
 for model in "${model_names[@]}"; do
   setup_model "$model"
-  # The simulator reads the profile as is: the same times, slowed F times
-  # (the SFB rebuild at the profile's GEMM rate over F, as the emulation waits).
+  # The simulator's profile: the same times, slowed F times.
   scaled_profile=$work/$model-scaled.json
-  python3 - "$profile" "$scaled_profile" "$scale" <<'EOF'
-import json, sys
-p = json.load(open(sys.argv[1]))
-f = float(sys.argv[3])
-for l in p["layers"]:
-    l["forward_ms"] *= f
-    l["backward_ms"] *= f
-p["update_ms"] = p.get("update_ms", 0) * f
-for rate in ("gflops", "memory_gbps"):
-    if rate in p:
-        p[rate] /= f
-json.dump(p, open(sys.argv[2], "w"), indent=1)
-EOF
+  "${scaling_py[@]}" scale-profile "$profile" "$scaled_profile" "$scale"
   if $resimulate; then
     resimulate_model "$model"
     continue
@@ -266,6 +184,5 @@ EOF
     for scheme in "${scheme_names[@]}"; do run_one "$model" "$p" "$scheme"; done
   done
 done
-# Debian's python3-matplotlib draws the plot.
-/usr/bin/python3 "$root/bench/scaling.py" "$out/results.jsonl" --table "$out/table.md" --plot "$out/scaling.png"
+"${scaling_py[@]}" table "$out/results.jsonl" --table "$out/table.md" --plot "$out/scaling.png"
 cat "$out/table.md"

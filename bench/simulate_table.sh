@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Predicted speed-ups of VGG19-22K from `poseidon simulate`, beside the ones
-# the reference design reports (PAPER.md, "Reported results": VGG19-22K at
+# the reference design reports (docs/REFERENCE.md, "The reported results we compare with": VGG19-22K at
 # 40GbE, read from the authors' plotting data), then predictions for larger
-# clusters. Compute comes from profiles/vgg19_22k_b32.json (PAPER.md's
+# clusters. Compute comes from profiles/vgg19_22k_b32.json (docs/REFERENCE.md's
 # 0.925 s per iteration at batch 32, split over the layers by FLOPs).
 #
 # Usage: bench/simulate_table.sh [POSEIDON_BINARY] [LATENCY_US] [PNG]
@@ -22,7 +22,7 @@ ours=$(mktemp)
 large=$(mktemp)
 trap 'rm -f "$paper" "$ours" "$large"' EXIT
 
-# PAPER.md, VGG19-22K at 40GbE, speed-up at 1/2/4/8/16/32 machines.
+# docs/REFERENCE.md, VGG19-22K at 40GbE, speed-up at 1/2/4/8/16/32 machines.
 cat >"$paper" <<'EOF'
 {"hybrid wfbp": [1, 1.96, 3.83, 7.63, 15.03, 29.45],
  "ps wfbp": [1, 1.78, 3.28, 6.12, 11.56, 21.37],
@@ -46,7 +46,7 @@ def key(run):
     return f"{run['scheme']} {'wfbp' if run['wfbp'] else 'no-wfbp'}"
 
 print(f"VGG19-22K, 40 Gbit/s, latency {ours['latency_us']:g} us, profile {ours['profile']}")
-print("speed-up: paper (PAPER.md) / simulated")
+print("speed-up: paper (docs/REFERENCE.md) / simulated")
 workers = [1, 2, 4, 8, 16, 32]
 print(f"{'system':<34}" + "".join(f"{p:>14}" for p in workers))
 names = {"hybrid wfbp": "WFBP + HybComm", "ps wfbp": "WFBP only (PS for all layers)", "ps no-wfbp": "PS, no overlap"}
@@ -78,7 +78,7 @@ if png:
         left.plot(workers, [sim[w] for w in workers], "s--", color=color, label=f"{label}, simulated")
     left.plot(workers, workers, ":", color="gray", label="linear")
     left.set(xscale="log", yscale="log", xlabel="machines", ylabel="speed-up",
-             title="VGG19-22K, 40 Gbit/s: PAPER.md vs simulated")
+             title="VGG19-22K, 40 Gbit/s: reported vs simulated")
     left.set_xticks(workers, [str(w) for w in workers])
     left.legend(fontsize=7)
     styles = {10: ":", 40: "--", 100: "-"}

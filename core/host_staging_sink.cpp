@@ -39,13 +39,7 @@ HostStagingSink::HostStagingSink(Net& net, Net& mirror, GradSink& inner) : net_(
     layer_index_[&net_.layer(i)] = i;
     auto& mine = net_.layer(i).params();
     auto& theirs = mirror_.layer(i).params();
-    for (size_t k = 0; k < mine.size(); ++k) {
-      // The exchange decides (SFB forms these gradients itself), so the
-      // net's backward may skip them as it would alone.
-      mine[k].grad_formed_elsewhere = theirs[k].grad_formed_elsewhere;
-      mirror_param_[&mine[k]] = &theirs[k];
-      param_layer_[&mine[k]] = i;
-    }
+    for (size_t k = 0; k < mine.size(); ++k) mirror_param_[&mine[k]] = &theirs[k];
   }
   if (!net_.device().is_cuda()) return;
   streams_ = std::make_unique<StagingStreams>(net_.device());
@@ -69,12 +63,11 @@ void HostStagingSink::pin_mirror() {
   // which cudaHostRegister takes once.
   pin(mirror_.flat_values());
   pin(mirror_.flat_grads());
-  for (size_t i = 0; i < mirror_.num_layers(); ++i)
-    for (Param& p : mirror_.layer(i).params())
-      if (p.grad_formed_elsewhere) {
-        pin(mirror_.blob(mirror_.layer(i).inputs()[0]).value);
-        pin(mirror_.blob(mirror_.layer(i).outputs()[0]).grad);
-      }
+  for (Param* p : mirror_.params())
+    for (const BlobPart& part : inner_.gradient_sources(*p)) {
+      Blob& blob = mirror_.blob(part.blob);
+      pin(part.gradient ? blob.grad : blob.value);
+    }
 }
 
 const Layer& HostStagingSink::mirror_layer(const Layer& layer) const { return mirror_.layer(layer_index_.at(&layer)); }
@@ -100,16 +93,19 @@ void HostStagingSink::await_params(const Layer& layer) {
   for (const auto& c : up) std::copy(c.src, c.src + c.count, c.dst);
 }
 
-std::vector<StagingStreams::Copy> HostStagingSink::gradient_copies(Param& param) {
+std::vector<StagingStreams::Copy> HostStagingSink::gradient_copies(Param& param) const {
   Param& mirror = *mirror_param_.at(&param);
-  if (!mirror.grad_formed_elsewhere) return {{mirror.grad.data(), param.grad.data(), size_t(param.grad.numel())}};
-  // SFB forms this gradient from the layer's input and output gradient; the
-  // mirror's blobs must hold this iteration's.
-  const Layer& layer = net_.layer(param_layer_.at(&param));
-  const Blob& in = net_.blob(layer.inputs()[0]);
-  const Blob& out = net_.blob(layer.outputs()[0]);
-  return {{mirror_.blob(in.name).value.data(), in.value.data(), size_t(in.value.numel())},
-          {mirror_.blob(out.name).grad.data(), out.grad.data(), size_t(out.grad.numel())}};
+  const std::vector<BlobPart>& sources = inner_.gradient_sources(mirror);
+  if (sources.empty()) return {{mirror.grad.data(), param.grad.data(), size_t(param.grad.numel())}};
+  // The exchange forms this gradient itself: the mirror's blobs must hold
+  // this iteration's parts it is formed from.
+  std::vector<StagingStreams::Copy> copies;
+  for (const BlobPart& part : sources) {
+    Tensor& from = part.gradient ? net_.blob(part.blob).grad : net_.blob(part.blob).value;
+    Tensor& to = part.gradient ? mirror_.blob(part.blob).grad : mirror_.blob(part.blob).value;
+    copies.push_back({to.data(), from.data(), size_t(from.numel())});
+  }
+  return copies;
 }
 
 void HostStagingSink::grad_ready(Param& param) {

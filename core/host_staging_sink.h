@@ -3,8 +3,8 @@
 // works on host memory; this sink sits between the GPU net and a GradSink
 // that serves a second Net of the same model on the host (the mirror):
 // each finished gradient is copied down before it is handed over (with, for
-// a weight whose gradient SFB forms itself, the layer's input and output
-// gradient that it forms it from), and each layer's gate copies the
+// a gradient that the exchange forms itself, the blobs it forms it from:
+// GradSink::gradient_sources), and each layer's gate copies the
 // parameters the exchange made current back up before the layer runs.
 //
 // On a GPU neither direction holds the compute stream or the thread that
@@ -35,11 +35,14 @@ namespace poseidon {
 
 class HostStagingSink : public GradSink {
  public:
-  // `net` and `mirror` are built from the same model; `inner` serves `mirror`
-  // and has marked the gradients it forms itself (Param::grad_formed_elsewhere).
+  // `net` and `mirror` are built from the same model; `inner` serves `mirror`.
   HostStagingSink(Net& net, Net& mirror, GradSink& inner);
   ~HostStagingSink() override;
 
+  // What `inner` forms itself is formed from the same blobs of the net.
+  const std::vector<BlobPart>& gradient_sources(const Param& param) const override {
+    return inner_.gradient_sources(*mirror_param_.at(&param));
+  }
   void await_params(const Layer& layer) override;
   void grad_ready(Param& param) override;
   void backward_done() override;
@@ -49,7 +52,7 @@ class HostStagingSink : public GradSink {
  private:
   const Layer& mirror_layer(const Layer& layer) const;
   // The copies that bring `param`'s gradient (or what SFB forms it from) down.
-  std::vector<StagingStreams::Copy> gradient_copies(Param& param);
+  std::vector<StagingStreams::Copy> gradient_copies(Param& param) const;
   void pin_mirror();
   void hand_over();  // the staging thread
   void rethrow();
@@ -72,7 +75,6 @@ class HostStagingSink : public GradSink {
   std::thread stager_;
   std::unordered_map<const Layer*, size_t> layer_index_;
   std::unordered_map<const Param*, Param*> mirror_param_;
-  std::unordered_map<const Param*, size_t> param_layer_;
 };
 
 // Copies every parameter and buffer (values only) of `from` into `to`, a net

@@ -44,21 +44,22 @@ struct Param {
   bool learnable = true;  // false: a buffer such as running statistics
   float lr_mult = 1.f;
   float decay_mult = 1.f;
-  // The gradient is formed outside backward (sufficient-factor broadcasting
-  // rebuilds an FC weight's gradient from the layer's input and output
-  // gradient, which are read from the Net's blobs): backward may skip it.
-  bool grad_formed_elsewhere = false;
   Tensor value;  // views into the Net's flat buffers
   Tensor grad;   // empty for buffers
 };
 
 // Tensors of one forward or backward call. In backward, in_grad[i] is null for
 // inputs that need no gradient; layers add to it (+=), never overwrite.
+// Parameter gradients are overwritten, except those the Net says nobody reads
+// this iteration (the sink that receives them forms them itself).
 struct LayerIO {
   std::vector<const Tensor*> in;
   std::vector<Tensor*> out;
   std::vector<const Tensor*> out_grad;
   std::vector<Tensor*> in_grad;
+  std::vector<bool> skip_param_grad;  // per parameter; empty: write every one
+
+  bool writes_param_grad(size_t k) const { return k >= skip_param_grad.size() || !skip_param_grad[k]; }
 };
 
 class Layer {

@@ -6,7 +6,7 @@
 #include <set>
 
 #include "core/device_memory.h"
-#include "core/model_blocks.h"
+#include "core/config_blocks.h"
 #include "core/registry.h"
 
 namespace poseidon {

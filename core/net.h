@@ -9,7 +9,7 @@
 //   layers:
 //     - {name: conv1, type: conv, inputs: data, num_output: 20, kernel_size: 5}
 //     - ...
-// `vars` and parameterised `blocks` (core/model_blocks.h) are expanded into
+// `vars` and parameterised `blocks` (core/config_blocks.h) are expanded into
 // plain layers before the graph is built.
 #pragma once
 
@@ -21,6 +21,7 @@
 #include "core/config_node.h"
 #include "core/events.h"
 #include "core/layer.h"
+#include "core/layer_runner.h"
 
 namespace poseidon {
 
@@ -55,11 +56,9 @@ class Net {
   // Single-layer steps, for per-layer timing.
   void forward_layer(size_t i, RunContext& ctx);
   void backward_layer(size_t i, RunContext& ctx);
-  // Emulated compute (train --emulate-compute): layer i's forward and
-  // backward bodies become waits of forward_s[i] and backward_s[i] seconds,
-  // so gates, gradient reports and the parameter buffers (left as they are)
-  // see the timing of a faster or slower device. Empty vectors: real compute.
-  void emulate_compute(std::vector<double> forward_s, std::vector<double> backward_s);
+  // What runs the layers' bodies from now on (core/layer_runner.h). Null:
+  // the layers' own code.
+  void set_layer_runner(std::unique_ptr<LayerRunner> runner) { runner_ = std::move(runner); }
   void zero_blob_grads();
   void seed_loss_grads();
 
@@ -114,9 +113,8 @@ class Net {
   std::vector<std::string> loss_outputs_, metric_outputs_;
   Tensor flat_values_, flat_grads_, flat_buffers_;
   std::vector<LayerIO> io_;
-  std::vector<double> emulated_forward_s_, emulated_backward_s_;  // per layer; empty: real compute
-  double emulation_overrun_s_ = 0;  // how much the last emulated wait slept too long
-  void emulated_wait(double seconds);
+  std::unique_ptr<LayerRunner> runner_;  // null: the layers' own code
+  LayerRunner& runner();
 };
 
 }  // namespace poseidon

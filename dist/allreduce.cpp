@@ -6,10 +6,12 @@
 
 namespace poseidon::dist {
 
-AllreduceExchange::AllreduceExchange(const Comm& comm, Solver& solver, std::vector<Param*> params, float* grads,
-                                     int64_t count, std::string label, DeviceSum device_sum)
-    : comm_(comm),
+AllreduceExchange::AllreduceExchange(Comm comm, Solver& solver, ExchangeCompute& compute,
+                                     std::vector<Param*> params, float* grads, int64_t count, std::string label,
+                                     DeviceSum device_sum)
+    : comm_(std::move(comm)),
       solver_(solver),
+      compute_(compute),
       params_(std::move(params)),
       grads_(grads),
       count_(count),
@@ -26,7 +28,6 @@ AllreduceExchange::AllreduceExchange(const Comm& comm, Solver& solver, std::vect
     at += counts_.back();
   }
   incoming_.resize(std::max<int64_t>(1, counts_[0]));
-  for (const Param* param : params_) learnable_ += param->learnable ? param->value.numel() : 0;
 }
 
 int AllreduceExchange::chunk_sent(int step) const {
@@ -41,17 +42,17 @@ int AllreduceExchange::chunk_received(int step) const {
   return (chunk_sent(step) - 1 + p) % p;  // what the left neighbour sends
 }
 
-void AllreduceExchange::start(Requests& requests) {
+void AllreduceExchange::start(InFlight& in_flight) {
   step_ = 0;
   if (steps() == 0) {
-    update(requests);  // alone: the sum is the gradient
+    update(in_flight);  // alone: the sum is the gradient
     return;
   }
-  if (device_sum_) return requests.post_polled(device_sum_(grads_, count_), *this, kDeviceSummed);
-  post_step(requests);
+  if (device_sum_) return in_flight.post_polled(device_sum_(grads_, count_), *this, kDeviceSummed);
+  post_step(in_flight);
 }
 
-void AllreduceExchange::post_step(Requests& requests) {
+void AllreduceExchange::post_step(InFlight& in_flight) {
   const int p = comm_.size(), r = comm_.rank();
   const int left = (r - 1 + p) % p, right = (r + 1) % p;
   const bool reducing = step_ < p - 1;
@@ -64,54 +65,42 @@ void AllreduceExchange::post_step(Requests& requests) {
   MPI_Request req;
   POSEIDON_MPI(
       MPI_Isend(grads_ + begins_[out], static_cast<int>(counts_[out]), MPI_FLOAT, right, step_, comm_.handle(), &req));
-  requests.post(req, *this, step_ * 2 + sent, counts_[out] * 4, 0);
+  in_flight.post(req, *this, step_ * 2 + sent, counts_[out] * 4, 0);
   POSEIDON_MPI(MPI_Irecv(into, static_cast<int>(counts_[in]), MPI_FLOAT, left, step_, comm_.handle(), &req));
-  requests.post(req, *this, step_ * 2 + received, 0, counts_[in] * 4);
+  in_flight.post(req, *this, step_ * 2 + received, 0, counts_[in] * 4);
   step_pending_ = 2;
 }
 
-void AllreduceExchange::complete(int slot, Requests& requests) {
+void AllreduceExchange::complete(int slot, InFlight& in_flight) {
   if (slot == kUpdated) return;
-  if (slot == kSummed) return next_step(requests);
+  if (slot == kSummed) return next_step(in_flight);
   if (slot == kDeviceSummed) {
     const float scale = 1.f / static_cast<float>(comm_.size());
     for (int64_t i = 0; i < count_; ++i) grads_[i] *= scale;
-    return update(requests);
+    return update(in_flight);
   }
-  if (--step_pending_ == 0) step_over(requests);
+  if (--step_pending_ == 0) step_over(in_flight);
 }
 
-void AllreduceExchange::step_over(Requests& requests) {
+void AllreduceExchange::step_over(InFlight& in_flight) {
   const int p = comm_.size();
-  if (step_ >= p - 1) return next_step(requests);  // all-gather: the chunk arrived in place
+  if (step_ >= p - 1) return next_step(in_flight);  // all-gather: the chunk arrived in place
   const int c = chunk_received(step_);
-  const int64_t n = counts_[c];
-  if (const DeviceCosts* device = requests.emulated()) return requests.post_device(device->sum_s(n, 2), *this, kSummed);
-  float* mine = grads_ + begins_[c];
-  const float* theirs = incoming_.data();
-  if (step_ < p - 2) {
-    for (int64_t i = 0; i < n; ++i) mine[i] += theirs[i];
-  } else {  // the chunk's last contribution: average it as well
-    const float scale = 1.f / static_cast<float>(p);
-    for (int64_t i = 0; i < n; ++i) mine[i] = (mine[i] + theirs[i]) * scale;
-  }
-  next_step(requests);
+  // The chunk's last contribution is averaged as well.
+  const float scale = step_ < p - 2 ? 1.f : 1.f / static_cast<float>(p);
+  compute_.add(grads_ + begins_[c], incoming_.data(), counts_[c], scale, {in_flight, *this, kSummed});
 }
 
-void AllreduceExchange::next_step(Requests& requests) {
-  if (++step_ < steps()) return post_step(requests);
-  update(requests);
+void AllreduceExchange::next_step(InFlight& in_flight) {
+  if (++step_ < steps()) return post_step(in_flight);
+  update(in_flight);
 }
 
-void AllreduceExchange::update(Requests& requests) {
-  if (const DeviceCosts* device = requests.emulated())
-    return requests.post_device(device->update_s(learnable_), *this, kUpdated);
-  for (Param* p : params_) solver_.update(*p);
-}
+void AllreduceExchange::update(InFlight& in_flight) { compute_.update(solver_, params_, {in_flight, *this, kUpdated}); }
 
 std::string AllreduceExchange::describe(int slot) const {
-  if (slot == kSummed) return "the emulated sum of a chunk of " + label_;
-  if (slot == kUpdated) return "the emulated update of " + label_;
+  if (slot == kSummed) return "the sum of a chunk of " + label_;
+  if (slot == kUpdated) return "the update of " + label_;
   if (slot == kDeviceSummed) return "the NCCL all-reduce of " + label_ + " (a collective: a rank that never joins it stalls every other)";
   const int p = comm_.size(), r = comm_.rank();
   const int step = slot / 2;

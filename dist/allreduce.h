@@ -14,8 +14,8 @@
 // replicas stay bitwise identical.
 //
 // Each bucket has its own communicator and every step its own tag; a step
-// starts when the previous one is over. Under emulated compute the sums and
-// the update are waits on the emulated device. With a `device_sum` (a GPU
+// starts when the previous one is over. The sums and the update run on
+// `compute` (dist/exchange_compute.h). With a `device_sum` (a GPU
 // net's buckets summed by NCCL on the GPUs: core/gpu_allreduce.h) the ring is
 // not run: the sum lands in the bucket's host range, which is then averaged
 // and applied, the same bits on every rank.
@@ -29,6 +29,7 @@
 #include "core/solver.h"
 #include "dist/comm.h"
 #include "dist/exchange.h"
+#include "dist/exchange_compute.h"
 
 namespace poseidon::dist {
 
@@ -40,31 +41,31 @@ class AllreduceExchange : public Exchange {
  public:
   // `grads` is the bucket's range of the flat gradient buffer (`count`
   // floats, padding included); `params` are the parameters inside it.
-  AllreduceExchange(const Comm& comm, Solver& solver, std::vector<Param*> params, float* grads, int64_t count,
-                    std::string label, DeviceSum device_sum = {});
-  void start(Requests& requests) override;
-  void complete(int slot, Requests& requests) override;
+  AllreduceExchange(Comm comm, Solver& solver, ExchangeCompute& compute, std::vector<Param*> params,
+                    float* grads, int64_t count, std::string label, DeviceSum device_sum = {});
+  void start(InFlight& in_flight) override;
+  void complete(int slot, InFlight& in_flight) override;
   std::string describe(int slot) const override;
 
  private:
-  // Slots: per step, its receive and its send; then the emulated device's work.
+  // Slots: per step, its receive and its send; then the computation's and the device sum's.
   enum Kind { received = 0, sent = 1 };
   static constexpr int kSummed = -1, kUpdated = -2, kDeviceSummed = -3;
 
   int steps() const { return 2 * (comm_.size() - 1); }
   int chunk_sent(int step) const;      // the chunk this rank sends at `step`
   int chunk_received(int step) const;  // the chunk it receives
-  void post_step(Requests& requests);
-  void step_over(Requests& requests);  // both transfers of step_ are done
-  void next_step(Requests& requests);
-  void update(Requests& requests);
+  void post_step(InFlight& in_flight);
+  void step_over(InFlight& in_flight);  // both transfers of step_ are done
+  void next_step(InFlight& in_flight);
+  void update(InFlight& in_flight);
 
   Comm comm_;
   Solver& solver_;
+  ExchangeCompute& compute_;
   std::vector<Param*> params_;
   float* grads_;
   int64_t count_;
-  int64_t learnable_ = 0;  // elements of `params_`
   std::string label_;
   DeviceSum device_sum_;
   std::vector<int64_t> begins_, counts_;  // per chunk

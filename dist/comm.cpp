@@ -2,8 +2,17 @@
 #include "dist/comm.h"
 
 #include <cstdlib>
+#include <utility>
 
 namespace poseidon::dist {
+
+std::string mpi_library_version() {
+  char text[MPI_MAX_LIBRARY_VERSION_STRING];
+  int length = 0;
+  MPI_Get_library_version(text, &length);
+  const std::string s(text, length);
+  return s.substr(0, s.find_first_of(",\n"));
+}
 
 std::string mpi_error_string(int rc) {
   char text[MPI_MAX_ERROR_STRING];
@@ -53,7 +62,15 @@ Comm::Comm(const World& world) {
   adopt(MPI_COMM_WORLD);
 }
 
-Comm::Comm(const Comm& other) { adopt(other.comm_); }
+Comm::Comm(Comm&& other) noexcept
+    : comm_(std::exchange(other.comm_, MPI_COMM_NULL)), rank_(other.rank_), size_(other.size_),
+      max_tag_(other.max_tag_) {}
+
+Comm Comm::duplicate() const {
+  Comm copy;
+  copy.adopt(comm_);
+  return copy;
+}
 
 void Comm::adopt(MPI_Comm parent) {
   POSEIDON_MPI(MPI_Comm_dup(parent, &comm_));

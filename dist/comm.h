@@ -22,6 +22,10 @@ class CommError : public Error {
 // MPI's text for an error code.
 std::string mpi_error_string(int rc);
 
+// The MPI library's name and version ("Open MPI v4.1.4"); callable before
+// MPI is initialised, or when it never is.
+std::string mpi_library_version();
+
 // Throws CommError("<call> failed: <MPI error string>") unless rc is MPI_SUCCESS.
 void check_mpi(int rc, const char* call);
 
@@ -67,11 +71,16 @@ class World {
 class Comm {
  public:
   explicit Comm(const World& world);
-  // A duplicate of `other`: its collectives never match another
-  // communicator's, whatever order they are issued in. Collective.
-  explicit Comm(const Comm& other);
-  ~Comm();
+  Comm(Comm&& other) noexcept;
+  Comm(const Comm&) = delete;
   Comm& operator=(const Comm&) = delete;
+  Comm& operator=(Comm&&) = delete;
+  ~Comm();
+
+  // A new communicator over the same ranks: its collectives never match
+  // another communicator's, whatever order they are issued in. Collective:
+  // every rank must call it, in the same order.
+  Comm duplicate() const;
 
   MPI_Comm handle() const { return comm_; }
   int rank() const { return rank_; }
@@ -79,6 +88,7 @@ class Comm {
   int max_tag() const { return max_tag_; }
 
  private:
+  Comm() = default;
   void adopt(MPI_Comm parent);
 
   MPI_Comm comm_ = MPI_COMM_NULL;

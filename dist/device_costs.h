@@ -2,7 +2,7 @@
 // synchronisation adds to an iteration: the solver update, the sums of
 // gradients (a PS owner's P pushes, an all-reduce ring's steps) and SFB's
 // rebuild GEMM. One definition serves `train --emulate-compute`, which waits
-// these times in place of computing them (Requests::post_device), and
+// these times in place of computing them (dist/emulated_compute.h), and
 // `poseidon simulate`, which adds them to its model, so that both charge the
 // same seconds for the same work.
 //

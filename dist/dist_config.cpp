@@ -15,10 +15,31 @@ std::string scheme_name(Scheme s) {
   return "?";
 }
 
+namespace {
+const std::vector<std::string> kChoiceNames = {"hybrid", "ps", "sfb", "allreduce"};
+const std::vector<std::string> kOrderNames = {"backward", "priority"};
+}  // namespace
+
+std::string choice_name(SchemeChoice c) { return kChoiceNames.at(static_cast<size_t>(c)); }
+
+SchemeChoice parse_scheme_choice(const std::string& name) {
+  for (size_t i = 0; i < kChoiceNames.size(); ++i)
+    if (kChoiceNames[i] == name) return static_cast<SchemeChoice>(i);
+  throw Error("unknown scheme '" + name + "' (expected hybrid, ps, sfb or allreduce)");
+}
+
+std::string order_name(SendOrder o) { return kOrderNames.at(static_cast<size_t>(o)); }
+
+SendOrder parse_send_order(const std::string& name) {
+  for (size_t i = 0; i < kOrderNames.size(); ++i)
+    if (kOrderNames[i] == name) return static_cast<SendOrder>(i);
+  throw Error("unknown order '" + name + "' (expected backward or priority)");
+}
+
 const std::vector<std::string>& DistConfig::keys() {
   static const std::vector<std::string> k = {"scheme",       "wfbp",           "order",      "block_bytes",
                                              "bucket_bytes", "bandwidth_gbps", "latency_us", "timeout_s",
-                                             "host_staging"};
+                                             "host_staging", "gemm_gflops",    "plan_file"};
   return k;
 }
 
@@ -40,9 +61,9 @@ DistConfig DistConfig::parse(const ConfigNode& node) {
   if (!node.is_map()) node.fail("expected a map of dist settings");
   node.check_keys(keys());
   DistConfig c;
-  c.scheme = node.get_choice("scheme", {"hybrid", "ps", "sfb", "allreduce"}, c.scheme);
+  c.scheme = parse_scheme_choice(node.get_choice("scheme", kChoiceNames, choice_name(c.scheme)));
   c.wfbp = node.get_bool("wfbp", c.wfbp);
-  c.order = node.get_choice("order", {"backward", "priority"}, c.order);
+  c.order = parse_send_order(node.get_choice("order", kOrderNames, order_name(c.order)));
   c.block_bytes = float_multiple(node, "block_bytes", c.block_bytes);
   c.bucket_bytes = float_multiple(node, "bucket_bytes", c.bucket_bytes);
   if (node.has("bandwidth_gbps")) c.bandwidth_gbps = positive(node, "bandwidth_gbps");
@@ -51,6 +72,11 @@ DistConfig DistConfig::parse(const ConfigNode& node) {
     if (!(*c.latency_us >= 0)) node.child("latency_us").fail("expected a non-negative number");
   }
   if (node.has("timeout_s")) c.timeout_s = positive(node, "timeout_s");
+  if (node.has("gemm_gflops")) c.gemm_gflops = positive(node, "gemm_gflops");
+  c.plan_file = node.get_string("plan_file", c.plan_file);
+  if (!c.plan_file.empty() && c.scheme != SchemeChoice::hybrid)
+    node.child("plan_file").fail("a plan file pins the hybrid planner's choices; dist.scheme is '" +
+                                 choice_name(c.scheme) + "' (set it to hybrid)");
   c.host_staging = node.get_bool("host_staging", c.host_staging);
   return c;
 }

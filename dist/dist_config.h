@@ -9,6 +9,8 @@
 //     bucket_bytes: 4194304 # all-reduce fuses small tensors up to this size
 //     bandwidth_gbps: 10    # link speed for the planner (omitted: measured)
 //     latency_us: 20        # per-message latency for the planner (omitted: measured)
+//     gemm_gflops: 50       # SFB rebuild rate for the planner (omitted: measured)
+//     plan_file: plan.json  # hybrid: each layer's scheme as `poseidon plan --out` wrote it
 //     timeout_s: 300        # a transfer stalled this long stops every rank
 //     host_staging: false   # exchange through a host copy of the net (always so
 //                           # for a GPU net; on the CPU it runs that path, for tests)
@@ -26,14 +28,29 @@ namespace poseidon::dist {
 enum class Scheme { ps, sfb, allreduce };
 std::string scheme_name(Scheme s);
 
+// What dist.scheme asks for: the planner's choice per layer (hybrid), or one
+// scheme for every parameter (sfb: for the FC layers that allow it, ps for the rest).
+enum class SchemeChoice { hybrid, ps, sfb, allreduce };
+std::string choice_name(SchemeChoice c);
+// Throws Error naming the choices for a name that is none of them.
+SchemeChoice parse_scheme_choice(const std::string& name);
+
+// The order of the parameter server's sends: as backward reports the
+// parameters, or lower layers' blocks first (dist/priority.h).
+enum class SendOrder { backward, priority };
+std::string order_name(SendOrder o);
+SendOrder parse_send_order(const std::string& name);  // throws Error for another name
+
 struct DistConfig {
-  std::string scheme = "hybrid";  // or the name of one Scheme for every parameter
+  SchemeChoice scheme = SchemeChoice::hybrid;
   bool wfbp = true;
-  std::string order = "backward";
+  SendOrder order = SendOrder::backward;
   int64_t block_bytes = 4 << 20;
   int64_t bucket_bytes = 4 << 20;
   std::optional<double> bandwidth_gbps;  // Gbit/s
   std::optional<double> latency_us;
+  std::optional<double> gemm_gflops;  // the SFB rebuild's rate for the planner (omitted: measured)
+  std::string plan_file;              // pins each layer's scheme (dist/plan_file.h); "" : planned here
   double timeout_s = 300;
   bool host_staging = false;
 

@@ -1,4 +1,4 @@
-// The table of operations in flight and the emulated device's queue.
+// The table of operations in flight: MPI requests, polled work and timed work.
 #include "dist/exchange.h"
 
 #include <algorithm>
@@ -7,7 +7,7 @@
 
 namespace poseidon::dist {
 
-void Requests::post(MPI_Request request, Exchange& owner, int slot, int64_t sent, int64_t received) {
+void InFlight::post(MPI_Request request, Exchange& owner, int slot, int64_t sent, int64_t received) {
   requests_.push_back(request);
   entries_.push_back(Entry{&owner, slot, std::chrono::steady_clock::now()});
   ++owner.in_flight_;
@@ -15,25 +15,22 @@ void Requests::post(MPI_Request request, Exchange& owner, int slot, int64_t sent
   bytes_received_ += received;
 }
 
-void Requests::post_held(MPI_Request request, Exchange& owner, int slot, int64_t sent, int64_t received) {
+void InFlight::post_held(MPI_Request request, Exchange& owner, int slot, int64_t sent, int64_t received) {
   post(request, owner, slot, sent, received);
   --owner.in_flight_;  // counted since hold()
 }
 
-void Requests::post_device(double seconds, Exchange& owner, int slot) {
-  const auto now = std::chrono::steady_clock::now();
-  device_free_ = std::max(now, device_free_) + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
-                                                   std::chrono::duration<double>(seconds));
-  device_.push_back(DeviceWork{device_free_, &owner, slot});
+void InFlight::post_timed(std::chrono::steady_clock::time_point done, Exchange& owner, int slot) {
+  timed_.push_back(TimedWork{done, &owner, slot});
   ++owner.in_flight_;
 }
 
-void Requests::post_polled(std::function<bool()> landed, Exchange& owner, int slot) {
+void InFlight::post_polled(std::function<bool()> landed, Exchange& owner, int slot) {
   polled_.push_back(Polled{std::move(landed), Entry{&owner, slot, std::chrono::steady_clock::now()}});
   ++owner.in_flight_;
 }
 
-void Requests::poll_polled(std::vector<Exchange*>& idle) {
+void InFlight::poll_polled(std::vector<Exchange*>& idle) {
   for (size_t i = 0; i < polled_.size();) {
     if (!polled_[i].landed()) {
       ++i;
@@ -48,14 +45,14 @@ void Requests::poll_polled(std::vector<Exchange*>& idle) {
   }
 }
 
-std::vector<Exchange*> Requests::poll() {
+std::vector<Exchange*> InFlight::poll() {
   std::vector<Exchange*> idle;
   poll_mpi(idle);
   poll_polled(idle);
   const auto now = std::chrono::steady_clock::now();
-  while (!device_.empty() && device_.front().done <= now) {
-    const DeviceWork w = device_.front();
-    device_.pop_front();
+  while (!timed_.empty() && timed_.front().done <= now) {
+    const TimedWork w = timed_.front();
+    timed_.pop_front();
     --w.owner->in_flight_;
     ++finished_;
     w.owner->complete(w.slot, *this);
@@ -64,7 +61,7 @@ std::vector<Exchange*> Requests::poll() {
   return idle;
 }
 
-void Requests::poll_mpi(std::vector<Exchange*>& idle) {
+void InFlight::poll_mpi(std::vector<Exchange*>& idle) {
   if (requests_.empty()) return;
   const int n = static_cast<int>(requests_.size());
   indices_.resize(n);
@@ -105,12 +102,12 @@ void Requests::poll_mpi(std::vector<Exchange*>& idle) {
   }
 }
 
-std::chrono::steady_clock::duration Requests::until_device_done() const {
-  if (device_.empty()) return std::chrono::steady_clock::duration::max();
-  return std::max(device_.front().done - std::chrono::steady_clock::now(), std::chrono::steady_clock::duration::zero());
+std::chrono::steady_clock::duration InFlight::until_timed_done() const {
+  if (timed_.empty()) return std::chrono::steady_clock::duration::max();
+  return std::max(timed_.front().done - std::chrono::steady_clock::now(), std::chrono::steady_clock::duration::zero());
 }
 
-const std::string* Requests::stalled(double seconds) {
+const std::string* InFlight::stalled(double seconds) {
   const Entry* oldest = nullptr;
   for (const Entry& e : entries_)
     if (!oldest || e.posted < oldest->posted) oldest = &e;

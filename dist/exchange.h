@@ -1,9 +1,10 @@
-// Exchange: the transfer of one plan unit as a small state machine that the
+// Exchange: the transfer of one plan group as a small state machine that the
 // communication thread drives. start() posts the iteration's first
 // non-blocking operations; complete() hears of each finished one and may post
 // the next; the exchange is over when nothing of it is in flight.
-// Requests is the table of everything in flight, polled with MPI_Testsome,
-// and under emulated compute also the queue of the emulated device's work.
+// InFlight is the table of everything in flight: MPI operations (polled with
+// MPI_Testsome), work whose end is polled (a sum on a GPU), and work whose end
+// is known in advance (an emulated device's: dist/emulated_compute.h).
 #pragma once
 
 #include <mpi.h>
@@ -12,37 +13,35 @@
 #include <cstdint>
 #include <deque>
 #include <functional>
-#include <optional>
 #include <string>
 #include <vector>
 
-#include "dist/device_costs.h"
 
 namespace poseidon::dist {
 
-class Requests;
+class InFlight;
 
 class Exchange {
  public:
   virtual ~Exchange() = default;
-  // On the compute thread, when backward has reported all of the unit's
+  // On the compute thread, when backward has reported all of the group's
   // parameters: a chance to copy what the next forward would overwrite.
   virtual void capture() {}
-  virtual void start(Requests& requests) = 0;
+  virtual void start(InFlight& in_flight) = 0;
   // The operation posted with `slot` has finished.
-  virtual void complete(int slot, Requests& requests) = 0;
+  virtual void complete(int slot, InFlight& in_flight) = 0;
   // What the operation posted with `slot` waits for, e.g.
   // "fc1.weight block 2 from rank 3", for stall and failure messages.
   virtual std::string describe(int slot) const = 0;
 
-  int in_flight() const { return in_flight_; }
+  int operations_in_flight() const { return in_flight_; }
 
  private:
-  friend class Requests;
+  friend class InFlight;
   int in_flight_ = 0;
 };
 
-class Requests {
+class InFlight {
  public:
   // Adds a posted operation; `sent` and `received` are its payload bytes.
   void post(MPI_Request request, Exchange& owner, int slot, int64_t sent, int64_t received);
@@ -50,20 +49,15 @@ class Requests {
   // from now: the exchange is not over while it waits. post_held() posts it.
   void hold(Exchange& owner) { ++owner.in_flight_; }
   void post_held(MPI_Request request, Exchange& owner, int slot, int64_t sent, int64_t received);
-  bool empty() const { return requests_.empty() && device_.empty() && polled_.empty(); }
-  // Tests everything in flight (MPI_Testsome) and the emulated device's
-  // queue, tells the owners of the finished operations, and returns the
+  bool empty() const { return requests_.empty() && timed_.empty() && polled_.empty(); }
+  // Tests everything in flight (MPI_Testsome, the polled and the timed
+  // work), tells the owners of the finished operations, and returns the
   // exchanges left with nothing in flight.
   std::vector<Exchange*> poll();
 
-  // Emulated compute: the device whose computation (updates, sums, SFB
-  // rebuilds) the exchanges wait for instead of computing; null: they compute.
-  void emulate(const DeviceCosts& costs) { emulated_ = costs; }
-  const DeviceCosts* emulated() const { return emulated_ ? &*emulated_ : nullptr; }
-  // Work of `seconds` on the emulated device, which runs one piece at a time
-  // in the order posted; complete(slot) hears when it is over. The
-  // communication thread keeps polling meanwhile, as it would beside a GPU.
-  void post_device(double seconds, Exchange& owner, int slot);
+  // Work that is over at `done`; complete(slot) hears when it is. Posted in
+  // the order of their ends (one device runs one piece at a time).
+  void post_timed(std::chrono::steady_clock::time_point done, Exchange& owner, int slot);
   // Work of another kind (a sum on the GPU: core/gpu_allreduce.h) that
   // `landed` says, without blocking, whether it is over; complete(slot)
   // hears when it is; the owner's describe(slot) names it in stall messages.
@@ -73,12 +67,11 @@ class Requests {
 
   int64_t bytes_sent() const { return bytes_sent_; }
   int64_t bytes_received() const { return bytes_received_; }
-  // Operations finished so far (MPI and the emulated device's): a poller
-  // that sees no change may wait longer before the next poll.
+  // Operations finished so far (of every kind): a poller that sees no change
+  // may wait longer before the next poll.
   int64_t finished() const { return finished_; }
-  // How long until the emulated device's next piece of work is over (the
-  // longest wait when it has none).
-  std::chrono::steady_clock::duration until_device_done() const;
+  // How long until the next timed work is over (the longest wait when none is).
+  std::chrono::steady_clock::duration until_timed_done() const;
 
  private:
   struct Entry {
@@ -87,7 +80,7 @@ class Requests {
     std::chrono::steady_clock::time_point posted;
   };
   void poll_mpi(std::vector<Exchange*>& idle);
-  struct DeviceWork {
+  struct TimedWork {
     std::chrono::steady_clock::time_point done;
     Exchange* owner;
     int slot;
@@ -100,9 +93,7 @@ class Requests {
   std::vector<MPI_Request> requests_;
   std::vector<Entry> entries_;
   std::vector<Polled> polled_;  // in the order posted
-  std::optional<DeviceCosts> emulated_;
-  std::deque<DeviceWork> device_;  // in the order posted, which is the order done
-  std::chrono::steady_clock::time_point device_free_;
+  std::deque<TimedWork> timed_;  // in the order posted, which is the order done
   std::vector<int> indices_;
   std::vector<MPI_Status> statuses_;
   std::string stall_;

@@ -24,7 +24,7 @@ void append(std::string& list, const std::string& item, const char* separator = 
   list += item;
 }
 
-void add_label(Unit& u, const std::string& name) { append(u.label, name); }
+void add_label(SyncGroup& u, const std::string& name) { append(u.label, name); }
 
 struct Buckets {
   CommPlan& plan;
@@ -35,7 +35,7 @@ struct Buckets {
     const PlannedParam& p = plan.params[index];
     const int64_t begin = p.offset, end = p.offset + p.param->value.numel();
     if (open) {
-      Unit& u = plan.units.back();
+      SyncGroup& u = plan.groups.back();
       const int64_t lo = std::min(u.begin, begin), hi = std::max(u.end, end);
       if ((hi - lo) * 4 <= limit) {
         u.begin = lo;
@@ -45,13 +45,13 @@ struct Buckets {
         return;
       }
     }
-    Unit u;
+    SyncGroup u;
     u.scheme = Scheme::allreduce;
     u.params = {index};
     u.begin = begin;
     u.end = end;
     add_label(u, p.param->name);
-    plan.units.push_back(std::move(u));
+    plan.groups.push_back(std::move(u));
     open = true;
   }
 };
@@ -63,7 +63,7 @@ CommPlan make_comm_plan(Net& net, std::vector<PlannedParam> params, const DistCo
   CommPlan plan;
   plan.world_size = world_size;
   plan.params = std::move(params);
-  plan.layer_units.assign(net.num_layers(), {});
+  plan.layer_groups.assign(net.num_layers(), {});
   Buckets buckets{plan, config.bucket_bytes};
   std::vector<int64_t> served(world_size, 0);  // bytes owned so far, per rank
   int next_block_id = 0;
@@ -77,17 +77,17 @@ CommPlan make_comm_plan(Net& net, std::vector<PlannedParam> params, const DistCo
     buckets.open = false;
     if (p.scheme == Scheme::sfb) {
       POSEIDON_CHECK(sfb_applicable(net, p.layer)) << p.param->name << " cannot use sufficient factors";
-      if (plan.units.empty() || plan.units.back().scheme != Scheme::sfb ||
-          plan.params[plan.units.back().params[0]].layer != p.layer) {
-        Unit u;
+      if (plan.groups.empty() || plan.groups.back().scheme != Scheme::sfb ||
+          plan.params[plan.groups.back().params[0]].layer != p.layer) {
+        SyncGroup u;
         u.scheme = Scheme::sfb;
-        plan.units.push_back(std::move(u));
+        plan.groups.push_back(std::move(u));
       }
-      plan.units.back().params.push_back(i);
-      add_label(plan.units.back(), p.param->name);
+      plan.groups.back().params.push_back(i);
+      add_label(plan.groups.back(), p.param->name);
       continue;
     }
-    Unit u;
+    SyncGroup u;
     u.scheme = Scheme::ps;
     u.params = {i};
     u.label = p.param->name;
@@ -101,11 +101,11 @@ CommPlan make_comm_plan(Net& net, std::vector<PlannedParam> params, const DistCo
       served[b.owner] += b.count * 4;
       u.blocks.push_back(b);
     }
-    plan.units.push_back(std::move(u));
+    plan.groups.push_back(std::move(u));
   }
-  for (size_t u = 0; u < plan.units.size(); ++u)
-    for (size_t i : plan.units[u].params) {
-      auto& lu = plan.layer_units[plan.params[i].layer];
+  for (size_t u = 0; u < plan.groups.size(); ++u)
+    for (size_t i : plan.groups[u].params) {
+      auto& lu = plan.layer_groups[plan.params[i].layer];
       if (lu.empty() || lu.back() != u) lu.push_back(u);
     }
   return plan;
@@ -122,17 +122,19 @@ bool sfb_applicable(Net& net, size_t layer) {
   return out.grad.defined() && net.blob(l.inputs()[0]).value.numel() == net.batch() * w.shape[1];
 }
 
-CommPlan plan_for_config(Net& net, const DistConfig& config, int world_size, const LinkModel& link) {
+CommPlan plan_for_config(Net& net, const DistConfig& config, int world_size, const LinkModel& link,
+                         const std::map<size_t, Scheme>* pinned) {
   std::vector<PlannedParam> params = backward_order(net);
   std::map<size_t, Scheme> chosen;  // hybrid: by layer
-  if (config.scheme == "hybrid")
+  if (config.scheme == SchemeChoice::hybrid && pinned) chosen = *pinned;
+  if (config.scheme == SchemeChoice::hybrid && !pinned)
     for (const LayerPlan& lp : plan_layers(net, net.batch(), world_size, link)) chosen[lp.layer] = lp.scheme;
   for (PlannedParam& p : params) {
-    if (config.scheme == "hybrid")
+    if (config.scheme == SchemeChoice::hybrid)
       p.scheme = chosen.at(p.layer);
-    else if (config.scheme == "allreduce")
+    else if (config.scheme == SchemeChoice::allreduce)
       p.scheme = Scheme::allreduce;
-    else if (config.scheme == "sfb" && sfb_applicable(net, p.layer))
+    else if (config.scheme == SchemeChoice::sfb && sfb_applicable(net, p.layer))
       p.scheme = Scheme::sfb;
     else
       p.scheme = Scheme::ps;

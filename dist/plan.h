@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -31,7 +32,9 @@ struct PsBlock {
   int id = 0;  // unique over the plan: part of the message tags
 };
 
-struct Unit {
+// The parameters one exchange synchronises together: an all-reduce bucket,
+// one PS parameter cut into owned blocks, or one SFB layer's weight and bias.
+struct SyncGroup {
   Scheme scheme = Scheme::ps;
   std::vector<size_t> params;   // indices into CommPlan::params, in the order backward reports them
                                 // (sfb: the weight, then the bias)
@@ -42,8 +45,8 @@ struct Unit {
 
 struct CommPlan {
   std::vector<PlannedParam> params;              // learnable parameters, in the order backward reports them
-  std::vector<Unit> units;                       // in start order
-  std::vector<std::vector<size_t>> layer_units;  // per Net layer: the units holding its parameters
+  std::vector<SyncGroup> groups;                 // in start order
+  std::vector<std::vector<size_t>> layer_groups;  // per Net layer: the groups holding its parameters
   int world_size = 1;
 };
 
@@ -65,8 +68,10 @@ bool sfb_applicable(Net& net, size_t layer);
 
 // The plan `config` asks for on `world_size` ranks: `ps` or `allreduce` for
 // every parameter; `sfb` for FC layers that allow it and `ps` for the rest;
-// `hybrid`: each layer's scheme chosen by the planner for `link`.
-CommPlan plan_for_config(Net& net, const DistConfig& config, int world_size, const LinkModel& link = {});
+// `hybrid`: each layer's scheme chosen by the planner for `link`, or as
+// `pinned` gives it (by layer index: dist/plan_file.h).
+CommPlan plan_for_config(Net& net, const DistConfig& config, int world_size, const LinkModel& link = {},
+                         const std::map<size_t, Scheme>* pinned = nullptr);
 
 // "sfb: fc1, fc2; ps: conv1, conv2": the layers of each scheme, in layer order.
 std::string describe_schemes(const CommPlan& plan, Net& net);

@@ -111,9 +111,23 @@ double measure_gemm_gflops() {
   return 2.0 * n * n * n / std::max(seconds, 1e-9) / 1e9;
 }
 
-LinkModel measure_link(const World& world, const DistConfig& config, std::optional<double> gemm_gflops) {
+LinkModel measure_link(const World& world, const DistConfig& config, std::optional<double> gemm_gflops,
+                       const std::optional<LinkModel>& recorded) {
   LinkModel link;
   Comm comm(world);
+  // Rank 0's record decides for every rank (the others may not see its files).
+  int reuse = comm.rank() == 0 && recorded ? 1 : 0;
+  POSEIDON_MPI(MPI_Bcast(&reuse, 1, MPI_INT, 0, comm.handle()));
+  if (reuse) {
+    double figures[3] = {0, 0, 0};
+    if (comm.rank() == 0) {
+      figures[0] = recorded->bandwidth_gbps;
+      figures[1] = recorded->latency_us;
+      figures[2] = recorded->gemm_gflops;
+    }
+    POSEIDON_MPI(MPI_Bcast(figures, 3, MPI_DOUBLE, 0, comm.handle()));
+    return LinkModel{figures[0], figures[1], figures[2]};
+  }
   const bool probe = comm.size() > 1 && (!config.bandwidth_gbps || !config.latency_us);
   double figures[3] = {config.bandwidth_gbps.value_or(link.bandwidth_gbps), config.latency_us.value_or(link.latency_us),
                        0};
@@ -145,7 +159,8 @@ LinkModel measure_link(const World& world, const DistConfig& config, std::option
     if (!config.latency_us) figures[1] = latency * 1e6;
     if (!config.bandwidth_gbps) figures[0] = large.size() * 8 / std::max(one_way - latency, 1e-9) / 1e9;
   }
-  if (comm.rank() == 0) figures[2] = gemm_gflops ? *gemm_gflops : measure_gemm_gflops();
+  if (comm.rank() == 0)
+    figures[2] = gemm_gflops ? *gemm_gflops : config.gemm_gflops ? *config.gemm_gflops : measure_gemm_gflops();
   MPI_Request request;
   POSEIDON_MPI(MPI_Ibcast(figures, 3, MPI_DOUBLE, 0, comm.handle(), &request));
   wait_asleep(request);

@@ -1,5 +1,5 @@
 // Planner (HybComm): for each layer, the scheme that synchronises it fastest,
-// from the cost model of PAPER.md. Numbers moved per rank per iteration (in
+// from the cost model of docs/REFERENCE.md. Numbers moved per rank per iteration (in
 // plus out, co-located servers: P workers that are also the P servers), for a
 // layer of S parameters, or an FC layer of M outputs and N inputs at K
 // examples per rank:
@@ -60,9 +60,11 @@ std::vector<LayerPlan> plan_layers(Net& net, int64_t batch, int ranks, const Lin
 // `gemm_gflops` gives it) by timing GEMMs on rank 0 (the median); rank 0's
 // figures are broadcast, so that every rank plans the same. The ranks start
 // together and the others wait asleep, so that on hosts with more ranks than
-// cores the probe times the link, not the scheduler. Collective; call it
-// before the scheduler exists.
-LinkModel measure_link(const World& world, const DistConfig& config, std::optional<double> gemm_gflops = std::nullopt);
+// cores the probe times the link, not the scheduler. With `recorded` on rank
+// 0 (figures an earlier start measured: dist/plan_file.h) nothing is probed
+// and every rank takes those. Collective; call it before the scheduler exists.
+LinkModel measure_link(const World& world, const DistConfig& config, std::optional<double> gemm_gflops = std::nullopt,
+                       const std::optional<LinkModel>& recorded = std::nullopt);
 
 // The GEMM rate of this process, GFLOP/s, from a short timed GEMM.
 double measure_gemm_gflops();

@@ -6,9 +6,15 @@
 
 namespace poseidon::dist {
 
-PsExchange::PsExchange(const Comm& comm, Solver& solver, Param& param, std::vector<PsBlock> blocks,
-                       PrioritySends* sends, int64_t priority)
-    : comm_(comm), solver_(solver), param_(param), blocks_(std::move(blocks)), sends_(sends), priority_(priority) {
+PsExchange::PsExchange(const Comm& comm, Solver& solver, ExchangeCompute& compute, Param& param,
+                       std::vector<PsBlock> blocks, PrioritySends* sends, int64_t priority)
+    : comm_(comm),
+      solver_(solver),
+      compute_(compute),
+      param_(param),
+      blocks_(std::move(blocks)),
+      sends_(sends),
+      priority_(priority) {
   for (size_t b = 0; b < blocks_.size(); ++b) {
     if (blocks_[b].owner != comm_.rank()) continue;
     OwnedBlock& o = owned_[b];
@@ -20,7 +26,7 @@ int PsExchange::slot(size_t block, int peer, Kind kind) const {
   return static_cast<int>((block * comm_.size() + peer) * 3 + kind);
 }
 
-void PsExchange::start(Requests& requests) {
+void PsExchange::start(InFlight& in_flight) {
   parity_ ^= 1;
   const int me = comm_.rank();
   float* grad = param_.grad.data();
@@ -31,7 +37,7 @@ void PsExchange::start(Requests& requests) {
   // pulls are received into posted buffers all the same: bench/scaling.sh
   // turns that protocol off.
   for (size_t b = 0; b < blocks_.size(); ++b)
-    if (blocks_[b].owner != me) send_block(requests, b, blocks_[b].owner, grad + blocks_[b].begin, false);
+    if (blocks_[b].owner != me) send_block(in_flight, b, blocks_[b].owner, grad + blocks_[b].begin, false);
   for (size_t b = 0; b < blocks_.size(); ++b) {
     const PsBlock& blk = blocks_[b];
     const int64_t bytes = blk.count * 4;
@@ -39,81 +45,71 @@ void PsExchange::start(Requests& requests) {
     if (blk.owner == me) {
       OwnedBlock& o = owned_.at(b);
       o.pushes_left = comm_.size() - 1;
-      // Emulated, nothing reads the pushes (the sum is a wait): one buffer
-      // takes them all, so that eight ranks of a large model fit in memory.
-      const bool emulated = requests.emulated() != nullptr;
-      const size_t buffers = emulated ? 1 : comm_.size() - 1;
+      // When nothing reads the pushes (an emulated sum is a wait), one
+      // buffer takes them all, so that eight ranks of a large model fit in memory.
+      const bool kept = compute_.reads_received();
+      const size_t buffers = kept ? comm_.size() - 1 : 1;
       if (o.received.size() != buffers * blk.count) o.received.assign(buffers * blk.count, 0.f);
       for (int peer = 0; peer < comm_.size(); ++peer) {
         if (peer == me) continue;
-        float* into = o.received.data() + (emulated ? 0 : peer_index(peer) * blk.count);
+        float* into = o.received.data() + (kept ? peer_index(peer) * blk.count : 0);
         POSEIDON_MPI(
             MPI_Irecv(into, static_cast<int>(blk.count), MPI_FLOAT, peer, tag(blk, false), comm_.handle(), &req));
-        requests.post(req, *this, slot(b, peer, recv), 0, bytes);
+        in_flight.post(req, *this, slot(b, peer, recv), 0, bytes);
       }
-      if (o.pushes_left == 0) update_owned(b, requests);
+      if (o.pushes_left == 0) update_owned(b, in_flight);
     } else {
       POSEIDON_MPI(MPI_Irecv(value + blk.begin, static_cast<int>(blk.count), MPI_FLOAT, blk.owner, tag(blk, true),
                              comm_.handle(), &req));
-      requests.post(req, *this, slot(b, blk.owner, recv), 0, bytes);
+      in_flight.post(req, *this, slot(b, blk.owner, recv), 0, bytes);
     }
   }
 }
 
-void PsExchange::send_block(Requests& requests, size_t b, int peer, const float* data, bool pull) {
+void PsExchange::send_block(InFlight& in_flight, size_t b, int peer, const float* data, bool pull) {
   const PsBlock& blk = blocks_[b];
-  auto post = [this, &requests, b, peer, data, message_tag = tag(blk, pull)](bool held) {
+  auto post = [this, &in_flight, b, peer, data, message_tag = tag(blk, pull)](bool held) {
     const PsBlock& blk = blocks_[b];
     MPI_Request req;
     POSEIDON_MPI(MPI_Isend(data, static_cast<int>(blk.count), MPI_FLOAT, peer, message_tag, comm_.handle(), &req));
     if (held)
-      requests.post_held(req, *this, slot(b, peer, send), blk.count * 4, 0);
+      in_flight.post_held(req, *this, slot(b, peer, send), blk.count * 4, 0);
     else
-      requests.post(req, *this, slot(b, peer, send), blk.count * 4, 0);
+      in_flight.post(req, *this, slot(b, peer, send), blk.count * 4, 0);
   };
   if (!sends_) return post(false);
-  requests.hold(*this);
+  in_flight.hold(*this);
   sends_->submit(priority_, ps_send_sequence(b, blk.id, comm_.rank(), peer, comm_.size()), blk.count * 4,
                  [post] { post(true); });
 }
 
-void PsExchange::complete(int s, Requests& requests) {
+void PsExchange::complete(int s, InFlight& in_flight) {
   const size_t b = static_cast<size_t>(s / 3 / comm_.size());
-  if (s % 3 == updated) return send_values(b, requests);
+  if (s % 3 == updated) return send_values(b, in_flight);
   const bool was_recv = s % 3 == recv;
   if (!was_recv && sends_) sends_->sent(blocks_[b].count * 4);
-  if (blocks_[b].owner == comm_.rank() && was_recv && --owned_.at(b).pushes_left == 0) update_owned(b, requests);
+  if (blocks_[b].owner == comm_.rank() && was_recv && --owned_.at(b).pushes_left == 0) update_owned(b, in_flight);
 }
 
-void PsExchange::update_owned(size_t b, Requests& requests) {
+void PsExchange::update_owned(size_t b, InFlight& in_flight) {
   const PsBlock& blk = blocks_[b];
   OwnedBlock& o = owned_.at(b);
   const int me = comm_.rank();
   const int64_t n = blk.count;
-  if (const DeviceCosts* device = requests.emulated())
-    return requests.post_device(device->sum_s(n, comm_.size()) + device->update_s(n), *this, slot(b, me, updated));
   if (o.sum.empty()) o.sum.resize(n);
-  float* sum = o.sum.data();
   // Rank order, whoever's push arrived first: the same sum on every run.
-  for (int r = 0; r < comm_.size(); ++r) {
-    const float* g = r == me ? param_.grad.data() + blk.begin : o.received.data() + peer_index(r) * n;
-    if (r == 0)
-      std::memcpy(sum, g, n * sizeof(float));
-    else
-      for (int64_t i = 0; i < n; ++i) sum[i] += g[i];
-  }
-  const float scale = 1.f / static_cast<float>(comm_.size());
-  for (int64_t i = 0; i < n; ++i) sum[i] *= scale;
-  float* value = param_.value.data() + blk.begin;
-  solver_.update_block(value, sum, o.momentum.empty() ? nullptr : o.momentum.data(), n, param_.lr_mult,
-                       param_.decay_mult);
-  send_values(b, requests);
+  const bool kept = compute_.reads_received();
+  o.parts.resize(comm_.size());
+  for (int r = 0; r < comm_.size(); ++r)
+    o.parts[r] = r == me ? param_.grad.data() + blk.begin : o.received.data() + (kept ? peer_index(r) * n : 0);
+  compute_.update_block(solver_, param_, param_.value.data() + blk.begin, o.parts, o.sum.data(),
+                        o.momentum.empty() ? nullptr : o.momentum.data(), n, {in_flight, *this, slot(b, me, updated)});
 }
 
-void PsExchange::send_values(size_t b, Requests& requests) {
+void PsExchange::send_values(size_t b, InFlight& in_flight) {
   float* value = param_.value.data() + blocks_[b].begin;
   for (int peer = 0; peer < comm_.size(); ++peer)
-    if (peer != comm_.rank()) send_block(requests, b, peer, value, true);
+    if (peer != comm_.rank()) send_block(in_flight, b, peer, value, true);
 }
 
 std::string PsExchange::describe(int s) const {
@@ -121,7 +117,7 @@ std::string PsExchange::describe(int s) const {
   const int peer = s / 3 % comm_.size();
   const PsBlock& blk = blocks_[b];
   const std::string block = param_.name + " block " + std::to_string(b);
-  if (s % 3 == updated) return "the emulated update of " + block;
+  if (s % 3 == updated) return "the sum and update of " + block;
   if (s % 3 == send) return "rank " + std::to_string(peer) + " to receive " + block;
   if (blk.owner == comm_.rank()) return "rank " + std::to_string(peer) + "'s gradient of " + block;
   return "rank " + std::to_string(peer) + " (the server of " + block + ") to send its new values";

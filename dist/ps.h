@@ -4,8 +4,8 @@
 // owner sums the P gradients in rank order, averages them, runs the Solver's
 // update on its block (so it alone keeps that block's momentum: optimizer
 // state is sharded) and sends the new values to every other rank. Message
-// tags are (block id, iteration parity, push or pull). Under emulated compute
-// the owner's sum and update are a wait on the emulated device instead.
+// tags are (block id, iteration parity, push or pull). The owner's sum and
+// update run on `compute` (dist/exchange_compute.h).
 #pragma once
 
 #include <map>
@@ -16,6 +16,7 @@
 #include "core/solver.h"
 #include "dist/comm.h"
 #include "dist/exchange.h"
+#include "dist/exchange_compute.h"
 #include "dist/plan.h"
 #include "dist/priority.h"
 
@@ -25,10 +26,10 @@ class PsExchange : public Exchange {
  public:
   // With `sends`, pushes and value sends wait in that queue at `priority`
   // (the parameter's layer index); without, they go out at once.
-  PsExchange(const Comm& comm, Solver& solver, Param& param, std::vector<PsBlock> blocks,
+  PsExchange(const Comm& comm, Solver& solver, ExchangeCompute& compute, Param& param, std::vector<PsBlock> blocks,
              PrioritySends* sends = nullptr, int64_t priority = 0);
-  void start(Requests& requests) override;
-  void complete(int slot, Requests& requests) override;
+  void start(InFlight& in_flight) override;
+  void complete(int slot, InFlight& in_flight) override;
   std::string describe(int slot) const override;
 
   // Momentum of the blocks this rank owns, taken from a full buffer (a
@@ -44,23 +45,25 @@ class PsExchange : public Exchange {
  private:
   struct OwnedBlock {
     // Allocated at first use: (P - 1) gradient blocks by peer order (one
-    // under emulated compute), and their sum.
+    // when the compute reads none of them), and their sum.
     std::vector<float> received;
     std::vector<float> sum;
+    std::vector<const float*> parts;  // the P gradients in rank order
     std::vector<float> momentum;  // empty without momentum
     int pushes_left = 0;
   };
-  enum Kind { recv = 0, send = 1, updated = 2 };  // updated: the emulated device's sum and update
+  enum Kind { recv = 0, send = 1, updated = 2 };  // updated: the owner's sum and update
   int slot(size_t block, int peer, Kind kind) const;
   int tag(const PsBlock& b, bool pull) const { return (b.id * 2 + parity_) * 2 + (pull ? 1 : 0); }
   int peer_index(int peer) const { return peer < comm_.rank() ? peer : peer - 1; }  // into `received`
-  void update_owned(size_t block, Requests& requests);
-  void send_values(size_t block, Requests& requests);
+  void update_owned(size_t block, InFlight& in_flight);
+  void send_values(size_t block, InFlight& in_flight);
   // Sends `count` floats of block `b` to `peer` (a push, or a pull's values), now or through the queue.
-  void send_block(Requests& requests, size_t b, int peer, const float* data, bool pull);
+  void send_block(InFlight& in_flight, size_t b, int peer, const float* data, bool pull);
 
   const Comm& comm_;
   Solver& solver_;
+  ExchangeCompute& compute_;
   Param& param_;
   std::vector<PsBlock> blocks_;
   std::map<size_t, OwnedBlock> owned_;  // by index into blocks_

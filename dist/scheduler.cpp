@@ -22,7 +22,8 @@ double seconds_since(Clock::time_point t) { return std::chrono::duration<double>
 // spinning on a core the compute thread, the data loader and the kernel's
 // network stack need: 50 us after a poll that finished something, twice as
 // long after each that finished nothing, up to 800 us (a socket buffer
-// holds more than that at the link's rate; an emulated device's work ends
+// holds more than that at the link's rate; timed work, such as an emulated
+// device's, ends
 // the sleep when it is due).
 constexpr auto kPollPause = std::chrono::microseconds(50);
 constexpr auto kPollPauseMax = std::chrono::microseconds(800);
@@ -38,36 +39,36 @@ uint64_t fnv1a(const void* data, size_t bytes) {
 }
 }  // namespace
 
-Scheduler::Scheduler(Net& net, Solver& solver, const World& world, CommPlan plan, const DistConfig& config,
-                     int64_t first_iteration, bool check_finite, const std::optional<DeviceCosts>& emulated,
-                     DeviceOffload offload)
+Scheduler::Scheduler(Net& net, Solver& solver, const World& world, CommPlan plan, SchedulerOptions options)
     : net_(net),
       solver_(solver),
       plan_(std::move(plan)),
-      config_(config),
+      config_(std::move(options.config)),
       comm_(std::make_unique<Comm>(world)),
-      first_iteration_(first_iteration),
-      check_finite_(check_finite) {
+      first_iteration_(options.first_iteration),
+      check_finite_(options.check_finite),
+      compute_(options.compute ? std::move(options.compute)
+                               : std::make_shared<HostCompute>(std::move(options.offload.rebuild_gemm))) {
   POSEIDON_CHECK(plan_.world_size == comm_->size()) << plan_.world_size << " vs " << comm_->size();
-  if (emulated) requests_.emulate(*emulated);
+  const DeviceSum& allreduce_sum = options.offload.allreduce_sum;
   for (size_t i = 0; i < net_.num_layers(); ++i) layer_index_[&net_.layer(i)] = i;
-  if (config_.order == "priority")
+  if (config_.order == SendOrder::priority)
     priority_sends_ = std::make_unique<PrioritySends>(priority_window_bytes(config_.block_bytes, comm_->size()));
   int64_t blocks = 0;
-  for (size_t u = 0; u < plan_.units.size(); ++u) {
-    const Unit& unit = plan_.units[u];
-    for (size_t i : unit.params) unit_of_param_[plan_.params[i].param] = u;
+  for (size_t u = 0; u < plan_.groups.size(); ++u) {
+    const SyncGroup& unit = plan_.groups[u];
+    for (size_t i : unit.params) group_of_param_[plan_.params[i].param] = u;
     std::unique_ptr<Exchange> ex;
     if (unit.scheme == Scheme::allreduce) {
       std::vector<Param*> params;
       for (size_t i : unit.params) params.push_back(plan_.params[i].param);
-      ex = std::make_unique<AllreduceExchange>(
-          *comm_, solver_, std::move(params), net_.flat_grads().data() + unit.begin, unit.end - unit.begin, unit.label,
-          offload.allreduce_sum);
+      ex = std::make_unique<AllreduceExchange>(comm_->duplicate(), solver_, *compute_, std::move(params),
+                                               net_.flat_grads().data() + unit.begin, unit.end - unit.begin,
+                                               unit.label, allreduce_sum);
     } else if (unit.scheme == Scheme::ps) {
       const PlannedParam& p = plan_.params[unit.params[0]];
-      auto ps = std::make_unique<PsExchange>(*comm_, solver_, *p.param, unit.blocks, priority_sends_.get(),
-                                             static_cast<int64_t>(p.layer));
+      auto ps = std::make_unique<PsExchange>(*comm_, solver_, *compute_, *p.param, unit.blocks,
+                                             priority_sends_.get(), static_cast<int64_t>(p.layer));
       ps->import_momentum(solver_.state());
       ps_exchanges_.push_back(ps.get());
       blocks += static_cast<int64_t>(unit.blocks.size());
@@ -76,25 +77,27 @@ Scheduler::Scheduler(Net& net, Solver& solver, const World& world, CommPlan plan
       const Layer& layer = net_.layer(plan_.params[unit.params[0]].layer);
       Param& weight = *plan_.params[unit.params[0]].param;
       Param* bias = unit.params.size() > 1 ? plan_.params[unit.params[1]].param : nullptr;
-      ex = std::make_unique<SfbExchange>(*comm_, solver_, weight, bias, net_.blob(layer.inputs()[0]).value,
-                                         net_.blob(layer.outputs()[0]).grad, unit.label, offload.rebuild_gemm);
+      formed_[&weight] = {BlobPart{layer.inputs()[0], false}, BlobPart{layer.outputs()[0], true}};
+      ex = std::make_unique<SfbExchange>(comm_->duplicate(), solver_, *compute_, weight, bias,
+                                         net_.blob(layer.inputs()[0]).value, net_.blob(layer.outputs()[0]).grad,
+                                         unit.label);
     }
-    unit_of_exchange_[ex.get()] = u;
+    group_of_exchange_[ex.get()] = u;
     exchanges_.push_back(std::move(ex));
   }
   if (PsExchange::max_tag(blocks) > comm_->max_tag())
     throw Error("the parameter server needs " + std::to_string(blocks) + " blocks, more than MPI's tags allow (" +
                 std::to_string(comm_->max_tag()) + "); raise dist.block_bytes");
   // Each owner keeps the momentum of its blocks; the full buffers are gathered only for checkpoints.
-  for (const Unit& unit : plan_.units)
+  for (const SyncGroup& unit : plan_.groups)
     if (unit.scheme == Scheme::ps) solver_.state().erase(plan_.params[unit.params[0]].param->name);
 
   inspector_ = std::make_unique<StallInspector>(*comm_);
-  const size_t n = plan_.units.size();
+  const size_t n = plan_.groups.size();
   ready_params_.assign(n, 0);
   ready_.assign(n, false);
   done_rounds_.assign(n, 0);
-  unit_started_.resize(n);
+  group_started_.resize(n);
   thread_ = std::thread(&Scheduler::loop, this);
   try {
     check_replicas_identical();
@@ -119,7 +122,7 @@ void Scheduler::rethrow_locked() const {
   if (error_) std::rethrow_exception(error_);
 }
 
-bool Scheduler::units_done_locked() const {
+bool Scheduler::groups_done_locked() const {
   for (int64_t d : done_rounds_)
     if (d < handed_rounds_) return false;
   return true;
@@ -128,7 +131,7 @@ bool Scheduler::units_done_locked() const {
 void Scheduler::await_params(const Layer& layer) {
   auto it = layer_index_.find(&layer);
   POSEIDON_CHECK(it != layer_index_.end()) << "layer '" << layer.name() << "' is not in the scheduled net";
-  const std::vector<size_t>& units = plan_.layer_units[it->second];
+  const std::vector<size_t>& units = plan_.layer_groups[it->second];
   if (units.empty()) return;
   std::unique_lock lock(mutex_);
   auto open = [&] {
@@ -144,20 +147,25 @@ void Scheduler::await_params(const Layer& layer) {
   rethrow_locked();
 }
 
+const std::vector<BlobPart>& Scheduler::gradient_sources(const Param& param) const {
+  auto it = formed_.find(&param);
+  return it == formed_.end() ? no_sources() : it->second;
+}
+
 void Scheduler::grad_ready(Param& param) {
-  auto it = unit_of_param_.find(&param);
-  POSEIDON_CHECK(it != unit_of_param_.end()) << "parameter '" << param.name << "' is not in the plan";
+  auto it = group_of_param_.find(&param);
+  POSEIDON_CHECK(it != group_of_param_.end()) << "parameter '" << param.name << "' is not in the plan";
   const size_t u = it->second;
-  if (check_finite_ && !param.grad_formed_elsewhere && !all_finite(param.grad.data(), param.grad.numel())) {
+  if (check_finite_ && !formed_.count(&param) && !all_finite(param.grad.data(), param.grad.numel())) {
     const int64_t at = first_non_finite(param.grad.data(), param.grad.numel());
     throw Error("non-finite gradient of '" + param.name + "' (first at index " + std::to_string(at) + ": " +
                 non_finite_text(param.grad[at]) + ")");
   }
   std::unique_lock lock(mutex_);
   rethrow_locked();
-  if (++ready_params_[u] < static_cast<int>(plan_.units[u].params.size())) return;
+  if (++ready_params_[u] < static_cast<int>(plan_.groups[u].params.size())) return;
   ready_params_[u] = 0;
-  POSEIDON_CHECK(done_rounds_[u] == handed_rounds_) << plan_.units[u].label << ": ready again before it was synced";
+  POSEIDON_CHECK(done_rounds_[u] == handed_rounds_) << plan_.groups[u].label << ": ready again before it was synced";
   lock.unlock();
   exchanges_[u]->capture();   // the communication thread does not touch the exchange until it is started
   if (!config_.wfbp) return;  // handed over by backward_done
@@ -169,15 +177,15 @@ void Scheduler::grad_ready(Param& param) {
 void Scheduler::backward_done() {
   std::unique_lock lock(mutex_);
   rethrow_locked();
-  for (size_t u = 0; u < plan_.units.size(); ++u)
-    POSEIDON_CHECK(ready_params_[u] == 0) << "backward did not report every parameter of " << plan_.units[u].label;
+  for (size_t u = 0; u < plan_.groups.size(); ++u)
+    POSEIDON_CHECK(ready_params_[u] == 0) << "backward did not report every parameter of " << plan_.groups[u].label;
   ++handed_rounds_;
   ++stats_.iterations;
   if (config_.wfbp) return;
   std::fill(ready_.begin(), ready_.end(), true);
   work_.notify_one();
   const auto t0 = Clock::now();
-  gates_.wait(lock, [&] { return error_ || units_done_locked(); });
+  gates_.wait(lock, [&] { return error_ || groups_done_locked(); });
   stats_.wait_s += seconds_since(t0);
   rethrow_locked();
 }
@@ -185,7 +193,7 @@ void Scheduler::backward_done() {
 void Scheduler::sync() {
   std::unique_lock lock(mutex_);
   const auto t0 = Clock::now();
-  gates_.wait(lock, [&] { return error_ || units_done_locked(); });
+  gates_.wait(lock, [&] { return error_ || groups_done_locked(); });
   stats_.wait_s += seconds_since(t0);  // the compute thread waits for transfers here too
   rethrow_locked();
 }
@@ -211,23 +219,23 @@ void Scheduler::run(const std::function<void(const Comm&)>& task) {
   if (failure) std::rethrow_exception(failure);
 }
 
-void Scheduler::start_unit(size_t u) {
+void Scheduler::start_group(size_t u) {
   solver_.set_iteration(first_iteration_ + started_rounds_);
-  unit_started_[u] = Timeline::Clock::now();
-  if (u + 1 == plan_.units.size()) ++started_rounds_;
+  group_started_[u] = Timeline::Clock::now();
+  if (u + 1 == plan_.groups.size()) ++started_rounds_;
   Exchange& ex = *exchanges_[u];
-  ex.start(requests_);
-  if (ex.in_flight() == 0) finish_unit(u);
+  ex.start(in_flight_);
+  if (ex.operations_in_flight() == 0) finish_group(u);
 }
 
-void Scheduler::finish_unit(size_t u) {
+void Scheduler::finish_group(size_t u) {
   if (Timeline* t = timeline_.load())
-    t->add(plan_.units[u].label, scheme_name(plan_.units[u].scheme), Timeline::communication, unit_started_[u],
+    t->add(plan_.groups[u].label, scheme_name(plan_.groups[u].scheme), Timeline::communication, group_started_[u],
            Timeline::Clock::now(), {{"iteration", first_iteration_ + done_rounds_[u]}});
   std::lock_guard lock(mutex_);
   ++done_rounds_[u];
-  stats_.bytes_sent = requests_.bytes_sent();
-  stats_.bytes_received = requests_.bytes_received();
+  stats_.bytes_sent = in_flight_.bytes_sent();
+  stats_.bytes_received = in_flight_.bytes_received();
   gates_.notify_all();
 }
 
@@ -243,25 +251,25 @@ void Scheduler::loop() {
       int64_t progress = 0;
       {
         std::unique_lock lock(mutex_);
-        auto wake = [&] { return stop_ || (!ready_.empty() && ready_[next_unit_]) || task_ != nullptr; };
-        if (requests_.empty()) work_.wait_for(lock, kIdlePause, wake);
+        auto wake = [&] { return stop_ || (!ready_.empty() && ready_[next_group_]) || task_ != nullptr; };
+        if (in_flight_.empty()) work_.wait_for(lock, kIdlePause, wake);
         if (stop_) return;
         progress = handed_rounds_;
-        while (!ready_.empty() && ready_[next_unit_]) {
-          ready_[next_unit_] = false;
-          starting.push_back(next_unit_);
-          next_unit_ = (next_unit_ + 1) % ready_.size();
+        while (!ready_.empty() && ready_[next_group_]) {
+          ready_[next_group_] = false;
+          starting.push_back(next_group_);
+          next_group_ = (next_group_ + 1) % ready_.size();
         }
-        if (starting.empty() && requests_.empty()) task = std::exchange(task_, nullptr);
+        if (starting.empty() && in_flight_.empty()) task = std::exchange(task_, nullptr);
       }
       inspector_->answer(progress);
       if (task) task();
-      for (size_t u : starting) start_unit(u);
+      for (size_t u : starting) start_group(u);
       if (priority_sends_) priority_sends_->pump();
-      if (!requests_.empty()) {
-        for (Exchange* ex : requests_.poll()) finish_unit(unit_of_exchange_.at(ex));
+      if (!in_flight_.empty()) {
+        for (Exchange* ex : in_flight_.poll()) finish_group(group_of_exchange_.at(ex));
         if (priority_sends_) priority_sends_->pump();
-        if (const std::string* what = requests_.stalled(config_.timeout_s)) {
+        if (const std::string* what = in_flight_.stalled(config_.timeout_s)) {
           std::string message = "no progress for " + std::to_string(static_cast<int>(config_.timeout_s)) +
                                 " s (dist.timeout_s) waiting for " + *what;
           const std::string culprits = inspector_->inspect(progress, std::min(10.0, config_.timeout_s));
@@ -269,20 +277,20 @@ void Scheduler::loop() {
           throw CommError(message);
         }
       }
-      const bool now_busy = !requests_.empty();
+      const bool now_busy = !in_flight_.empty();
       if (now_busy && !busy) busy_since = Clock::now();
       if (!now_busy && busy) {
         std::lock_guard lock(mutex_);
         stats_.comm_s += seconds_since(busy_since);
       }
       busy = now_busy;
-      const bool progressed = !starting.empty() || requests_.finished() != finished;
-      finished = requests_.finished();
+      const bool progressed = !starting.empty() || in_flight_.finished() != finished;
+      finished = in_flight_.finished();
       pause = progressed ? Clock::duration(kPollPause) : std::min<Clock::duration>(2 * pause, kPollPauseMax);
       if (now_busy) {
         std::unique_lock lock(mutex_);
-        work_.wait_for(lock, std::min(pause, requests_.until_device_done()),
-                       [&] { return stop_ || (!ready_.empty() && ready_[next_unit_]); });
+        work_.wait_for(lock, std::min(pause, in_flight_.until_timed_done()),
+                       [&] { return stop_ || (!ready_.empty() && ready_[next_group_]); });
       }
     }
   } catch (const std::exception& e) {

@@ -37,6 +37,7 @@
 #include "dist/comm.h"
 #include "dist/dist_config.h"
 #include "dist/exchange.h"
+#include "dist/exchange_compute.h"
 #include "dist/plan.h"
 #include "dist/priority.h"
 #include "dist/sfb.h"
@@ -64,21 +65,30 @@ struct DeviceOffload {
   DeviceSum allreduce_sum;   // all-reduce buckets' sums (NCCL: core/gpu_allreduce.h)
 };
 
+struct SchedulerOptions {
+  DistConfig config;
+  // The solver iteration of the first update (a resumed run's iteration).
+  int64_t first_iteration = 0;
+  // A gradient holding a NaN or an infinity is refused before it leaves this
+  // rank (grad_ready throws), so it reaches no replica.
+  bool check_finite = false;
+  // Work handed to the GPU of a net staged from one.
+  DeviceOffload offload;
+  // The exchanges' arithmetic; null: on this host (HostCompute, with the
+  // offload's GEMM). Emulated compute passes its own (dist/emulated_compute.h).
+  std::shared_ptr<ExchangeCompute> compute;
+};
+
 class Scheduler : public GradSink {
  public:
-  // `first_iteration` is the solver iteration of the first update (a resumed
-  // run's iteration). The solver's state for PS parameters moves into their
-  // owners' shards. Replicas must start identical (checked). With
-  // `check_finite`, a gradient holding a NaN or an infinity is refused before
-  // it leaves this rank (grad_ready throws), so it reaches no replica. With
-  // `emulated` (train --emulate-compute), updates, sums and SFB rebuilds are
-  // waits of that device's time instead of computed (Requests::post_device).
-  // `offload` hands work to the GPU of a net staged from one.
-  Scheduler(Net& net, Solver& solver, const World& world, CommPlan plan, const DistConfig& config,
-            int64_t first_iteration, bool check_finite = false,
-            const std::optional<DeviceCosts>& emulated = std::nullopt, DeviceOffload offload = {});
+  // Runs `plan` for `net` on the ranks of `world`. The solver's state for PS
+  // parameters moves into their owners' shards. Replicas must start
+  // identical (checked).
+  Scheduler(Net& net, Solver& solver, const World& world, CommPlan plan, SchedulerOptions options);
   ~Scheduler() override;
 
+  // SFB weights: formed from their layer's input and output gradient.
+  const std::vector<BlobPart>& gradient_sources(const Param& param) const override;
   void await_params(const Layer& layer) override;
   void grad_ready(Param& param) override;
   void backward_done() override;
@@ -108,9 +118,9 @@ class Scheduler : public GradSink {
  private:
   void loop();
   void stop_thread();
-  void start_unit(size_t u);
-  void finish_unit(size_t u);
-  bool units_done_locked() const;  // every unit has finished every handed-over iteration
+  void start_group(size_t u);
+  void finish_group(size_t u);
+  bool groups_done_locked() const;  // every unit has finished every handed-over iteration
   void rethrow_locked() const;
   void check_replicas_identical();
 
@@ -121,10 +131,12 @@ class Scheduler : public GradSink {
   std::unique_ptr<Comm> comm_;
   int64_t first_iteration_;
   bool check_finite_;
+  std::shared_ptr<ExchangeCompute> compute_;
   std::unordered_map<const Layer*, size_t> layer_index_;
-  std::unordered_map<const Param*, size_t> unit_of_param_;
+  std::unordered_map<const Param*, size_t> group_of_param_;
+  std::unordered_map<const Param*, std::vector<BlobPart>> formed_;  // gradients SFB forms itself
   std::vector<std::unique_ptr<Exchange>> exchanges_;  // per unit
-  std::unordered_map<const Exchange*, size_t> unit_of_exchange_;
+  std::unordered_map<const Exchange*, size_t> group_of_exchange_;
   std::vector<PsExchange*> ps_exchanges_;
 
   // Shared between the threads, under mutex_.
@@ -144,11 +156,11 @@ class Scheduler : public GradSink {
   std::atomic<Timeline*> timeline_ = nullptr;
 
   // The communication thread's own.
-  Requests requests_;
+  InFlight in_flight_;
   std::unique_ptr<PrioritySends> priority_sends_;  // dist.order: priority
-  std::vector<Timeline::Clock::time_point> unit_started_;
+  std::vector<Timeline::Clock::time_point> group_started_;
   std::unique_ptr<StallInspector> inspector_;
-  size_t next_unit_ = 0;
+  size_t next_group_ = 0;
   int64_t started_rounds_ = 0;
   std::thread thread_;
 };

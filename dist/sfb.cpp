@@ -4,20 +4,19 @@
 #include <cstring>
 #include <limits>
 
-#include "core/math.h"
 
 namespace poseidon::dist {
 
-SfbExchange::SfbExchange(const Comm& comm, Solver& solver, Param& weight, Param* bias, const Tensor& input,
-                         const Tensor& output_grad, std::string label, RebuildGemm rebuild_gemm)
-    : comm_(comm),
+SfbExchange::SfbExchange(Comm comm, Solver& solver, ExchangeCompute& compute, Param& weight, Param* bias,
+                         const Tensor& input, const Tensor& output_grad, std::string label)
+    : comm_(std::move(comm)),
       solver_(solver),
+      compute_(compute),
       weight_(weight),
       bias_(bias),
       input_(input),
       output_grad_(output_grad),
-      label_(std::move(label)),
-      rebuild_gemm_(std::move(rebuild_gemm)) {
+      label_(std::move(label)) {
   POSEIDON_CHECK(weight_.shape.size() == 2) << weight_.name << " is not a matrix";
   m_ = weight_.shape[0];
   n_ = weight_.shape[1];
@@ -32,7 +31,6 @@ SfbExchange::SfbExchange(const Comm& comm, Solver& solver, Param& weight, Param*
   my_output_grads_.resize(k_ * m_);
   all_inputs_.resize(p * k_ * n_);
   all_output_grads_.resize(p * k_ * m_);
-  weight_.grad_formed_elsewhere = true;
 }
 
 void SfbExchange::capture() {
@@ -42,46 +40,26 @@ void SfbExchange::capture() {
   std::memcpy(my_output_grads_.data(), output_grad_.data(), my_output_grads_.size() * sizeof(float));
 }
 
-void SfbExchange::start(Requests& requests) {
+void SfbExchange::start(InFlight& in_flight) {
   const int64_t others = comm_.size() - 1;
   MPI_Request req;
   // Two collectives on this layer's own communicator, always in this order.
   POSEIDON_MPI(MPI_Iallgather(my_inputs_.data(), static_cast<int>(k_ * n_), MPI_FLOAT, all_inputs_.data(),
                               static_cast<int>(k_ * n_), MPI_FLOAT, comm_.handle(), &req));
-  requests.post(req, *this, gather_inputs, others * k_ * n_ * 4, others * k_ * n_ * 4);
+  in_flight.post(req, *this, gather_inputs, others * k_ * n_ * 4, others * k_ * n_ * 4);
   POSEIDON_MPI(MPI_Iallgather(my_output_grads_.data(), static_cast<int>(k_ * m_), MPI_FLOAT, all_output_grads_.data(),
                               static_cast<int>(k_ * m_), MPI_FLOAT, comm_.handle(), &req));
-  requests.post(req, *this, gather_output_grads, others * k_ * m_ * 4, others * k_ * m_ * 4);
+  in_flight.post(req, *this, gather_output_grads, others * k_ * m_ * 4, others * k_ * m_ * 4);
 }
 
-void SfbExchange::complete(int slot, Requests& requests) {
-  if (slot == rebuilt || in_flight() > 0) return;  // over, or the other all-gather is still running
-  const int64_t rows = comm_.size() * k_;
-  if (const DeviceCosts* device = requests.emulated()) {
-    const int64_t params = m_ * n_ + (bias_ ? m_ : 0);
-    return requests.post_device(device->rebuild_s(m_, n_, rows, bias_ != nullptr) + device->update_s(params), *this,
-                                rebuilt);
-  }
-  const float scale = 1.f / static_cast<float>(comm_.size());
-  if (rebuild_gemm_)
-    rebuild_gemm_(true, false, m_, n_, rows, scale, all_output_grads_.data(), all_inputs_.data(), 0.f,
-                  weight_.grad.data());
-  else
-    gemm(true, false, m_, n_, rows, scale, all_output_grads_.data(), all_inputs_.data(), 0.f, weight_.grad.data());
-  solver_.update(weight_);
-  if (!bias_) return;
-  float* db = bias_->grad.data();
-  std::fill(db, db + m_, 0.f);
-  for (int64_t r = 0; r < rows; ++r) {
-    const float* u = all_output_grads_.data() + r * m_;
-    for (int64_t o = 0; o < m_; ++o) db[o] += u[o];
-  }
-  for (int64_t o = 0; o < m_; ++o) db[o] *= scale;
-  solver_.update(*bias_);
+void SfbExchange::complete(int slot, InFlight& in_flight) {
+  if (slot == rebuilt || operations_in_flight() > 0) return;  // over, or the other all-gather is still running
+  const Factors factors{all_output_grads_.data(), all_inputs_.data(), comm_.size() * k_, m_, n_};
+  compute_.rebuild(solver_, factors, comm_.size(), weight_, bias_, {in_flight, *this, rebuilt});
 }
 
 std::string SfbExchange::describe(int slot) const {
-  if (slot == rebuilt) return "the emulated rebuild of " + label_;
+  if (slot == rebuilt) return "the rebuild and update of " + label_;
   return std::string(slot == gather_inputs ? "the all-gather of inputs" : "the all-gather of output gradients") +
          " of " + label_ + " (a collective: a rank that never joins it stalls every other)";
 }

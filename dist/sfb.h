@@ -14,7 +14,6 @@
 // on the emulated device instead.
 #pragma once
 
-#include <functional>
 #include <string>
 #include <vector>
 
@@ -22,37 +21,32 @@
 #include "core/solver.h"
 #include "dist/comm.h"
 #include "dist/exchange.h"
+#include "dist/exchange_compute.h"
 
 namespace poseidon::dist {
-
-// A row-major GEMM c = alpha op(a) op(b) + beta c over host buffers, as
-// core/math.h's gemm: (trans_a, trans_b, m, n, k, alpha, a, b, beta, c).
-using RebuildGemm =
-    std::function<void(bool, bool, int64_t, int64_t, int64_t, float, const float*, const float*, float, float*)>;
 
 class SfbExchange : public Exchange {
  public:
   // `input` and `output_grad` are the layer's input value and output gradient
   // blobs (read when the layer's gradients are reported); `bias` may be null.
-  SfbExchange(const Comm& comm, Solver& solver, Param& weight, Param* bias, const Tensor& input,
-              const Tensor& output_grad, std::string label, RebuildGemm rebuild_gemm = {});
-  ~SfbExchange() override { weight_.grad_formed_elsewhere = false; }
+  SfbExchange(Comm comm, Solver& solver, ExchangeCompute& compute, Param& weight, Param* bias,
+              const Tensor& input, const Tensor& output_grad, std::string label);
   void capture() override;
-  void start(Requests& requests) override;
-  void complete(int slot, Requests& requests) override;
+  void start(InFlight& in_flight) override;
+  void complete(int slot, InFlight& in_flight) override;
   std::string describe(int slot) const override;
 
  private:
-  enum Slot { gather_inputs = 0, gather_output_grads = 1, rebuilt = 2 };  // rebuilt: on the emulated device
+  enum Slot { gather_inputs = 0, gather_output_grads = 1, rebuilt = 2 };
 
   Comm comm_;
   Solver& solver_;
+  ExchangeCompute& compute_;
   Param& weight_;
   Param* bias_;
   const Tensor& input_;
   const Tensor& output_grad_;
   std::string label_;
-  RebuildGemm rebuild_gemm_;
   int64_t k_ = 0, m_ = 0, n_ = 0;
   std::vector<float> my_inputs_, my_output_grads_;    // this rank's factors: K x N, K x M
   std::vector<float> all_inputs_, all_output_grads_;  // everyone's, in rank order: P*K x N, P*K x M

@@ -28,7 +28,7 @@ double SimResult::max_utilisation() const {
 }
 
 CommPlan simulation_plan(Net& net, const DistConfig& config, int workers, const LinkModel& link, int64_t batch) {
-  if (config.scheme != "hybrid" || batch == net.batch()) return plan_for_config(net, config, workers, link);
+  if (config.scheme != SchemeChoice::hybrid || batch == net.batch()) return plan_for_config(net, config, workers, link);
   // plan_for_config asks the planner at the Net's own batch; this Net holds
   // another (shapes only), so the same per-layer choice is made at `batch`.
   std::map<size_t, Scheme> chosen;
@@ -125,7 +125,7 @@ Simulation::Simulation(const Net& net, const CommPlan& plan, const ComputeProfil
       seconds_per_byte_(8 / (config.link.bandwidth_gbps * 1e9)),
       latency_s_(config.link.latency_us * 1e-6),
       ranks_(config.workers) {
-  const size_t units = plan.units.size();
+  const size_t units = plan.groups.size();
   for (Rank& r : ranks_) {
     r.backward_end.assign(iterations_, 0);
     r.reported.assign(units, 0);
@@ -134,7 +134,7 @@ Simulation::Simulation(const Net& net, const CommPlan& plan, const ComputeProfil
     r.done.assign(units, 0);
     r.pending.assign(units, 0);
     r.busy.assign(iterations_, {});
-    if (config.dist.order == "priority")
+    if (config.dist.order == SendOrder::priority)
       r.sends = std::make_unique<PrioritySends>(priority_window_bytes(config.dist.block_bytes, config.workers));
   }
   reports_.assign(net.num_layers(), {});
@@ -142,14 +142,14 @@ Simulation::Simulation(const Net& net, const CommPlan& plan, const ComputeProfil
   pushes_.assign(units, {});
   collective_started_.assign(units, 0);
   for (size_t u = 0; u < units; ++u)
-    for (size_t i : plan.units[u].params) {
+    for (size_t i : plan.groups[u].params) {
       reports_[plan.params[i].layer].push_back(u);
       costs_[u].numel += static_cast<double>(plan.params[i].param->value.numel());
     }
   const int p = ranks_count_;
   const int64_t k = profile.batch;
   for (size_t u = 0; u < units; ++u) {
-    const Unit& unit = plan.units[u];
+    const SyncGroup& unit = plan.groups[u];
     UnitCost& c = costs_[u];
     c.update_s = device_.update_s(static_cast<int64_t>(c.numel));
     c.priority = static_cast<int64_t>(plan.params[unit.params[0]].layer);
@@ -209,7 +209,7 @@ bool Simulation::gate_open(const Rank& r, size_t layer) const {
     if (layer > 0) return true;
     return std::all_of(r.done.begin(), r.done.end(), [&](int d) { return d >= r.iteration; });
   }
-  for (size_t u : plan_.layer_units[layer])
+  for (size_t u : plan_.layer_groups[layer])
     if (r.done[u] < r.iteration) return false;
   return true;
 }
@@ -228,7 +228,7 @@ void Simulation::backward_done(int n) {
   Rank& r = ranks_[n];
   r.computing = false;
   for (size_t u : reports_[r.layer])
-    if (++r.reported[u] == plan_.units[u].params.size()) {
+    if (++r.reported[u] == plan_.groups[u].params.size()) {
       r.reported[u] = 0;
       r.ready[u] = true;
     }
@@ -258,7 +258,7 @@ void Simulation::start_unit(int n, size_t u) {
   Rank& r = ranks_[n];
   const int round = r.started[u]++;
   POSEIDON_CHECK(r.pending[u] == 0 && r.done[u] == round) << "unit " << u << " restarted before it finished";
-  const Unit& unit = plan_.units[u];
+  const SyncGroup& unit = plan_.groups[u];
   if (unit.scheme != Scheme::ps) {
     r.pending[u] = 1;
     if (++collective_started_[u] == ranks_count_) {
@@ -285,7 +285,7 @@ void Simulation::start_unit(int n, size_t u) {
 void Simulation::push_arrived(size_t u, size_t b, int round) {
   if (++pushes_[u][b] < ranks_count_) return;
   pushes_[u][b] = 0;
-  const PsBlock& block = plan_.units[u].blocks[b];
+  const PsBlock& block = plan_.groups[u].blocks[b];
   Rank& owner = ranks_[block.owner];
   owner.device_free =
       std::max(now_, owner.device_free) + device_.sum_s(block.count, ranks_count_) + device_.update_s(block.count);
@@ -307,10 +307,10 @@ void Simulation::operation_done(int n, size_t u) {
 }
 
 void Simulation::send(int from, int to, size_t u, size_t b, int round, Action on_arrival) {
-  const double bytes = static_cast<double>(plan_.units[u].blocks[b].count) * 4;
+  const double bytes = static_cast<double>(plan_.groups[u].blocks[b].count) * 4;
   PrioritySends* queue = ranks_[from].sends.get();
   if (!queue) return transmit(from, to, bytes, round, std::move(on_arrival));
-  queue->submit(costs_[u].priority, ps_send_sequence(b, plan_.units[u].blocks[b].id, from, to, ranks_count_),
+  queue->submit(costs_[u].priority, ps_send_sequence(b, plan_.groups[u].blocks[b].id, from, to, ranks_count_),
                 static_cast<int64_t>(bytes), [this, queue, from, to, bytes, round, on_arrival = std::move(on_arrival)] {
                   transmit(from, to, bytes, round, [queue, bytes, on_arrival] {
                     queue->sent(static_cast<int64_t>(bytes));

@@ -12,7 +12,7 @@ constexpr int kQuestionTag = 1;
 constexpr int kAnswerTag = 2;
 }  // namespace
 
-StallInspector::StallInspector(const Comm& parent) : comm_(parent) { post_question_receive(); }
+StallInspector::StallInspector(const Comm& parent) : comm_(parent.duplicate()) { post_question_receive(); }
 
 StallInspector::~StallInspector() {
   // Sends to a rank that is gone never complete: they are abandoned, not awaited.

@@ -47,6 +47,9 @@ class Timeline {
 class TracingSink : public GradSink {
  public:
   TracingSink(GradSink& inner, Timeline& timeline) : inner_(inner), timeline_(timeline) {}
+  const std::vector<BlobPart>& gradient_sources(const Param& param) const override {
+    return inner_.gradient_sources(param);
+  }
   void await_params(const Layer& layer) override;
   void grad_ready(Param& param) override { inner_.grad_ready(param); }
   void backward_done() override;

@@ -43,7 +43,7 @@ void FcLayer::forward(LayerIO& io, RunContext&) {
 
 void FcLayer::backward(LayerIO& io, RunContext&) {
   const float* dy = io.out_grad[0]->data();
-  if (!param(0).grad_formed_elsewhere)
+  if (io.writes_param_grad(0))
     gemm(true, false, num_output_, features_, batch_, 1.f, dy, io.in[0]->data(), 0.f, param(0).grad.data());
   if (has_bias_) {
     float* db = param(1).grad.data();

@@ -71,7 +71,7 @@ class FcCudaLayer : public FcLayer {
     // dW [O, F] = dY^T X, overwritten like the CPU's, asked for as
     // dW^T (F x O) = X^T (F x N) dY (N x O): X's memory is X^T (op N), dY's
     // is dY^T (O x N), hence op T.
-    if (!param(0).grad_formed_elsewhere && f > 0) {
+    if (io.writes_param_grad(0) && f > 0) {
       float* dw = param(0).grad.data();
       if (n == 0)
         POSEIDON_CUDA_CHECK(cudaMemsetAsync(dw, 0, size_t(o) * f * sizeof(float), stream));

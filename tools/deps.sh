@@ -1,9 +1,20 @@
 #!/usr/bin/env bash
-# Installs the Debian packages named on the command line that are missing
-# (shared by run.sh and test.sh). Uses sudo when not root.
+# Installs the Debian packages that are missing, named by lists (run.sh and
+# test.sh share tools/packages.txt) or one by one. An argument with a '/' is
+# a list: one package a line, '#' starts a comment. Uses sudo when not root.
+#   tools/deps.sh LIST|PACKAGE...
 set -euo pipefail
+[ $# -gt 0 ] || { echo "usage: tools/deps.sh LIST|PACKAGE..." >&2; exit 2; }
+wanted=()
+for arg in "$@"; do
+  if [[ $arg == */* ]]; then
+    while read -r pkg; do wanted+=("$pkg"); done < <(sed 's/#.*//' "$arg" | awk 'NF { print $1 }')
+  else
+    wanted+=("$arg")
+  fi
+done
 missing=()
-for pkg in "$@"; do
+for pkg in "${wanted[@]}"; do
   dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
 done
 [ ${#missing[@]} -eq 0 ] && exit 0

@@ -24,9 +24,8 @@ fi
 targets=("$@")
 [ ${#targets[@]} -gt 0 ] || targets=("${all[@]}")
 
-"$root/tools/deps.sh" clang libclang-rt-14-dev libomp-14-dev build-essential cmake ninja-build pkg-config \
-  libyaml-cpp-dev libopenblas-dev libopenblas-openmp-dev libcli11-dev nlohmann-json3-dev zlib1g-dev \
-  libopencv-core-dev libopencv-imgproc-dev libopencv-imgcodecs-dev libopenmpi-dev openmpi-bin libdnnl-dev
+# The build's packages, and clang with its fuzzer runtime and OpenMP.
+"$root/tools/deps.sh" "$root/tools/packages.txt" clang libclang-rt-14-dev libomp-14-dev
 CC=clang CXX=clang++ cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DPOSEIDON_FUZZ=ON \
   -DPOSEIDON_TESTS=OFF -DPOSEIDON_CUDA=OFF >/dev/null
 cmake --build "$build" -j "$(nproc)" $(printf -- '--target fuzz_%s ' "${targets[@]}")

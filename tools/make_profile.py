@@ -21,8 +21,8 @@ The shipped profiles were made with:
       -o profiles/vgg19_22k_b32.json
   tools/make_profile.py models/inception_v3.yaml --memory-gbps 336 \
       --same-rate-as profiles/vgg19_22k_b32.json -o profiles/inception_v3_b32.json
-The first is PAPER.md's VGG19-22K iteration (0.925 s at batch 32 on one
-Titan X, whose GDDR5 moves 336 GB/s); PAPER.md gives no Inception-V3 time,
+The first is docs/REFERENCE.md's VGG19-22K iteration (0.925 s at batch 32 on one
+Titan X, whose GDDR5 moves 336 GB/s); docs/REFERENCE.md gives no Inception-V3 time,
 so the second assumes the same GPU at the same effective rate.
 """
 import argparse

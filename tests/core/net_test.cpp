@@ -23,6 +23,11 @@ layers:
   - {name: acc, type: accuracy, inputs: [joined, label]}
 )";
 
+void feed_three_examples(Net& net) {
+  for (int64_t i = 0; i < 9; ++i) net.blob("data").value[i] = 0.1f * static_cast<float>(i) - 0.4f;
+  for (int64_t i = 0; i < 3; ++i) net.blob("label").value[i] = static_cast<float>(i);
+}
+
 struct CountingSink : GradSink {
   std::vector<std::string> order;
   void grad_ready(Param& p) override { order.push_back(p.name); }
@@ -48,8 +53,7 @@ TEST(Net, OrdersLayersTopologically) {
 TEST(Net, GradientsReadyInBackwardOrderAndFanOutAccumulates) {
   Net net(parse(kBranchy), 3);
   net.init_params(3);
-  for (int64_t i = 0; i < 9; ++i) net.blob("data").value[i] = 0.1f * static_cast<float>(i) - 0.4f;
-  for (int64_t i = 0; i < 3; ++i) net.blob("label").value[i] = static_cast<float>(i);
+  feed_three_examples(net);
   RunContext ctx;
   float loss = net.forward(ctx);
   CountingSink sink;
@@ -71,6 +75,43 @@ TEST(Net, GradientsReadyInBackwardOrderAndFanOutAccumulates) {
   float down = net.forward(ctx);
   hb->value[0] = saved;
   EXPECT_NEAR(g, (up - down) / (2 * eps), 1e-3);
+}
+
+// A sink that forms `a.weight`'s gradient itself (from a's input and output
+// gradient): backward leaves that gradient alone and still computes the rest.
+struct FormingSink : CountingSink {
+  std::vector<BlobPart> parts{{"h", false}, {"a", true}};
+  const std::vector<BlobPart>& gradient_sources(const Param& p) const override {
+    return p.name == "a.weight" ? parts : no_sources();
+  }
+};
+
+TEST(Net, BackwardSkipsTheGradientsItsSinkFormsItself) {
+  Net net(parse(kBranchy), 3);
+  net.init_params(3);
+  feed_three_examples(net);
+  RunContext ctx;
+  net.forward(ctx);
+  CountingSink plain;
+  net.backward(ctx, plain);
+  const Tensor& weight_grad = net.find_param("a.weight")->grad;
+  const std::vector<float> computed(weight_grad.data(), weight_grad.data() + weight_grad.numel());
+  const Tensor& bias_grad = net.find_param("a.bias")->grad;
+  const std::vector<float> bias(bias_grad.data(), bias_grad.data() + bias_grad.numel());
+  ASSERT_NE(computed[0], 7.f);
+
+  net.find_param("a.weight")->grad.fill(7.f);
+  net.find_param("a.bias")->grad.fill(7.f);
+  FormingSink forming;
+  net.backward(ctx, forming);
+  const Tensor& skipped = net.find_param("a.weight")->grad;
+  for (int64_t i = 0; i < skipped.numel(); ++i) ASSERT_EQ(skipped[i], 7.f) << i;
+  for (size_t i = 0; i < bias.size(); ++i) ASSERT_EQ(bias_grad[i], bias[i]) << i;
+  EXPECT_EQ(forming.order.size(), 6u) << "every gradient is still reported";
+
+  // A plain sink again: the gradient is computed as before.
+  net.backward(ctx, plain);
+  for (size_t i = 0; i < computed.size(); ++i) ASSERT_EQ(weight_grad[i], computed[i]) << i;
 }
 
 TEST(Net, ParametersLiveInOneFlatBuffer) {

@@ -42,4 +42,33 @@ TEST(Comm, PrivateCommunicatorSpansTheWorld) {
   EXPECT_GE(comm.max_tag(), 32767);
 }
 
+// A duplicate is a communicator of its own: a message sent on one is never
+// received on the other, and moving a Comm keeps the handle without a copy.
+TEST(Comm, DuplicateIsSeparateAndMovesKeepTheHandle) {
+  dist::Comm comm(test_world());
+  dist::Comm copy = comm.duplicate();
+  EXPECT_NE(copy.handle(), comm.handle());
+  EXPECT_EQ(copy.size(), comm.size());
+  EXPECT_EQ(copy.rank(), comm.rank());
+  int result = MPI_UNEQUAL;
+  POSEIDON_MPI(MPI_Comm_compare(comm.handle(), copy.handle(), &result));
+  EXPECT_EQ(result, MPI_CONGRUENT);
+
+  const MPI_Comm handle = copy.handle();
+  dist::Comm moved(std::move(copy));
+  EXPECT_EQ(moved.handle(), handle);
+  EXPECT_EQ(copy.handle(), MPI_COMM_NULL);
+
+  // Rank r sends to itself on `comm`; nothing arrives on the duplicate.
+  int value = 42, flag = 1;
+  MPI_Request send;
+  POSEIDON_MPI(MPI_Isend(&value, 1, MPI_INT, comm.rank(), 5, comm.handle(), &send));
+  POSEIDON_MPI(MPI_Iprobe(comm.rank(), 5, moved.handle(), &flag, MPI_STATUS_IGNORE));
+  EXPECT_EQ(flag, 0);
+  int got = 0;
+  POSEIDON_MPI(MPI_Recv(&got, 1, MPI_INT, comm.rank(), 5, comm.handle(), MPI_STATUS_IGNORE));
+  POSEIDON_MPI(MPI_Wait(&send, MPI_STATUS_IGNORE));
+  EXPECT_EQ(got, 42);
+}
+
 }  // namespace poseidon::testing

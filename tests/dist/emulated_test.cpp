@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cstring>
 
+#include "dist/emulated_compute.h"
 #include "dist/scheduler.h"
 #include "tests/dist/test_world.h"
 
@@ -35,15 +36,17 @@ TEST_P(Emulated, WaitsTheDeviceTimeAndLeavesTheParametersAsTheyWere) {
   sc.lr.base_lr = 0.1;
   Solver solver(sc);
   dist::DistConfig config;
-  config.scheme = GetParam();
+  config.scheme = dist::parse_scheme_choice(GetParam());
   config.block_bytes = 64 << 10;
   config.bucket_bytes = 64 << 10;
   dist::DeviceCosts device;
   device.update_s_per_param = kUpdateS / static_cast<double>(net.num_learnable());
   device.memory_gbps = 10;
   device.gemm_gflops = 10;
-  dist::Scheduler scheduler(net, solver, world, dist::plan_for_config(net, config, world.size()), config, 0, false,
-                            device);
+  dist::SchedulerOptions options;
+  options.config = config;
+  options.compute = std::make_shared<dist::EmulatedExchangeCompute>(device);
+  dist::Scheduler scheduler(net, solver, world, dist::plan_for_config(net, config, world.size()), std::move(options));
   net.flat_grads().fill(1.f);  // what a real update would apply
   RunContext ctx;
   const auto start = std::chrono::steady_clock::now();

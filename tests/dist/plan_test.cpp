@@ -36,7 +36,7 @@ TEST(Plan, AllreduceBucketsAreContiguousAndBounded) {
   dist::CommPlan plan = plan_all(net, dist::Scheme::allreduce, config, 3);
   std::vector<int> seen(plan.params.size(), 0);
   size_t next = 0;
-  for (const auto& u : plan.units) {
+  for (const auto& u : plan.groups) {
     ASSERT_EQ(u.scheme, dist::Scheme::allreduce);
     int64_t covered = 0;
     for (size_t i : u.params) {
@@ -54,8 +54,8 @@ TEST(Plan, AllreduceBucketsAreContiguousAndBounded) {
   }
   for (int s : seen) EXPECT_EQ(s, 1);
   // Small tensors fuse: lenet's eight parameters need fewer buckets than parameters.
-  EXPECT_LT(plan.units.size(), plan.params.size());
-  EXPECT_GT(plan.units.size(), 1u);
+  EXPECT_LT(plan.groups.size(), plan.params.size());
+  EXPECT_GT(plan.groups.size(), 1u);
 }
 
 TEST(Plan, PsBlocksTileParametersAndBalanceOwners) {
@@ -64,10 +64,10 @@ TEST(Plan, PsBlocksTileParametersAndBalanceOwners) {
   config.block_bytes = 64 << 10;
   const int ranks = 3;
   dist::CommPlan plan = plan_all(net, dist::Scheme::ps, config, ranks);
-  ASSERT_EQ(plan.units.size(), plan.params.size());
+  ASSERT_EQ(plan.groups.size(), plan.params.size());
   std::vector<int64_t> served(ranks, 0);
   std::set<int> ids;
-  for (const auto& u : plan.units) {
+  for (const auto& u : plan.groups) {
     ASSERT_EQ(u.params.size(), 1u);
     int64_t at = 0;
     for (const auto& b : u.blocks) {
@@ -95,20 +95,20 @@ TEST(Plan, LayerUnitsNameEveryUnitOfTheLayer) {
   dist::CommPlan plan = plan_all(net, dist::Scheme::allreduce, config, 2);
   for (size_t l = 0; l < net.num_layers(); ++l) {
     std::set<size_t> expect;
-    for (size_t u = 0; u < plan.units.size(); ++u)
-      for (size_t i : plan.units[u].params)
+    for (size_t u = 0; u < plan.groups.size(); ++u)
+      for (size_t i : plan.groups[u].params)
         if (plan.params[i].layer == l) expect.insert(u);
-    EXPECT_EQ(std::set<size_t>(plan.layer_units[l].begin(), plan.layer_units[l].end()), expect) << net.layer(l).name();
+    EXPECT_EQ(std::set<size_t>(plan.layer_groups[l].begin(), plan.layer_groups[l].end()), expect) << net.layer(l).name();
   }
 }
 
 TEST(Plan, SfbTakesFcLayersWholeAndPsTheRest) {
   Net net = lenet(2);
   dist::DistConfig config;
-  config.scheme = "sfb";
+  config.scheme = dist::SchemeChoice::sfb;
   dist::CommPlan plan = dist::plan_for_config(net, config, 2);
   std::vector<std::string> sfb_units;
-  for (const auto& u : plan.units) {
+  for (const auto& u : plan.groups) {
     if (u.scheme == dist::Scheme::sfb) {
       sfb_units.push_back(u.label);
       ASSERT_EQ(u.params.size(), 2u) << "an FC layer's weight and bias travel together";

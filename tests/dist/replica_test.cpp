@@ -279,9 +279,9 @@ DistRun train_distributed(const std::string& model, const dist::DistConfig& conf
   std::map<const float*, std::unique_ptr<dist::Comm>> sums;
   dist::DeviceOffload device;
   if (offload) {
-    for (const dist::Unit& unit : plan.units)
+    for (const dist::SyncGroup& unit : plan.groups)
       if (unit.scheme == dist::Scheme::allreduce)
-        sums[net.flat_grads().data() + unit.begin] = std::make_unique<dist::Comm>(base);
+        sums[net.flat_grads().data() + unit.begin] = std::make_unique<dist::Comm>(base.duplicate());
     device.allreduce_sum = [&](float* grads, int64_t count) {
       ++run.device_sums;
       return start_sum(*sums.at(grads), grads, count);
@@ -292,7 +292,10 @@ DistRun train_distributed(const std::string& model, const dist::DistConfig& conf
       gemm(ta, tb, m, n, k, alpha, a, b, beta, c);
     };
   }
-  dist::Scheduler scheduler(net, solver, world, std::move(plan), config, 0, false, std::nullopt, device);
+  dist::SchedulerOptions options;
+  options.config = config;
+  options.offload = device;
+  dist::Scheduler scheduler(net, solver, world, std::move(plan), std::move(options));
   Lockstep reference(model, world.size());
   std::mt19937_64 rng(11);  // dropout layers need one even at ratio 0
   RunContext ctx{Phase::train, &rng, {}};
@@ -309,7 +312,7 @@ DistRun train_distributed(const std::string& model, const dist::DistConfig& conf
     reference.train_combined(it, before, state_before);
     run.losses.push_back(reference.loss);
     const dist::CommPlan& plan = scheduler.plan();
-    for (const dist::Unit& unit : plan.units) {
+    for (const dist::SyncGroup& unit : plan.groups) {
       for (size_t k : unit.params) {
         const dist::PlannedParam& p = plan.params[k];
         const int64_t n = p.param->value.numel(), at = p.offset;
@@ -375,9 +378,9 @@ class Replicas : public ::testing::TestWithParam<Case> {};
 
 TEST_P(Replicas, EachUpdateMatchesTheCombinedBatchAndTheOwnersSum) {
   dist::DistConfig config;
-  config.scheme = GetParam().scheme;
+  config.scheme = dist::parse_scheme_choice(GetParam().scheme);
   config.wfbp = GetParam().wfbp;
-  config.order = GetParam().order;
+  config.order = dist::parse_send_order(GetParam().order);
   config.block_bytes = 64 << 10;   // lenet's fc1.weight spans many blocks and every owner
   config.bucket_bytes = 64 << 10;  // several buckets
   DistRun run = train_distributed(GetParam().model, config, GetParam().offload);

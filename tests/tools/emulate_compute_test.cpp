@@ -3,7 +3,7 @@
 // training, a LocalGradSink still updates every parameter from its gradient
 // buffer, while the EmulatedUpdateSink waits the profile's update time
 // instead; profiles that do not fit the run are refused.
-#include "tools/cli/emulate_compute.h"
+#include "dist/emulated_compute.h"
 
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -20,6 +20,9 @@
 
 namespace poseidon {
 namespace {
+using dist::emulate_compute;
+using dist::EmulatedCompute;
+using dist::EmulatedUpdateSink;
 
 const char* kModel = R"(name: small
 inputs: {data: [6], label: []}

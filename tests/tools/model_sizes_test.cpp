@@ -1,5 +1,5 @@
 // The benchmark models and their configs: exact parameter totals from
-// `poseidon summary --json` (PAPER.md's table, torchvision's counts), model
+// `poseidon summary --json` (docs/REFERENCE.md's table, torchvision's counts), model
 // variables overridden from the command line, and every training config of a
 // model running one step at a reduced size on its own kind of data.
 #include <gtest/gtest.h>

@@ -95,7 +95,7 @@ void check_shipped_profile(const std::string& name, const std::string& model) {
 TEST(SimulateCli, ShippedVgg19_22kProfileIsTheReferenceIteration) {
   check_shipped_profile("vgg19_22k_b32.json", "vgg19_22k.yaml");
   std::ifstream in(kRoot + "/profiles/vgg19_22k_b32.json");
-  EXPECT_NEAR(nlohmann::json::parse(in).at("iteration_ms").get<double>(), 925, 1e-9) << "PAPER.md: 0.925 s";
+  EXPECT_NEAR(nlohmann::json::parse(in).at("iteration_ms").get<double>(), 925, 1e-9) << "docs/REFERENCE.md: 0.925 s";
 }
 
 TEST(SimulateCli, ShippedInceptionV3ProfileCoversTheModel) { check_shipped_profile("inception_v3_b32.json", "inception_v3.yaml"); }

@@ -66,7 +66,7 @@ SimConfig config_of(int workers, const std::string& scheme, bool wfbp, double gb
                     double gflops = 1) {
   SimConfig c;
   c.workers = workers;
-  c.dist.scheme = scheme;
+  c.dist.scheme = parse_scheme_choice(scheme);
   c.dist.wfbp = wfbp;
   c.link.bandwidth_gbps = gbps;
   c.link.latency_us = latency_us;
@@ -117,7 +117,7 @@ TEST(Simulate, InfiniteBandwidthLeavesOnlyCompute) {
       for (const char* order : {"backward", "priority"})
         for (int workers : {2, 3, 8}) {
           SimConfig c = config_of(workers, scheme, wfbp, kInf, 0, kInf);
-          c.dist.order = order;
+          c.dist.order = parse_send_order(order);
           c.dist.block_bytes = 512;
           const SimResult r = simulate(net, profile, c);
           EXPECT_NEAR(r.iteration_s, profile.iteration_s(), 1e-12 * profile.iteration_s())
@@ -197,15 +197,15 @@ layers:
   - {name: loss, type: softmax_loss, inputs: [fc1, label]}
 )";
   DistConfig config;
-  config.scheme = "hybrid";
+  config.scheme = SchemeChoice::hybrid;
   const LinkModel link{10, 0, 1e6};
   Net one(parse(model), 1), wide(parse(model), 64);
-  EXPECT_EQ(simulation_plan(one, config, 4, link, 1).units[0].scheme, Scheme::sfb);
+  EXPECT_EQ(simulation_plan(one, config, 4, link, 1).groups[0].scheme, Scheme::sfb);
   const CommPlan simulated = simulation_plan(one, config, 4, link, 64);
   const CommPlan trained = plan_for_config(wide, config, 4, link);
-  ASSERT_EQ(simulated.units.size(), trained.units.size());
-  for (size_t u = 0; u < trained.units.size(); ++u) {
-    const Unit &a = simulated.units[u], &b = trained.units[u];
+  ASSERT_EQ(simulated.groups.size(), trained.groups.size());
+  for (size_t u = 0; u < trained.groups.size(); ++u) {
+    const SyncGroup &a = simulated.groups[u], &b = trained.groups[u];
     EXPECT_EQ(a.scheme, b.scheme);
     EXPECT_EQ(a.scheme, Scheme::ps);
     EXPECT_EQ(a.params, b.params);

@@ -30,6 +30,9 @@ int run_cli(int argc, char** argv) {
                 "communication stays real (for emulated clusters, tools/cluster)");
   t->add_option("--emulate-scale", train.emulate_scale, "multiply the --emulate-compute times by this factor")
       ->check(CLI::PositiveNumber);
+  t->add_flag("--replan", train.replan,
+              "hybrid: probe the link and plan anew, instead of reusing the figures recorded in the checkpoint "
+              "or in the output directory's plan.json");
 
   TestArgs test;
   auto* te = app.add_subcommand("test", "evaluate weights on the config's test data");
@@ -72,8 +75,9 @@ int run_cli(int argc, char** argv) {
   pl->add_option("--latency", plan.latency_us, "per-message latency, microseconds (default: the config's, or 20)")
       ->check(CLI::NonNegativeNumber);
   pl->add_option("--gflops", plan.gemm_gflops,
-                 "GEMM rate that rebuilds SFB gradients, GFLOP/s (default: measured here)")
+                 "GEMM rate that rebuilds SFB gradients, GFLOP/s (default: the config's, or measured here)")
       ->check(CLI::PositiveNumber);
+  pl->add_option("--out", plan.out, "also write the plan to FILE, which dist.plan_file pins in training");
   pl->add_option("--set", plan.overrides, "override a key");
   pl->add_flag("--json", plan.json, "machine-readable output");
 

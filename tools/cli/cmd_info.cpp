@@ -1,7 +1,5 @@
 // `poseidon info`: what this binary was built with and what it can use here,
 // so a report or a bug can say which libraries and GPUs were involved.
-#include <mpi.h>
-
 #include <cstdio>
 #include <string>
 #include <thread>
@@ -17,6 +15,7 @@
 
 #include "core/device_info.h"
 #include "core/device_memory.h"
+#include "dist/comm.h"
 #include "tools/cli/commands.h"
 
 namespace poseidon {
@@ -26,22 +25,13 @@ struct Entry {
   std::string name, value;
 };
 
-std::string mpi_version() {
-  char text[MPI_MAX_LIBRARY_VERSION_STRING];
-  int length = 0;
-  MPI_Get_library_version(text, &length);  // allowed before MPI_Init
-  std::string s(text, length);
-  size_t end = s.find_first_of(",\n");
-  return s.substr(0, end);
-}
-
 std::vector<Entry> build_entries() {
   std::vector<Entry> out;
   out.push_back({"poseidon", "0.1"});
   out.push_back({"C++ compiler", __VERSION__});
   out.push_back({"CUDA backend", device_memory::cuda_built() ? "built" : "not built"});
   for (const auto& lib : device_info::cuda_libraries()) out.push_back({lib.name, lib.version});
-  out.push_back({"MPI", mpi_version()});
+  out.push_back({"MPI", dist::mpi_library_version()});
   out.push_back({"BLAS", openblas_get_config()});
 #ifdef POSEIDON_HAVE_DNNL
   const dnnl_version_t* v = dnnl_version();

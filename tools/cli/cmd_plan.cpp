@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/net.h"
+#include "dist/plan_file.h"
 #include "dist/planner.h"
 #include "tools/cli/commands.h"
 #include "tools/cli/train_config.h"
@@ -31,8 +32,10 @@ int cmd_plan(const PlanArgs& args) {
   dist::LinkModel link;
   link.bandwidth_gbps = args.bandwidth_gbps > 0 ? args.bandwidth_gbps : dist_config.bandwidth_gbps.value_or(10);
   link.latency_us = args.latency_us >= 0 ? args.latency_us : dist_config.latency_us.value_or(20);
-  const bool gemm_measured = args.gemm_gflops <= 0;
-  link.gemm_gflops = gemm_measured ? dist::measure_gemm_gflops() : args.gemm_gflops;
+  const bool gemm_measured = args.gemm_gflops <= 0 && !dist_config.gemm_gflops;
+  link.gemm_gflops = args.gemm_gflops > 0   ? args.gemm_gflops
+                     : gemm_measured        ? dist::measure_gemm_gflops()
+                                            : *dist_config.gemm_gflops;
 
   Net net(model, 1);  // shapes only: the per-rank batch enters the cost model, not the blobs
   const std::vector<dist::LayerPlan> layers = dist::plan_layers(net, batch, args.workers, link);
@@ -43,6 +46,8 @@ int cmd_plan(const PlanArgs& args) {
     all_ps.numbers += lp.ps.numbers;
     all_ps.seconds += lp.ps.seconds;
   }
+  if (!args.out.empty())
+    dist::write_plan_file(args.out, dist::plan_record(layers, net, args.workers, batch, link));
 
   if (args.json) {
     nlohmann::json rows = nlohmann::json::array();

@@ -56,7 +56,7 @@ void print_row(const Row& row, bool per_rank) {
 
 int cmd_simulate(const SimulateArgs& args) {
   auto [model, batch, dist_config] = load_dist_model(args.file, args.overrides, args.batch);
-  if (!args.order.empty()) dist_config.order = args.order;
+  if (!args.order.empty()) dist_config.order = dist::parse_send_order(args.order);
   Net net(model, 1);  // shapes only: the per-rank batch enters through the profile
 
   std::string gemm_source = "given";
@@ -83,13 +83,15 @@ int cmd_simulate(const SimulateArgs& args) {
   config.iterations = args.iterations;
   config.link.latency_us = args.latency_us >= 0 ? args.latency_us : dist_config.latency_us.value_or(20);
   config.link.gemm_gflops = gflops;
-  const std::vector<std::string> schemes = args.schemes.empty() ? std::vector{dist_config.scheme} : args.schemes;
+  std::vector<dist::SchemeChoice> schemes;
+  for (const std::string& name : args.schemes) schemes.push_back(dist::parse_scheme_choice(name));
+  if (schemes.empty()) schemes.push_back(dist_config.scheme);
   std::vector<bool> wfbps;
   for (const std::string& w : args.wfbp) wfbps.push_back(w == "true");
   if (wfbps.empty()) wfbps.push_back(dist_config.wfbp);
 
   std::vector<Row> rows;
-  for (const std::string& scheme : schemes)
+  for (dist::SchemeChoice scheme : schemes)
     for (bool wfbp : wfbps)
       for (double bandwidth : args.bandwidth_gbps)
         for (int workers : args.workers) {
@@ -97,7 +99,7 @@ int cmd_simulate(const SimulateArgs& args) {
           config.dist.wfbp = wfbp;
           config.link.bandwidth_gbps = bandwidth;
           config.workers = workers;
-          rows.push_back(Row{scheme, wfbp, bandwidth, dist::simulate(net, profile, config)});
+          rows.push_back(Row{dist::choice_name(scheme), wfbp, bandwidth, dist::simulate(net, profile, config)});
         }
 
   if (args.json) {
@@ -110,7 +112,7 @@ int cmd_simulate(const SimulateArgs& args) {
                           {"latency_us", config.link.latency_us},
                           {"gemm_gflops", gflops},
                           {"gemm_source", gemm_source},
-                          {"order", dist_config.order},
+                          {"order", dist::order_name(dist_config.order)},
                           {"iterations", args.iterations},
                           {"runs", runs}};
     std::printf("%s\n", out.dump(2).c_str());
@@ -119,7 +121,7 @@ int cmd_simulate(const SimulateArgs& args) {
   std::printf("%s: %s; batch %lld per worker, one worker %.3f ms per iteration\n", net.name().c_str(),
               profile.source.c_str(), static_cast<long long>(profile.batch), profile.iteration_s() * 1e3);
   std::printf("latency %.4g us; SFB rebuild at %.4g GFLOP/s (%s); order %s; %d iterations simulated\n",
-              config.link.latency_us, gflops, gemm_source.c_str(), dist_config.order.c_str(), args.iterations);
+              config.link.latency_us, gflops, gemm_source.c_str(), dist::order_name(dist_config.order).c_str(), args.iterations);
   std::printf("%-10s %-5s %6s %8s %11s %9s %11s %10s %10s %14s\n", "scheme", "wfbp", "P", "Gbit/s", "iter ms",
               "speed-up", "efficiency", "link use", "max link", "MB/worker/it");
   for (const Row& row : rows) print_row(row, args.per_rank);

@@ -7,6 +7,7 @@
 #include "core/model_summary.h"
 #include "dist/comm.h"
 #include "tools/cli/commands.h"
+#include "tools/cli/stop_signal.h"
 #include "tools/cli/trainer.h"
 
 namespace poseidon {
@@ -31,8 +32,17 @@ int cmd_train(const TrainArgs& args) {
   try {
     TrainConfig config = TrainConfig::load(args.config, args.overrides);
     check_before_training(config, world.rank() == 0, args.quiet);
-    Trainer trainer(std::move(config), TrainOptions{args.resume, args.weights, args.quiet, &world, args.timeline, args.emulate_compute,
-                                               args.emulate_scale});
+    catch_stop_signals();
+    TrainOptions options;
+    options.resume = args.resume;
+    options.weights = args.weights;
+    options.quiet = args.quiet;
+    options.world = &world;
+    options.timeline = args.timeline;
+    options.emulate_compute = args.emulate_compute;
+    options.emulate_scale = args.emulate_scale;
+    options.replan = args.replan;
+    Trainer trainer(std::move(config), std::move(options));
     trainer.run();
   } catch (const std::exception& e) {
     // The other ranks would wait for this one forever: end the whole job.

@@ -15,6 +15,7 @@ struct TrainArgs {
   std::string timeline;  // Chrome trace file (one per rank under mpirun)
   std::string emulate_compute;  // per-layer times that replace computing (poseidon time --json)
   double emulate_scale = 1;
+  bool replan = false;  // probe the link anew instead of reusing recorded figures
 };
 int cmd_train(const TrainArgs& args);
 
@@ -55,6 +56,7 @@ struct PlanArgs {
   double latency_us = -1;     // < 0: the config's, or 20
   double gemm_gflops = 0;     // 0: measured
   bool json = false;
+  std::string out;  // plan file to write (dist.plan_file pins it); "" : none
 };
 int cmd_plan(const PlanArgs& args);
 

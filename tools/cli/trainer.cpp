@@ -5,17 +5,15 @@
 #include <charconv>
 #include <cmath>
 #include <filesystem>
-#include <set>
 #include <sstream>
 
 #include "core/checkpoint.h"
 #include "core/finite_check.h"
-#include "core/host_staging_sink.h"
 #include "core/local_sink.h"
 #include "core/math.h"
-#include "tools/cli/emulate_compute.h"
 #include "tools/cli/label_check.h"
 #include "tools/cli/progress.h"
+#include "tools/cli/stop_signal.h"
 
 namespace poseidon {
 namespace {
@@ -83,13 +81,9 @@ Trainer::Trainer(TrainConfig config, TrainOptions options)
   }
   net_ = std::make_unique<Net>(config_.model, config_.train_data.batch_size, config_.device);
   net_->init_params(config_.seed);
-  // MPI moves host memory: a GPU net is distributed through a host mirror.
-  if (world_size_ > 1 && (config_.device.is_cuda() || config_.dist.host_staging)) {
-    mirror_ = std::make_unique<Net>(config_.model, config_.train_data.batch_size, Device{});
-    mirror_->init_params(config_.seed);
-  }
   if (!options_.emulate_compute.empty())
-    emulated_ = emulate_compute(*net_, options_.emulate_compute, options_.emulate_scale, config_.train_data.batch_size);
+    emulated_ =
+        dist::emulate_compute(*net_, options_.emulate_compute, options_.emulate_scale, config_.train_data.batch_size);
   solver_ = std::make_unique<Solver>(config_.solver);
 
   auto train_source = make_source(config_.train_data.node, config_.base_dir);
@@ -115,60 +109,73 @@ Trainer::Trainer(TrainConfig config, TrainOptions options)
     read_loader_keys(config_.test_data->node, tc);
     test_loader_ = std::make_unique<Loader>(test_source, tc);
   }
-  if (!options_.weights.empty()) load_checkpoint(options_.weights, exchange_net(), nullptr);
+  if (!options_.weights.empty()) load_checkpoint(options_.weights, *net_, nullptr);
   if (!options_.resume.empty()) restore(options_.resume);
-  if (mirror_) copy_net_state(*mirror_, *net_);
   if (world_size_ > 1) {
-    // Emulated, SFB rebuilds run at the profiled device's rate, not this machine's.
-    std::optional<double> gemm_gflops;
-    if (emulated_ && emulated_->device.gemm_gflops > 0) gemm_gflops = emulated_->device.gemm_gflops;
-    if (config_.dist.scheme == "hybrid") link_ = dist::measure_link(*options_.world, config_.dist, gemm_gflops);
-    // Emulated gradients are not computed, so there is nothing to check.
-    Net& exchanged = exchange_net();
-    scheduler_ = std::make_unique<dist::Scheduler>(
-        exchanged, *solver_, *options_.world,
-        dist::plan_for_config(exchanged, config_.dist, world_size_, link_.value_or(dist::LinkModel{})), config_.dist,
-        iter_, config_.solver.check_finite && !emulated_,
-        emulated_ ? std::optional<dist::DeviceCosts>(emulated_->device) : std::nullopt, device_offload());
+    dist::SessionOptions session;
+    session.config = config_.dist;
+    session.first_iteration = iter_;
+    // Emulated gradients are not computed, so there is nothing to check;
+    // SFB rebuilds run at the profiled device's rate, not this machine's.
+    session.check_finite = config_.solver.check_finite && !emulated_;
+    if (emulated_) {
+      session.compute = emulated_->exchange_compute();
+      if (emulated_->device.gemm_gflops > 0) session.gemm_gflops = emulated_->device.gemm_gflops;
+    }
+    std::string origin;
+    const dist::SessionOptions planned = plan_origin(origin);
+    session.recorded_link = planned.recorded_link;
+    session.pinned_plan = planned.pinned_plan;
+    session.pinned_plan_path = planned.pinned_plan_path;
+    session_ = std::make_unique<dist::Session>(*net_, config_.model, *solver_, *options_.world, std::move(session));
+    plan_said_ = origin;
+    // Written down, so that the next start of this config plans the same.
+    if (rank_ == 0 && session_->link())
+      dist::write_plan_file(plan_record_path(), session_->record());
   }
   if (!options_.timeline.empty()) {
     timeline_ = std::make_unique<dist::Timeline>(rank_);
-    if (scheduler_) scheduler_->set_timeline(timeline_.get());
+    if (session_) session_->set_timeline(timeline_.get());
   }
 }
 
 Trainer::~Trainer() = default;
 
-dist::DeviceOffload Trainer::device_offload() {
-  dist::DeviceOffload offload;
-  if (!config_.device.is_cuda() || emulated_) return offload;  // on the host (or waits, emulated)
-  gpu_gemm_ = std::make_unique<GpuGemm>(config_.device);
-  offload.rebuild_gemm = [gemm = gpu_gemm_.get()](bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha,
-                                                  const float* a, const float* b, float beta, float* c) {
-    (*gemm)(ta, tb, m, n, k, alpha, a, b, beta, c);
-  };
-  // NCCL takes one GPU per rank; ranks sharing one keep the MPI ring.
-  dist::Comm comm(*options_.world);
-  const std::string mine = GpuAllReduce::gpu_identity(config_.device);
-  std::vector<char> identities(comm.size() * 64, 0);
-  std::vector<char> padded(64, 0);
-  std::copy_n(mine.begin(), std::min<size_t>(mine.size(), 63), padded.begin());
-  POSEIDON_MPI(MPI_Allgather(padded.data(), 64, MPI_CHAR, identities.data(), 64, MPI_CHAR, comm.handle()));
-  std::set<std::string> distinct;
-  for (int r = 0; r < comm.size(); ++r) distinct.insert(std::string(identities.data() + 64 * r));
-  if (static_cast<int>(distinct.size()) < comm.size()) return offload;
-  std::vector<char> id = rank_ == 0 ? GpuAllReduce::unique_id() : std::vector<char>();
-  int bytes = static_cast<int>(id.size());
-  POSEIDON_MPI(MPI_Bcast(&bytes, 1, MPI_INT, 0, comm.handle()));
-  id.resize(bytes);
-  POSEIDON_MPI(MPI_Bcast(id.data(), bytes, MPI_CHAR, 0, comm.handle()));
-  gpu_allreduce_ = std::make_unique<GpuAllReduce>(config_.device, id, comm.size(), comm.rank());
-  // A bucket's range of the mirror's flat gradients is the same range of the GPU net's.
-  offload.allreduce_sum = [this](float* grads, int64_t count) {
-    const std::ptrdiff_t at = grads - mirror_->flat_grads().data();
-    return gpu_allreduce_->sum_to_host(net_->flat_grads().data() + at, grads, static_cast<size_t>(count));
-  };
-  return offload;
+std::string Trainer::plan_record_path() const {
+  return (std::filesystem::path(config_.output_dir) / "plan.json").string();
+}
+
+dist::SessionOptions Trainer::plan_origin(std::string& said) {
+  dist::SessionOptions out;
+  if (!config_.dist.plan_file.empty()) {
+    std::filesystem::path path(config_.dist.plan_file);
+    if (path.is_relative()) path = std::filesystem::path(config_.base_dir) / path;
+    out.pinned_plan_path = path.string();
+    out.pinned_plan = dist::read_plan_file(out.pinned_plan_path);
+    said = "schemes pinned by " + out.pinned_plan_path;
+    return out;
+  }
+  if (config_.dist.scheme != dist::SchemeChoice::hybrid) return out;
+  if (options_.replan) {
+    said = "probed anew (--replan)";
+    return out;
+  }
+  if (resumed_link_) {
+    out.recorded_link = resumed_link_;
+    said = "figures recorded in " + options_.resume + " (--replan probes anew)";
+    return out;
+  }
+  const std::string record = plan_record_path();
+  if (rank_ == 0 && std::filesystem::is_regular_file(record)) {
+    const dist::PlanRecord earlier = dist::read_plan_file(record);
+    if (earlier.model == net_->name()) {
+      out.recorded_link = earlier.link;
+      said = "figures recorded in " + record + " by an earlier start (--replan probes anew)";
+      return out;
+    }
+  }
+  said = "probed at start";
+  return out;
 }
 
 std::string Trainer::checkpoint_path(const std::string& tag) const {
@@ -179,23 +186,26 @@ std::map<std::string, std::string> Trainer::checkpoint_metadata(int64_t iter, co
                                                                 const std::mt19937_64& rng) const {
   std::ostringstream rng_text;
   rng_text << rng;
-  return {{"format", "poseidon-checkpoint-1"},
-          {"model", net_->name()},
-          {"iteration", std::to_string(iter)},
-          {"loader_epoch", std::to_string(pos.epoch)},
-          {"loader_batch", std::to_string(pos.batch)},
-          {"world_size", std::to_string(world_size_)},
-          {"batch_size", std::to_string(config_.train_data.batch_size)},
-          {"rng", rng_text.str()}};
+  std::map<std::string, std::string> meta = {{"format", "poseidon-checkpoint-1"},
+                                             {"model", net_->name()},
+                                             {"iteration", std::to_string(iter)},
+                                             {"loader_epoch", std::to_string(pos.epoch)},
+                                             {"loader_batch", std::to_string(pos.batch)},
+                                             {"world_size", std::to_string(world_size_)},
+                                             {"batch_size", std::to_string(config_.train_data.batch_size)},
+                                             {"rng", rng_text.str()}};
+  if (session_ && session_->link()) meta["dist_link"] = dist::link_text(*session_->link());
+  return meta;
 }
 
 void Trainer::save(const std::string& path) {
-  if (scheduler_) {
-    average_buffers();
-    const Solver full = scheduler_->solver_snapshot();
+  if (session_) {
+    session_->average_buffers();
+    session_->bring_net_current();
+    const Solver full = session_->solver_snapshot();
     if (rank_ != 0) return;
     std::filesystem::create_directories(std::filesystem::path(path).parent_path());
-    save_checkpoint(path, exchange_net(), &full, checkpoint_metadata(iter_, train_loader_->position(), rng_));
+    save_checkpoint(path, *net_, &full, checkpoint_metadata(iter_, train_loader_->position(), rng_));
     return;
   }
   std::filesystem::create_directories(std::filesystem::path(path).parent_path());
@@ -203,7 +213,7 @@ void Trainer::save(const std::string& path) {
 }
 
 void Trainer::restore(const std::string& path) {
-  auto meta = load_checkpoint(path, exchange_net(), solver_.get());
+  auto meta = load_checkpoint(path, *net_, solver_.get());
   auto get = [&](const std::string& key) -> std::string {
     auto it = meta.find(key);
     if (it == meta.end()) throw Error(path + ": not a training checkpoint (metadata '" + key + "' missing)");
@@ -234,6 +244,10 @@ void Trainer::restore(const std::string& path) {
   if (pos.epoch > iter) throw Error(path + ": corrupt training metadata (loader epoch beyond the iteration)");
   if (pos.batch >= train_loader_->batches_per_epoch())
     throw Error(path + ": loader position beyond the data set (was it trained on other data?)");
+  if (meta.count("dist_link")) {
+    resumed_link_ = dist::parse_link_text(meta.at("dist_link"));
+    if (!resumed_link_) throw Error(path + ": corrupt training metadata ('dist_link' is not link figures)");
+  }
   std::istringstream rng(get("rng"));
   rng >> rng_;
   if (rng.fail()) throw Error(path + ": corrupt RNG state in metadata");
@@ -241,25 +255,16 @@ void Trainer::restore(const std::string& path) {
   train_loader_->seek(pos);
 }
 
-void Trainer::average_buffers() {
-  if (mirror_) copy_net_buffers(*net_, *mirror_);
-  scheduler_->average_buffers();
-  if (mirror_) copy_net_buffers(*mirror_, *net_);
-}
-
 EvalResult Trainer::test() {
-  if (!scheduler_) return evaluate(*net_, *test_loader_, config_.test_iters);
+  if (!session_) return evaluate(*net_, *test_loader_, config_.test_iters);
   // Each rank tests its shard of the test set; the sums are combined.
-  average_buffers();
-  if (mirror_) {
-    scheduler_->sync();  // every update of the iterations so far is in the mirror
-    copy_net_state(*mirror_, *net_);
-  }
+  session_->average_buffers();
+  session_->bring_net_current();
   const EvalResult local = evaluate(*net_, *test_loader_, config_.test_iters);
   const double n = static_cast<double>(local.examples);
   std::vector<double> sums = {local.loss * n, n};
   for (const auto& [name, v] : local.metrics) sums.push_back(v * n);
-  sums = scheduler_->sum_over_ranks(sums);
+  sums = session_->sum_over_ranks(sums);
   EvalResult all;
   all.examples = static_cast<int64_t>(sums[1]);
   const double total = std::max(1.0, sums[1]);
@@ -273,7 +278,7 @@ void Trainer::stop_non_finite(const std::string& what, int64_t epoch, const Load
                               const std::mt19937_64& rng) {
   const std::string at =
       config_.file + ": iteration " + std::to_string(iter_ + 1) + " (epoch " + std::to_string(epoch) + "): " + what;
-  if (scheduler_)
+  if (session_)
     throw Error(at + " on rank " + std::to_string(rank_) +
                 "; no checkpoint written (every rank stops; --resume from the last snapshot)");
   // The parameters are those before this iteration, but an update can itself
@@ -299,20 +304,17 @@ EvalResult Trainer::run() {
   // the scheduler checks each gradient before it leaves the rank.
   // Emulated, the updates are waits and gradients are not computed, so not checked.
   const bool check_finite = config_.solver.check_finite && !emulated_;
-  const bool hold_updates = check_finite && !scheduler_;
+  const bool hold_updates = check_finite && !session_;
   LocalGradSink local_sink(*solver_, hold_updates);
-  std::optional<EmulatedUpdateSink> emulated_sink;
+  std::optional<dist::EmulatedUpdateSink> emulated_sink;
   if (emulated_) emulated_sink.emplace(emulated_->device);
   GradSink& alone = emulated_sink ? static_cast<GradSink&>(*emulated_sink) : local_sink;
-  std::optional<HostStagingSink> staging;
-  if (scheduler_ && mirror_) staging.emplace(*net_, *mirror_, *scheduler_);
-  GradSink* exchange = staging ? static_cast<GradSink*>(&*staging) : scheduler_.get();
-  GradSink& untraced = exchange ? *exchange : alone;
+  GradSink& untraced = session_ ? session_->sink() : alone;
   std::optional<dist::TracingSink> traced;
   if (timeline_) traced.emplace(untraced, *timeline_);
   GradSink& sink = traced ? static_cast<GradSink&>(*traced) : untraced;
   // Forward waits at the scheduler's gates; alone it needs no gate unless traced.
-  GradSink* gate = traced || scheduler_ ? &sink : nullptr;
+  GradSink* gate = traced || session_ ? &sink : nullptr;
   std::string comm_text;
   if (emulated_) {
     char line[320];
@@ -322,17 +324,15 @@ EvalResult Trainer::run() {
                   emulated_->device.update_s(net_->num_learnable()) * 1e3);
     progress.note(line);
   }
-  if (scheduler_) {
-    std::string line = "dist: " + std::to_string(world_size_) + " ranks, " + config_.dist.scheme + " (" +
-                       dist::describe_schemes(scheduler_->plan(), *net_) + ")" + (config_.dist.wfbp ? ", WFBP" : "") +
-                       (gpu_allreduce_ ? ", all-reduce buckets summed by NCCL" : "");
-    if (link_) {
-      char figures[128];
-      std::snprintf(figures, sizeof figures, "; link %.3g Gbit/s, %.3g us, GEMM %.3g GFLOP/s", link_->bandwidth_gbps,
-                    link_->latency_us, link_->gemm_gflops);
-      line += figures;
-    }
-    progress.note(line);
+  if (session_) {
+    progress.note("dist: " + session_->describe() + (plan_said_.empty() ? "" : "; plan: " + plan_said_));
+    if (const auto& link = session_->link())
+      write_log({{"type", "plan"},
+                 {"bandwidth_gbps", link->bandwidth_gbps},
+                 {"latency_us", link->latency_us},
+                 {"gemm_gflops", link->gemm_gflops},
+                 {"origin", plan_said_},
+                 {"record", plan_record_path()}});
   }
   EvalResult last;
   auto run_test = [&] {
@@ -360,7 +360,7 @@ EvalResult Trainer::run() {
     if (hold_updates) buffers_before.copy_from(net_->flat_buffers());
     feed_batch(*net_, *train_loader_, staged_data_, staged_labels_);
     // The scheduler sets the solver's iteration itself, on its own thread.
-    if (!scheduler_) solver_->set_iteration(iter_);
+    if (!session_) solver_->set_iteration(iter_);
     const double lr = config_.solver.lr.at(iter_);
     RunContext ctx{Phase::train, &rng_, config_.device};
     float loss = 0;
@@ -390,9 +390,9 @@ EvalResult Trainer::run() {
     ++iter_;
     const bool display_now = config_.display > 0 && (iter_ % config_.display == 0 || iter_ == max_iter);
     std::optional<dist::CommStats> comm;
-    if (scheduler_ && display_now) {
-      scheduler_->sync();  // the record then covers whole iterations, the last one's transfers included
-      comm = scheduler_->take_stats();
+    if (session_ && display_now) {
+      session_->sync();  // the record then covers whole iterations, the last one's transfers included
+      comm = session_->take_stats();
       comm_text = comm_summary(*comm);
     }
     progress.step(iter_, epoch, loss, lr, net_->batch() * world_size_, comm_text);
@@ -420,9 +420,22 @@ EvalResult Trainer::run() {
       write_log(record);
     }
     if (test_loader_ && config_.test_interval > 0 && iter_ % config_.test_interval == 0 && iter_ < max_iter) run_test();
-    if (config_.snapshot_interval > 0 && iter_ % config_.snapshot_interval == 0 && iter_ < max_iter) {
+    const bool snapshot = config_.snapshot_interval > 0 && iter_ % config_.snapshot_interval == 0;
+    if (snapshot && iter_ < max_iter) {
       save(checkpoint_path("iter_" + std::to_string(iter_)));
       progress.note("checkpoint " + checkpoint_path("iter_" + std::to_string(iter_)));
+    }
+    // A signal (catch_stop_signals) stops every rank here together, with one checkpoint.
+    const int signal = stop_signal();
+    if ((session_ ? session_->agree_to_stop(signal != 0) : signal != 0) && iter_ < max_iter) {
+      const std::string path = checkpoint_path("iter_" + std::to_string(iter_));
+      if (!snapshot) save(path);
+      progress.finish();
+      progress.note(std::string("stopped at iteration ") + std::to_string(iter_) + " by " +
+                    (signal ? stop_signal_name(signal) : "a signal to another rank") + "; checkpoint " + path +
+                    " (--resume " + path + " continues)");
+      write_log({{"type", "stopped"}, {"iter", iter_}, {"checkpoint", path}});
+      return last;
     }
   }
   progress.finish();

@@ -1,6 +1,6 @@
 // Trainer: the training loop. Feeds batches from the loader into the Net,
-// runs forward and backward with the LocalGradSink (one process) or the
-// dist::Scheduler (an MPI job: each rank trains on its shard of every epoch,
+// runs forward and backward with the LocalGradSink (one process) or a
+// dist::Session (an MPI job: each rank trains on its shard of every epoch,
 // test results are summed over the ranks, rank 0 alone writes metrics,
 // progress and checkpoints), tests at intervals, and writes metrics and
 // atomic checkpoints. A checkpoint holds
@@ -17,13 +17,12 @@
 #include <random>
 #include <string>
 
-#include "core/gpu_allreduce.h"
-#include "core/gpu_gemm.h"
 #include "core/net.h"
 #include "core/solver.h"
 #include "data/loader.h"
-#include "dist/scheduler.h"
-#include "tools/cli/emulate_compute.h"
+#include "dist/emulated_compute.h"
+#include "dist/plan_file.h"
+#include "dist/session.h"
 #include "tools/cli/train_config.h"
 
 namespace poseidon {
@@ -55,6 +54,7 @@ struct TrainOptions {
   std::string timeline;                // Chrome trace to write at the end ("" : none)
   std::string emulate_compute;         // profile whose per-layer times replace computing ("" : compute)
   double emulate_scale = 1;            // multiplies those times
+  bool replan = false;                 // hybrid: probe the link anew rather than reuse recorded figures
 };
 
 class Trainer {
@@ -71,12 +71,6 @@ class Trainer {
 
  private:
   Tensor staged_data_, staged_labels_;  // host side of a GPU net's inputs (feed_batch)
-  // The host copy of a GPU net that the distributed exchange works on
-  // (core/host_staging_sink.h); null when the exchange uses net_ itself.
-  std::unique_ptr<Net> mirror_;
-  Net& exchange_net() { return mirror_ ? *mirror_ : *net_; }
-  // Averages the buffers (running statistics) over ranks, on the GPU net too.
-  void average_buffers();
   EvalResult test();
   std::map<std::string, std::string> checkpoint_metadata(int64_t iter, const LoaderPosition& pos,
                                                          const std::mt19937_64& rng) const;
@@ -97,18 +91,17 @@ class Trainer {
   std::unique_ptr<Solver> solver_;
   std::unique_ptr<Loader> train_loader_, test_loader_;
   int rank_ = 0, world_size_ = 1;
-  // A GPU net's exchange on its GPU: SFB's rebuild GEMMs, and all-reduce
-  // buckets' sums by NCCL where every rank has a GPU of its own (before
-  // scheduler_, which uses them).
-  std::unique_ptr<GpuGemm> gpu_gemm_;
-  std::unique_ptr<GpuAllReduce> gpu_allreduce_;
-  dist::DeviceOffload device_offload();
-  std::unique_ptr<dist::Scheduler> scheduler_;  // only in a job of several ranks
-  std::optional<dist::LinkModel> link_;         // what the hybrid planner assumed
-  std::unique_ptr<dist::Timeline> timeline_;    // with --timeline
+  std::optional<dist::EmulatedCompute> emulated_;  // with --emulate-compute
+  std::unique_ptr<dist::Session> session_;          // only in a job of several ranks
+  std::unique_ptr<dist::Timeline> timeline_;        // with --timeline
   std::mt19937_64 rng_;
   int64_t iter_ = 0;
-  std::optional<EmulatedCompute> emulated_;  // with --emulate-compute
+  std::optional<dist::LinkModel> resumed_link_;  // the link figures the resumed checkpoint recorded
+  // Where this run's plan comes from: pinned by dist.plan_file, reused
+  // figures (the checkpoint's, or the output directory's plan.json), or none.
+  dist::SessionOptions plan_origin(std::string& said);
+  std::string plan_record_path() const;  // <output_dir>/plan.json
+  std::string plan_said_;                // the plan's origin, for the log
 };
 
 }  // namespace poseidon

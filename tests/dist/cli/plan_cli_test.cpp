@@ -1,5 +1,5 @@
 // `poseidon plan`: HybComm's choice and the numbers each rank moves, checked
-// against PAPER.md's cost model with the figures PAPER.md gives for
+// against docs/REFERENCE.md's cost model with the figures docs/REFERENCE.md gives for
 // VGG19-22K (conv layers 20,024,384 parameters; fc6 25088->4096, fc7
 // 4096->4096, fc8 4096->21841), and the SFB/PS boundary P*K*(M+N) <= 2*M*N.
 #include <gtest/gtest.h>
@@ -17,7 +17,7 @@ nlohmann::json plan_json(const std::string& args) {
   return r.status == 0 ? nlohmann::json::parse(r.out) : nlohmann::json();
 }
 
-// Numbers moved per rank per iteration, PAPER.md, P workers that are also the P servers.
+// Numbers moved per rank per iteration, docs/REFERENCE.md, P workers that are also the P servers.
 double ps_numbers(double s, double p) { return 2 * s * (p + p - 2) / p; }
 double sfb_numbers(double m, double n, double k, double p) { return 2 * k * (p - 1) * (m + n); }
 
@@ -29,7 +29,7 @@ TEST(PlanCli, Vgg19_22kAtEightWorkersMatchesThePaperFormulas) {
   ASSERT_FALSE(plan.is_null());
   const double p = 8, k = 32;
   const double conv = 20024384, fc6 = 25088.0 * 4096 + 4096, fc7 = 4096.0 * 4096 + 4096, fc8 = 4096.0 * 21841 + 21841;
-  ASSERT_EQ(conv + fc6 + fc7 + fc8, 229052817.0) << "PAPER.md's parameter count";
+  ASSERT_EQ(conv + fc6 + fc7 + fc8, 229052817.0) << "docs/REFERENCE.md's parameter count";
   std::map<std::string, std::string> scheme;
   double conv_numbers = 0;
   for (const auto& l : plan["layers"]) {

@@ -4,7 +4,6 @@
 // parameters and optimizer state equal those of one process trained on the
 // combined batch, to relative 1e-4 (L2 norm per tensor).
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 
 #include <chrono>
 #include <cmath>
@@ -14,26 +13,11 @@
 #include <sstream>
 
 #include "core/safetensors.h"
+#include "tests/dist/cli/mpi_runner.h"
 #include "tools/cli_runner.h"
 
 namespace poseidon::testing {
 namespace {
-
-CliResult run_mpi(int ranks, const std::string& args) {
-  TempDir tmp;
-  const std::string cmd = std::string(POSEIDON_MPIEXEC) + " -np " + std::to_string(ranks) + " " + POSEIDON_BINARY +
-                          " " + args + " >" + tmp.file("out") + " 2>" + tmp.file("err") + " </dev/null";
-  const int raw = std::system(cmd.c_str());
-  CliResult r;
-  r.status = WIFEXITED(raw) ? WEXITSTATUS(raw) : 128 + WTERMSIG(raw);
-  std::ifstream out(tmp.file("out")), err(tmp.file("err"));
-  std::stringstream o, e;
-  o << out.rdbuf();
-  e << err.rdbuf();
-  r.out = o.str();
-  r.err = e.str();
-  return r;
-}
 
 // A small conv net without dropout on 48 random training and 30 test images.
 class MpiTrain : public ::testing::Test {
@@ -137,6 +121,7 @@ TEST_F(MpiTrain, TwoRanksMatchOneProcessOnTheCombinedBatch) {
     auto test = records(dir.file(scheme + "/metrics.jsonl"), "test");
     ASSERT_EQ(train.size(), 12u);
     EXPECT_GT(train.back()["comm_bytes_sent"].get<double>(), 0);
+    EXPECT_TRUE(records(dir.file(scheme + "/metrics.jsonl"), "plan").empty()) << "only hybrid plans with link figures";
     ASSERT_EQ(test.size(), 1u);
     EXPECT_EQ(test[0]["examples"], 30);
     auto single_test = records(dir.file("single/metrics.jsonl"), "test");
@@ -195,6 +180,21 @@ TEST_F(MpiTrain, HostStagingChangesNoNumber) {
   SafetensorsFile a = read_safetensors(dir.file("ps_resumed/final.safetensors"));
   SafetensorsFile b = read_safetensors(dir.file("ps_direct/final.safetensors"));
   for (const auto& [name, t] : b.tensors) EXPECT_EQ(a.tensors.at(name).data, t.data) << name;
+}
+
+// HybComm plans with the link's figures (given here, so not probed) and the
+// GEMM rate of the SFB rebuild (measured); the log's plan record holds them
+// (bench/scaling.py reads the GEMM rate from it).
+TEST_F(MpiTrain, HybridRecordsTheFiguresItPlannedWith) {
+  CliResult mpi = run_mpi(2, train_args(4, "hybrid",
+                                        "--set dist.scheme=hybrid --set dist.bandwidth_gbps=3 "
+                                        "--set dist.latency_us=40"));
+  ASSERT_EQ(mpi.status, 0) << mpi.err;
+  auto plan = records(dir.file("hybrid/metrics.jsonl"), "plan");
+  ASSERT_EQ(plan.size(), 1u);
+  EXPECT_EQ(plan[0].at("bandwidth_gbps").get<double>(), 3);
+  EXPECT_EQ(plan[0].at("latency_us").get<double>(), 40);
+  EXPECT_GT(plan[0].at("gemm_gflops").get<double>(), 0);
 }
 
 TEST_F(MpiTrain, ResumesOnAnotherRankCount) {

@@ -1,5 +1,5 @@
 // Expansion of model variables and parameterised blocks into plain layers.
-#include "core/model_blocks.h"
+#include "core/config_blocks.h"
 
 #include <algorithm>
 #include <cctype>

@@ -1,6 +1,7 @@
-// Model variables and parameterised blocks: repeated modules (an Inception
-// branch, a ResNet bottleneck, a VGG stage) are written once in a model file
-// and instantiated by name. Expansion rewrites the YAML tree into the plain
+// The model files' configuration language, beside the YAML access of
+// core/config_node.h: variables and parameterised blocks. Repeated modules
+// (an Inception branch, a ResNet bottleneck, a VGG stage) are written once in
+// a model file and instantiated by name. Expansion rewrites the YAML tree into the plain
 // layer list the Net builds from, keeping every node's source mark so errors
 // still point at the file, line and column the user wrote.
 //

@@ -1,7 +1,7 @@
 // Model vars and parameterised blocks: expansion into named layers, variable
 // substitution and arithmetic, switchable layers, overrides, and errors that
 // name the file, line and key the user wrote.
-#include "core/model_blocks.h"
+#include "core/config_blocks.h"
 
 #include <gtest/gtest.h>
 

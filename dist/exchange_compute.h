@@ -1,0 +1,79 @@
+// ExchangeCompute: the arithmetic an exchange does between its transfers:
+// a ring step's sum, a parameter-server owner's sum of the pushes and its
+// block update, SFB's rebuild of a gradient from the gathered factors, and
+// the solver update of what arrived. HostCompute does it on this host (with
+// SFB's GEMM handed to a GPU where one is given); emulated compute
+// (dist/emulated_compute.h) lets a profiled device's time pass instead.
+// Either way the exchange hears that the work is over through its
+// complete(slot), so no exchange knows which one it runs on.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <vector>
+
+#include "core/layer.h"
+#include "core/solver.h"
+#include "dist/exchange.h"
+
+namespace poseidon::dist {
+
+// A row-major GEMM c = alpha op(a) op(b) + beta c over host buffers, as
+// core/math.h's gemm: (trans_a, trans_b, m, n, k, alpha, a, b, beta, c).
+using RebuildGemm =
+    std::function<void(bool, bool, int64_t, int64_t, int64_t, float, const float*, const float*, float, float*)>;
+
+// Where the end of a piece of work is reported: owner.complete(slot, in_flight).
+struct WorkDone {
+  InFlight& in_flight;
+  Exchange& owner;
+  int slot;
+  void operator()() const { owner.complete(slot, in_flight); }
+};
+
+// SFB's factors, gathered in rank order: U [rows, m] (output gradients) and
+// V [rows, n] (inputs).
+struct Factors {
+  const float* output_grads;
+  const float* inputs;
+  int64_t rows, m, n;
+};
+
+class ExchangeCompute {
+ public:
+  virtual ~ExchangeCompute() = default;
+  // into[i] = (into[i] + other[i]) * scale for n elements.
+  virtual void add(float* into, const float* other, int64_t n, float scale, const WorkDone& done) = 0;
+  // A parameter-server block: the mean of `parts` (n floats each, summed in
+  // the order given) is the gradient with which the solver updates `value`
+  // (`momentum` null when the solver keeps none); `sum` is n floats of room.
+  virtual void update_block(Solver& solver, const Param& param, float* value, const std::vector<const float*>& parts,
+                            float* sum, float* momentum, int64_t n, const WorkDone& done) = 0;
+  // The solver update of each of `params` with its own gradient.
+  virtual void update(Solver& solver, const std::vector<Param*>& params, const WorkDone& done) = 0;
+  // SFB: weight.grad = U^T V / ranks and bias.grad (bias may be null) = the
+  // column sums of U / ranks, then the solver update of both.
+  virtual void rebuild(Solver& solver, const Factors& factors, int ranks, Param& weight, Param* bias,
+                       const WorkDone& done) = 0;
+  // False when nothing reads what the exchanges receive (the emulated device
+  // only waits): one buffer may then take every rank's message.
+  virtual bool reads_received() const { return true; }
+};
+
+// The arithmetic on this host; SFB's GEMM through `rebuild_gemm` where given
+// (a GPU's, for a net staged from one: core/gpu_gemm.h).
+class HostCompute : public ExchangeCompute {
+ public:
+  explicit HostCompute(RebuildGemm rebuild_gemm = {}) : rebuild_gemm_(std::move(rebuild_gemm)) {}
+  void add(float* into, const float* other, int64_t n, float scale, const WorkDone& done) override;
+  void update_block(Solver& solver, const Param& param, float* value, const std::vector<const float*>& parts,
+                    float* sum, float* momentum, int64_t n, const WorkDone& done) override;
+  void update(Solver& solver, const std::vector<Param*>& params, const WorkDone& done) override;
+  void rebuild(Solver& solver, const Factors& factors, int ranks, Param& weight, Param* bias,
+               const WorkDone& done) override;
+
+ private:
+  RebuildGemm rebuild_gemm_;
+};
+
+}  // namespace poseidon::dist
