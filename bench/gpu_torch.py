@@ -3,7 +3,9 @@
 vgg19 with VGG19-22K's 21,841 classes and inception_v3 (no auxiliary head,
 as the engine is run) at batch 32 and full input size, one step = forward,
 cross-entropy, backward and an SGD-with-momentum update, TF32 off like the
-engine. Prints one JSON object: model -> images per second."""
+engine by default (--tf32 turns it on for matrix products and convolutions,
+as POSEIDON_TF32=1 does for the engine). Prints one JSON object: model ->
+images per second."""
 
 import argparse
 import json
@@ -53,12 +55,13 @@ def main() -> int:
     p.add_argument("--batch", type=int, default=32)
     p.add_argument("--iters", type=int, default=20)
     p.add_argument("--warmup", type=int, default=5)
+    p.add_argument("--tf32", action="store_true", help="TF32 tensor cores for FP32 products and convolutions")
     args = p.parse_args()
     if not torch.cuda.is_available():
         print("PyTorch sees no GPU", file=sys.stderr)
         return 1
-    torch.backends.cuda.matmul.allow_tf32 = False
-    torch.backends.cudnn.allow_tf32 = False
+    torch.backends.cuda.matmul.allow_tf32 = args.tf32
+    torch.backends.cudnn.allow_tf32 = args.tf32
     torch.backends.cudnn.benchmark = True  # algorithm chosen once per shape, as the engine does
     out = {m: images_per_second(m, args.batch, args.iters, args.warmup) for m in args.models}
     print(json.dumps(out))

@@ -3,6 +3,8 @@
 // the net.
 #include "core/checkpoint.h"
 
+#include <algorithm>
+#include <cmath>
 #include <cstring>
 
 #include "core/device_memory.h"
@@ -13,7 +15,7 @@ namespace poseidon {
 namespace {
 
 const std::string kOptimizerPrefix = "optimizer.";
-const std::string kMomentumSuffix = ".momentum_buffer";
+const std::string kStepName = "step";
 
 bool starts_with(const std::string& s, const std::string& prefix) { return s.rfind(prefix, 0) == 0; }
 bool ends_with(const std::string& s, const std::string& suffix) {
@@ -47,27 +49,56 @@ void copy_into(Tensor& dst, const SafetensorsTensor& src) {
   if (!src.data.empty()) device_memory::copy(dst.data(), dst.device(), src.data.data(), Device{}, src.data.size());
 }
 
-// The solver state described by the file's "optimizer.*" entries, checked
-// against the net's learnable parameters.
-std::map<std::string, Tensor> read_solver_state(const std::string& path, const SafetensorsFile& file,
-                                                Net& net) {
-  std::map<std::string, Tensor> state;
+// The solver state described by the file's "optimizer.*" entries (PyTorch's
+// "optimizer.<param>.<state name>" and, for rules that count steps,
+// "optimizer.<param>.step"), checked against the net's learnable parameters
+// and packed as the solver keeps it: every state name of a parameter or none.
+void read_solver_state(const std::string& path, const SafetensorsFile& file, Net& net, Solver& solver,
+                       std::map<std::string, Tensor>& state, std::map<std::string, int64_t>& steps) {
+  std::vector<std::string> suffixes = solver.state_names();
+  if (solver.counts_steps()) suffixes.push_back(kStepName);
+  std::string forms;
+  for (const auto& s : suffixes) forms += (forms.empty() ? "" : ", ") + kOptimizerPrefix + "<param>." + s;
+  // Per parameter, the entry of each suffix (null when absent).
+  std::map<std::string, std::vector<const SafetensorsTensor*>> found;
   for (const auto& [name, tensor] : file.tensors) {
     if (!starts_with(name, kOptimizerPrefix)) continue;
-    if (!ends_with(name, kMomentumSuffix) ||
-        name.size() <= kOptimizerPrefix.size() + kMomentumSuffix.size())
-      fail(path, "optimizer entry '" + name + "' is not of the form optimizer.<param>" + kMomentumSuffix);
-    std::string param_name = name.substr(kOptimizerPrefix.size(),
-                                         name.size() - kOptimizerPrefix.size() - kMomentumSuffix.size());
+    size_t which = 0;
+    while (which < suffixes.size() && !(ends_with(name, "." + suffixes[which]) &&
+                                        name.size() > kOptimizerPrefix.size() + suffixes[which].size() + 1))
+      ++which;
+    if (which == suffixes.size())
+      fail(path, "optimizer entry '" + name + "' is not of the form " + forms + " (the state of solver type " +
+                     solver.config().type + ")");
+    std::string param_name =
+        name.substr(kOptimizerPrefix.size(), name.size() - kOptimizerPrefix.size() - suffixes[which].size() - 1);
     Param* p = net.find_param(param_name);
     if (!p || !p->learnable)
       fail(path, "optimizer entry '" + name + "' refers to '" + param_name +
                      "', which is not a learnable parameter of the model");
-    Tensor buf(expect_tensor(path, file, name, p->shape).shape, p->value.device());
-    copy_into(buf, tensor);
-    state[param_name] = buf;
+    expect_tensor(path, file, name, suffixes[which] == kStepName ? Shape{} : p->shape);
+    auto& entries = found[param_name];
+    entries.resize(suffixes.size(), nullptr);
+    entries[which] = &tensor;
   }
-  return state;
+  const size_t slots = solver.state_names().size();
+  for (const auto& [param_name, entries] : found) {
+    for (size_t i = 0; i < suffixes.size(); ++i)
+      if (!entries[i])
+        fail(path, "optimizer entry '" + kOptimizerPrefix + param_name + "." + suffixes[i] +
+                       "' is missing (the file holds other state of that parameter)");
+    Param* p = net.find_param(param_name);
+    Tensor host(solver.state_shape(p->shape));
+    for (size_t i = 0; i < slots; ++i)
+      std::copy(entries[i]->data.begin(), entries[i]->data.end(), host.data() + i * p->value.numel());
+    state[param_name] = host.to(p->value.device());
+    if (!solver.counts_steps()) continue;
+    const float step = entries[slots]->data.at(0);
+    if (!(step >= 1 && step == std::floor(step)))
+      fail(path, "optimizer entry '" + kOptimizerPrefix + param_name + "." + kStepName +
+                     "' is not a positive whole number of steps");
+    steps[param_name] = static_cast<int64_t>(step);
+  }
 }
 
 }  // namespace
@@ -77,9 +108,25 @@ void save_checkpoint(const std::string& path, Net& net, const Solver* solver,
   // GPU tensors are written from host copies.
   std::vector<std::pair<std::string, Tensor>> host;
   for (Param* p : net.params()) host.emplace_back(p->name, p->value.to(Device{}));
-  if (solver)
-    for (const auto& [name, buf] : solver->state())
-      host.emplace_back(kOptimizerPrefix + name + kMomentumSuffix, buf.to(Device{}));
+  if (solver) {
+    // Packed state is split into one tensor per state name, shaped like the parameter.
+    const std::vector<std::string>& names = solver->state_names();
+    for (const auto& [name, buf] : solver->state()) {
+      const Tensor packed = buf.to(Device{});
+      const int64_t numel = packed.numel() / static_cast<int64_t>(names.size());
+      const Shape shape = names.size() == 1 ? packed.shape() : Shape(packed.shape().begin() + 1, packed.shape().end());
+      for (size_t i = 0; i < names.size(); ++i) {
+        Tensor slot(shape);
+        std::copy(packed.data() + i * numel, packed.data() + (i + 1) * numel, slot.data());
+        host.emplace_back(kOptimizerPrefix + name + "." + names[i], slot);
+      }
+    }
+    for (const auto& [name, step] : solver->steps()) {
+      Tensor count(Shape{});
+      count[0] = static_cast<float>(step);
+      host.emplace_back(kOptimizerPrefix + name + "." + kStepName, count);
+    }
+  }
   std::vector<std::pair<std::string, const Tensor*>> entries;
   for (const auto& [name, tensor] : host) entries.emplace_back(name, &tensor);
   write_safetensors(path, entries, metadata);
@@ -99,10 +146,14 @@ std::map<std::string, std::string> load_checkpoint(const std::string& path, Net&
   std::vector<std::pair<Param*, const SafetensorsTensor*>> loads;
   for (Param* p : net.params()) loads.emplace_back(p, &expect_tensor(path, file, p->name, p->shape));
   std::map<std::string, Tensor> state;
-  if (solver) state = read_solver_state(path, file, net);
+  std::map<std::string, int64_t> steps;
+  if (solver) read_solver_state(path, file, net, *solver, state, steps);
 
   for (auto& [param, tensor] : loads) copy_into(param->value, *tensor);
-  if (solver) solver->state() = std::move(state);
+  if (solver) {
+    solver->state() = std::move(state);
+    solver->steps() = std::move(steps);
+  }
   return file.metadata;
 }
 

@@ -2,7 +2,8 @@
 // caller's metadata (iteration, loader position, RNG state) in one
 // safetensors file, under PyTorch's names and layouts ("conv1.weight" OIHW,
 // "fc1.weight" [out, in], "bn1.running_mean"), so weights move both ways.
-// Solver state is stored as "optimizer.<param name>.momentum_buffer".
+// Solver state is stored under PyTorch's names, "optimizer.<param
+// name>.<state name>" ("momentum_buffer"; "exp_avg", "exp_avg_sq" and "step"; ...).
 #pragma once
 
 #include <map>

@@ -7,6 +7,8 @@
 #include <optional>
 #include <set>
 
+#include "core/suggest.h"
+
 namespace poseidon {
 
 namespace {
@@ -165,7 +167,11 @@ class Arithmetic {
       while (pos_ < s_.size() && ident_char(s_[pos_])) ++pos_;
       std::string name = s_.substr(start, pos_ - start);
       auto it = env_.find(name);
-      if (it == env_.end()) fail("unknown variable '" + name + "'");
+      if (it == env_.end()) {
+        std::vector<std::string> known;
+        for (const auto& [k, v] : env_) known.push_back(k);
+        fail("unknown variable '" + name + "'" + did_you_mean(name, known));
+      }
       auto v = integer_of(it->second);
       if (!v) fail("variable '" + name + "' is not an integer");
       return *v;
@@ -182,6 +188,7 @@ class Arithmetic {
 class Expander {
  public:
   explicit Expander(const ConfigNode& model) : model_(model) {}
+  const std::map<std::string, std::string>& switches() const { return switches_; }
 
   ConfigNode run() {
     if (!model_.is_map()) return model_;
@@ -223,6 +230,7 @@ class Expander {
     std::map<std::string, std::vector<std::string>> blobs;  // local name -> global blob names
     std::set<std::string> pending;                          // names that must be defined before they are read
     std::vector<std::string> previous;                      // outputs of the last item: the default inputs
+    std::string switch_var;  // the model variable whose `if` keeps this scope's layers ("" : none)
   };
 
   void read_vars(const ConfigNode& vars) {
@@ -264,9 +272,10 @@ class Expander {
       const std::string name = it->first.Scalar();
       if (used.count(name)) continue;
       YAML::Mark m = it->first.Mark();
-      throw ConfigError(
-          {model_.file(), m.line + 1, m.column + 1, "vars." + name},
-          "variable '" + name + "' is not used by the model (variables: " + join(model_.child("vars").keys()) + ")");
+      const std::vector<std::string> names = model_.child("vars").keys();
+      throw ConfigError({model_.file(), m.line + 1, m.column + 1, "vars." + name},
+                        "variable '" + name + "' is not used by the model" + did_you_mean(name, names) +
+                            " (variables: " + join(names) + ")");
     }
   }
 
@@ -275,7 +284,8 @@ class Expander {
     if (it != env.end()) return it->second;
     std::vector<std::string> known;
     for (const auto& [k, v] : env) known.push_back(k);
-    where.fail("unknown variable '$" + name + "' (" + (known.empty() ? "none defined" : "known: " + join(known)) + ")");
+    where.fail("unknown variable '$" + name + "'" + did_you_mean(name, known) + " (" +
+               (known.empty() ? "none defined" : "known: " + join(known)) + ")");
   }
 
   // The text of a scalar with every `$name` and `${expr}` replaced.
@@ -365,13 +375,14 @@ class Expander {
     std::vector<std::string> outputs;
     bool enabled = !item.has("if") ||
                    ConfigNode(substitute(item.child("if"), *scope.env), item.file(), item.child("if").path()).as_bool();
+    const std::string switch_var = item.has("if") ? model_switch(item.child("if"), scope) : scope.switch_var;
     if (!enabled) {
       if (instance) find_block(item.child("block"));
       outputs = inputs;
     } else if (instance) {
-      outputs = expand_instance(item, local, inputs, scope);
+      outputs = expand_instance(item, local, inputs, scope, switch_var);
     } else {
-      outputs = expand_layer(item, local, inputs, scope);
+      outputs = expand_layer(item, local, inputs, scope, switch_var);
     }
     scope.previous = outputs;
     if (local.empty()) return;
@@ -383,6 +394,15 @@ class Expander {
     std::vector<std::string> named =
         ConfigNode(substitute(item.child("outputs"), *scope.env), item.file(), "").as_string_list();
     for (size_t k = 0; k < named.size(); ++k) scope.blobs[named[k]] = {outputs[k]};
+  }
+
+  // The model variable an `if` reads as a whole ("if: $aux"), unless a block argument shadows it.
+  std::string model_switch(const ConfigNode& condition, const Scope& scope) const {
+    if (!condition.is_scalar()) return scope.switch_var;
+    const auto name = whole_reference(condition.yaml().Scalar());
+    if (!name || !vars_.count(*name) || !scope.env->count(*name) || !scope.env->at(*name).is(vars_.at(*name)))
+      return scope.switch_var;
+    return *name;
   }
 
   std::vector<std::string> resolve_inputs(const ConfigNode& node, const Scope& scope) const {
@@ -432,7 +452,8 @@ class Expander {
   }
 
   std::vector<std::string> expand_layer(const ConfigNode& item, const std::string& local,
-                                        const std::vector<std::string>& inputs, const Scope& scope) {
+                                        const std::vector<std::string>& inputs, const Scope& scope,
+                                        const std::string& switch_var) {
     YAML::Node layer = node_marked(item.yaml().Mark());
     std::vector<std::string> outputs = {scope.prefix + local};
     for (auto it = item.yaml().begin(); it != item.yaml().end(); ++it) {
@@ -453,6 +474,7 @@ class Expander {
     }
     if (!item.has("inputs") && !inputs.empty()) layer["inputs"] = list_marked(item.yaml().Mark(), inputs);
     layers_.push_back(layer);
+    if (!switch_var.empty()) switches_[scope.prefix + local] = switch_var;
     return outputs;
   }
 
@@ -462,12 +484,13 @@ class Expander {
     if (it != blocks_.end()) return it->second;
     std::vector<std::string> known;
     for (const auto& [k, v] : blocks_) known.push_back(k);
-    name_node.fail("unknown block '" + name + "' (" +
+    name_node.fail("unknown block '" + name + "'" + did_you_mean(name, known) + " (" +
                    (known.empty() ? "the model defines no blocks" : "blocks: " + join(known)) + ")");
   }
 
   std::vector<std::string> expand_instance(const ConfigNode& item, const std::string& local,
-                                           const std::vector<std::string>& inputs, Scope& scope) {
+                                           const std::vector<std::string>& inputs, Scope& scope,
+                                           const std::string& switch_var) {
     const std::string block = item.child("block").as_string();
     const ConfigNode& def = find_block(item.child("block"));
     if (std::find(active_.begin(), active_.end(), block) != active_.end())
@@ -481,8 +504,8 @@ class Expander {
       if (std::find(arg_names.begin(), arg_names.end(), key) != arg_names.end()) continue;
       YAML::Mark m = it->first.Mark();
       throw ConfigError({item.file(), m.line + 1, m.column + 1, item.path() + "." + key},
-                        "unknown argument '" + key + "' of block '" + block + "' (" +
-                            (arg_names.empty() ? "it takes none" : "arguments: " + join(arg_names)) +
+                        "unknown argument '" + key + "' of block '" + block + "'" + did_you_mean(key, arg_names) +
+                            " (" + (arg_names.empty() ? "it takes none" : "arguments: " + join(arg_names)) +
                             "; an instance also takes name, block, inputs, if)");
     }
     Env env = vars_;
@@ -502,6 +525,7 @@ class Expander {
     for (size_t k = 0; k < inputs.size(); ++k) env["in" + std::to_string(k)] = scalar_marked(mark, inputs[k]);
 
     Scope inner(scope.prefix + (local.empty() ? "" : local + "."), &env, false, block, inputs);
+    inner.switch_var = switch_var;
     active_.push_back(block);
     expand_list(def.child("layers"), inner);
     active_.pop_back();
@@ -521,6 +545,7 @@ class Expander {
 
   const ConfigNode model_;
   Env vars_;
+  std::map<std::string, std::string> switches_;  // layer name -> the variable its `if` reads
   std::map<std::string, ConfigNode> blocks_;
   std::vector<std::string> active_;  // blocks being expanded, outermost first
   YAML::Node layers_;
@@ -528,6 +553,40 @@ class Expander {
 
 }  // namespace
 
-ConfigNode expand_model_blocks(const ConfigNode& model) { return Expander(model).run(); }
+ConfigNode expand_model_blocks(const ConfigNode& model, std::map<std::string, std::string>* switched_by) {
+  Expander expander(model);
+  ConfigNode out = expander.run();
+  if (switched_by) *switched_by = expander.switches();
+  return out;
+}
+
+void apply_model_overrides(ConfigNode& model, const std::vector<std::string>& overrides,
+                           const std::string& shown_prefix) {
+  const auto read_variables = [&] {
+    std::set<std::string> read;
+    for (const char* key : {"vars", "blocks", "inputs", "layers"})
+      if (model.has(key)) collect_references(model.yaml()[key], read);
+    return read;
+  };
+  const std::set<std::string> read_before = read_variables();
+  std::set<std::string> set_directly;
+  model.apply_overrides(overrides, shown_prefix);
+  for (const std::string& o : overrides)
+    if (o.rfind("vars.", 0) == 0) set_directly.insert(o.substr(5, o.find_first_of(".=", 5) - 5));
+  if (!model.has("vars") || !model.yaml()["vars"].IsMap()) return;
+  // A variable that only fed what an override replaced (net.inputs.data
+  // given outright, say) has nothing left to do; removing one can leave
+  // another unread, hence the loop.
+  for (bool removed = true; removed;) {
+    removed = false;
+    const std::set<std::string> read_after = read_variables();
+    YAML::Node vars = model.yaml()["vars"];
+    for (const std::string& name : model.child("vars").keys())
+      if (read_before.count(name) && !read_after.count(name) && !set_directly.count(name)) {
+        vars.remove(name);
+        removed = true;
+      }
+  }
+}
 
 }  // namespace poseidon

@@ -34,6 +34,10 @@
 //   input stands in for its output (a disabled layer is an identity).
 #pragma once
 
+#include <map>
+#include <string>
+#include <vector>
+
 #include "core/config_node.h"
 
 namespace poseidon {
@@ -41,6 +45,17 @@ namespace poseidon {
 // Returns the model without `vars` and `blocks`: every variable substituted,
 // every instance expanded, every `if` applied, and every layer given its
 // inputs explicitly. Other top-level keys pass through for the Net to check.
-ConfigNode expand_model_blocks(const ConfigNode& model);
+// `switched_by`, when given, receives for each layer kept by an `if` that
+// reads a model variable as a whole (`if: $aux`) that variable's name, so an
+// error in such a layer can say which variable leaves it out.
+ConfigNode expand_model_blocks(const ConfigNode& model, std::map<std::string, std::string>* switched_by = nullptr);
+
+// Applies command-line overrides ("layers.fc2.num_output=5") to a model's
+// tree. A variable of the file that only the replaced values read (as
+// `size` when net.inputs.data is given outright) is dropped rather than
+// reported unused; one an override sets itself still must be read. Errors
+// in the overridden values name "--set <shown_prefix><override>".
+void apply_model_overrides(ConfigNode& model, const std::vector<std::string>& overrides,
+                           const std::string& shown_prefix = "");
 
 }  // namespace poseidon

@@ -9,6 +9,7 @@
 
 #include "core/duplicate_keys.h"
 #include "core/paths.h"
+#include "core/suggest.h"
 
 namespace poseidon {
 
@@ -107,7 +108,13 @@ size_t ConfigNode::size() const {
 
 ConfigNode ConfigNode::at(size_t i) const {
   if (!node_.IsSequence()) fail("expected a list, found " + found());
-  return derived(node_[i], path_ + "[" + std::to_string(i) + "]");
+  // A layer is named by its name, as --set addresses it ("layers.fc2"), not by its position.
+  const YAML::Node element = node_[i];
+  if (element.IsMap() && element["name"] && element["name"].IsScalar()) {
+    const std::string name = element["name"].Scalar();
+    if (!name.empty() && name.find('$') == std::string::npos) return derived(element, key_path(name));
+  }
+  return derived(element, path_ + "[" + std::to_string(i) + "]");
 }
 
 std::vector<std::string> ConfigNode::keys() const {
@@ -192,7 +199,7 @@ std::string ConfigNode::get_choice(const std::string& key, const std::vector<std
   if (std::find(choices.begin(), choices.end(), v) != choices.end()) return v;
   std::string list;
   for (const auto& s : choices) list += (list.empty() ? "" : ", ") + s;
-  c.fail("expected one of " + list + ", found '" + v + "'");
+  c.fail("expected one of " + list + ", found '" + v + "'" + did_you_mean(v, choices));
 }
 
 void ConfigNode::check_keys(const std::vector<std::string>& allowed) const {
@@ -203,7 +210,7 @@ void ConfigNode::check_keys(const std::vector<std::string>& allowed) const {
     std::string list;
     for (const auto& s : allowed) list += (list.empty() ? "" : ", ") + s;
     throw ConfigError(derived(it->second, key_path(k)).location_of(it->first, key_path(k)),
-                      "unknown key '" + k + "' (allowed: " + list + ")");
+                      "unknown key '" + k + "'" + did_you_mean(k, allowed) + " (allowed: " + list + ")");
   }
 }
 
@@ -243,7 +250,12 @@ YAML::Node apply_override(YAML::Node root, const std::string& assignment, const 
           }
         }
       }
-      if (!found) throw ConfigError({shown, 0, 0, shown_prefix + path}, "no list element '" + part + "'");
+      if (!found) {
+        std::vector<std::string> names;
+        for (size_t k = 0; k < cur.size(); ++k)
+          if (cur[k].IsMap() && cur[k]["name"] && cur[k]["name"].IsScalar()) names.push_back(cur[k]["name"].Scalar());
+        throw ConfigError({shown, 0, 0, shown_prefix + path}, "no list element '" + part + "'" + did_you_mean(part, names));
+      }
       if (last) throw ConfigError({shown, 0, 0, shown_prefix + path}, "cannot replace a whole list element");
     } else {
       if (!cur.IsMap() && !cur.IsNull())

@@ -47,7 +47,9 @@ class ConfigNode {
   ConfigNode child(const std::string& key) const;  // error if missing
   std::optional<ConfigNode> find(const std::string& key) const;
   size_t size() const;                             // sequence length
-  ConfigNode at(size_t i) const;                   // sequence element
+  // Sequence element; its key path names a map element with a `name` by that
+  // name ("layers.fc2"), any other by position ("milestones[1]").
+  ConfigNode at(size_t i) const;
   std::vector<std::string> keys() const;
 
   int64_t as_int() const;

@@ -10,6 +10,7 @@
 #include <string>
 
 #include "core/device.h"
+#include "core/update_rules.h"
 
 namespace poseidon::device_memory {
 
@@ -19,6 +20,9 @@ bool cuda_built();
 // (never throws). cuda_unavailable_reason() says why it is 0.
 int cuda_device_count();
 std::string cuda_unavailable_reason();
+// Why a build has no CUDA backend, from how it was configured (POSEIDON_CUDA:
+// OFF left it out on purpose; AUTO found no nvcc).
+std::string missing_backend_reason(const std::string& configured);
 // Throws a clear Error unless `device` can be used in this process.
 void require(const Device& device);
 
@@ -38,8 +42,8 @@ void synchronize(const Device& device);
 
 // The engine's own computations on GPU buffers (layers bring theirs): the
 // solver's step (core/solver.h) and the finite check (core/finite_check.h).
-void gpu_sgd_update(const Device& device, float* value, const float* grad, float* momentum, size_t count, float lr,
-                    float momentum_coef, float decay, bool nesterov);
+void gpu_solver_update(const Device& device, const UpdateStep& step, float* value, const float* grad, float* state,
+                       size_t count);
 // Index of the first NaN or infinity, or -1; waits for the compute stream.
 int64_t gpu_first_non_finite(const Device& device, const float* ptr, size_t count);
 

@@ -19,11 +19,16 @@ void* host_allocate(size_t bytes) {
   return p;
 }
 
+std::string missing_backend_reason(const std::string& configured) {
+  if (configured == "OFF") return "this build has no CUDA backend (configured with -DPOSEIDON_CUDA=OFF)";
+  return "this build has no CUDA backend (nvcc was not found at configure time)";
+}
+
 #ifndef POSEIDON_HAVE_CUDA
 
 bool cuda_built() { return false; }
 int cuda_device_count() { return 0; }
-std::string cuda_unavailable_reason() { return "this build has no CUDA backend (nvcc was not found at configure time)"; }
+std::string cuda_unavailable_reason() { return missing_backend_reason(POSEIDON_CUDA_CONFIGURED); }
 
 void require(const Device& device) {
   if (device.is_cuda()) throw Error("device " + device.str() + ": " + cuda_unavailable_reason() + "; use device: cpu");
@@ -49,7 +54,7 @@ void copy(float* dst, const Device& dst_device, const float* src, const Device& 
 
 void synchronize(const Device& device) {}
 
-void gpu_sgd_update(const Device& device, float*, const float*, float*, size_t, float, float, float, bool) {
+void gpu_solver_update(const Device& device, const UpdateStep&, float*, const float*, float*, size_t) {
   require(Device::cuda(device.index));
 }
 

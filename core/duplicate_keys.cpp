@@ -74,8 +74,20 @@ class DuplicateKeyFinder : public YAML::EventHandler {
       ++f.index;
       return;
     }
-    if (f.expecting_key) f.key = scalar;
+    if (f.expecting_key) {
+      f.key = scalar;
+    } else if (f.key == "name" && named_by(scalar)) {
+      // A list element with a name is named by it, as ConfigNode names it ("layers.fc2").
+      const Frame& list = frames_[frames_.size() - 2];
+      f.path = list.path.empty() ? scalar : list.path + "." + scalar;
+    }
     f.expecting_key = !f.expecting_key;
+  }
+
+  // Whether the map being read is a list element that `name` can name.
+  bool named_by(const std::string& name) const {
+    return frames_.size() >= 2 && !frames_[frames_.size() - 2].is_map && !name.empty() &&
+           name.find('$') == std::string::npos;
   }
 
   void open(bool is_map) {

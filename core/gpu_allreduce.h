@@ -23,8 +23,10 @@ class GpuAllReduce {
  public:
   // The id every rank passes to the constructor, made by one of them.
   static std::vector<char> unique_id();
-  // Which GPU `gpu` is, the same string in every process that sees it (its
-  // PCI bus id): ranks on one GPU cannot share an NCCL communicator.
+  // Which GPU `gpu` is, the same string in every process that sees it and
+  // different for every other GPU of the job, on this host or another (its
+  // UUID; PCI bus ids repeat across identical servers): ranks on one GPU
+  // cannot share an NCCL communicator.
   static std::string gpu_identity(const Device& gpu);
 
   // Collective: every rank of `ranks` constructs its own with the same `id`.

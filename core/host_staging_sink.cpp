@@ -119,7 +119,7 @@ void HostStagingSink::grad_ready(Param& param) {
   }
   const StagingStreams::Ticket ticket = streams_->download(down);
   std::lock_guard lock(mutex_);
-  landings_.push_back(Landing{&mirror, ticket});
+  landings_.push_back(Landing{&mirror, ticket, std::chrono::steady_clock::now()});
   queued_.notify_one();
 }
 
@@ -146,6 +146,7 @@ void HostStagingSink::hand_over() {
     lock.unlock();
     try {
       streams_->wait(landing.ticket);
+      if (observer_) observer_(*landing.mirror, landing.queued, std::chrono::steady_clock::now());
       if (!failed) inner_.grad_ready(*landing.mirror);
     } catch (...) {
       lock.lock();

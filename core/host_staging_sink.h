@@ -18,8 +18,10 @@
 // how the tests check it against distribution without staging.
 #pragma once
 
+#include <chrono>
 #include <condition_variable>
 #include <deque>
+#include <functional>
 #include <exception>
 #include <memory>
 #include <mutex>
@@ -49,6 +51,13 @@ class HostStagingSink : public GradSink {
   void layer_begin(const Layer& layer, bool backward) override { inner_.layer_begin(mirror_layer(layer), backward); }
   void layer_end(const Layer& layer, bool backward) override { inner_.layer_end(mirror_layer(layer), backward); }
 
+  // Told, on the staging thread, of each gradient copy that has landed: the
+  // mirror's parameter, when the copy was queued and when it was seen landed
+  // (for timelines; a GPU net only).
+  using LandingObserver = std::function<void(const Param& mirror, std::chrono::steady_clock::time_point queued,
+                                             std::chrono::steady_clock::time_point landed)>;
+  void observe_landings(LandingObserver observer) { observer_ = std::move(observer); }
+
  private:
   const Layer& mirror_layer(const Layer& layer) const;
   // The copies that bring `param`'s gradient (or what SFB forms it from) down.
@@ -66,7 +75,9 @@ class HostStagingSink : public GradSink {
   struct Landing {
     Param* mirror;
     StagingStreams::Ticket ticket;
+    std::chrono::steady_clock::time_point queued;
   };
+  LandingObserver observer_;
   std::mutex mutex_;
   std::condition_variable queued_, drained_;
   std::deque<Landing> landings_;

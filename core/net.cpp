@@ -2,12 +2,14 @@
 // gradient paths and flat parameter buffers.
 #include "core/net.h"
 
+#include <algorithm>
 #include <cmath>
 #include <set>
 
 #include "core/device_memory.h"
 #include "core/config_blocks.h"
 #include "core/registry.h"
+#include "core/suggest.h"
 
 namespace poseidon {
 
@@ -34,7 +36,7 @@ Net::Net(const ConfigNode& model, int64_t batch, ShapesOnly) : batch_(batch), al
 }
 
 void Net::build_graph(const ConfigNode& source) {
-  const ConfigNode model = expand_model_blocks(source);
+  const ConfigNode model = expand_model_blocks(source, &switched_by_);
   model.check_keys({"name", "description", "vars", "blocks", "inputs", "layers"});
   name_ = model.get_string("name", "net");
   ConfigNode inputs = model.child("inputs");
@@ -100,10 +102,14 @@ void Net::order_layers(const ConfigNode& layers_node) {
     for (const auto& in : parsed[i]->inputs()) {
       if (producer.count(in)) continue;
       std::string known;
-      for (const auto& [name, p] : producer) known += (known.empty() ? "" : ", ") + name;
+      std::vector<std::string> blobs;
+      for (const auto& [name, p] : producer) {
+        known += (known.empty() ? "" : ", ") + name;
+        blobs.push_back(name);
+      }
       (configs[i].has("inputs") ? configs[i].child("inputs") : configs[i])
-          .fail("layer '" + parsed[i]->name() + "' reads blob '" + in +
-                "', which no layer or net input produces (blobs: " + known + ")");
+          .fail("layer '" + parsed[i]->name() + "' reads blob '" + in + "', which no layer or net input produces" +
+                did_you_mean(in, blobs) + " (blobs: " + known + ")");
     }
   }
 
@@ -165,6 +171,23 @@ std::vector<Shape> Net::layer_output_shapes(size_t i) const {
   return shapes;
 }
 
+std::vector<Shape> Net::reshape_layer(size_t i) {
+  auto it = switched_by_.find(layers_[i]->name());
+  if (it == switched_by_.end()) return layers_[i]->reshape(layer_input_shapes(i));
+  // A layer an `if` keeps (Inception's auxiliary head) may not fit the input
+  // size asked for; the way out is the variable that leaves it out.
+  const std::string hint = "; layer '" + layers_[i]->name() + "' is in the model because vars." + it->second +
+                           " is true: --set net.vars." + it->second + "=false leaves it out";
+  try {
+    return layers_[i]->reshape(layer_input_shapes(i));
+  } catch (const ConfigError& e) {
+    const std::string what = e.what();
+    throw ConfigError(e.where(), what.substr(std::min(what.size(), e.where().str().size() + 2)) + hint);
+  } catch (const Error& e) {
+    throw Error(e.what() + hint);
+  }
+}
+
 void Net::infer_shapes() {
   blob_shapes_.assign(blobs_.size(), Shape{});
   for (const auto& in : input_names_) {
@@ -175,7 +198,7 @@ void Net::infer_shapes() {
   for (size_t i = 0; i < layers_.size(); ++i) {
     std::vector<Shape> out;
     try {
-      out = layers_[i]->reshape(layer_input_shapes(i));
+      out = reshape_layer(i);
     } catch (const std::bad_alloc&) {
       std::string shapes;
       for (const Shape& in : layer_input_shapes(i)) shapes += (shapes.empty() ? "" : ", ") + shape_str(in);

@@ -95,6 +95,7 @@ class Net {
   void build_graph(const ConfigNode& model);
   void order_layers(const ConfigNode& layers_node);
   void infer_shapes();
+  std::vector<Shape> reshape_layer(size_t i);  // Layer::reshape, its errors naming the `if` that keeps it
   void mark_gradient_paths();
   void bind_params();
 
@@ -111,6 +112,7 @@ class Net {
   std::vector<std::vector<size_t>> layer_in_, layer_out_;  // blob indices
   std::vector<bool> runs_backward_;
   std::vector<std::string> loss_outputs_, metric_outputs_;
+  std::map<std::string, std::string> switched_by_;  // layer -> the model variable whose `if` keeps it
   Tensor flat_values_, flat_grads_, flat_buffers_;
   std::vector<LayerIO> io_;
   std::unique_ptr<LayerRunner> runner_;  // null: the layers' own code

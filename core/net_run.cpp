@@ -32,6 +32,7 @@ float Net::forward(RunContext& ctx, GradSink* gate) {
     if (w == 0.f) continue;
     for (size_t b : layer_out_[i]) loss += w * blobs_[b].value.item(0);
   }
+  for (auto& l : layers_) l->after_forward();
   return loss;
 }
 

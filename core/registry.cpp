@@ -2,6 +2,11 @@
 #include "core/registry.h"
 
 #include <algorithm>
+#include <cstdio>
+
+#include "core/host_fallback_layer.h"
+
+#include "core/suggest.h"
 
 namespace poseidon {
 
@@ -11,13 +16,26 @@ LayerRegistry& LayerRegistry::instance() {
 }
 
 void LayerRegistry::add(LayerInfo info) {
+  if (held_) {
+    held_->layers.push_back(std::move(info));
+    return;
+  }
   POSEIDON_CHECK(!find(info.type)) << "layer type registered twice: " << info.type;
   infos_.push_back(std::move(info));
 }
 
 void LayerRegistry::add_cuda(const std::string& type, LayerFactory make) {
+  if (held_) {
+    held_->cuda.emplace_back(type, std::move(make));
+    return;
+  }
   POSEIDON_CHECK(!cuda_makers_.count(type)) << "CUDA layer type registered twice: " << type;
   cuda_makers_[type] = std::move(make);
+}
+
+std::string LayerRegistry::origin(const std::string& type) const {
+  auto it = origins_.find(type);
+  return it == origins_.end() ? "" : it->second;
 }
 
 const LayerInfo* LayerRegistry::find(const std::string& type) const {
@@ -40,8 +58,12 @@ std::unique_ptr<Layer> LayerRegistry::create(const ConfigNode& config, const Dev
   const LayerInfo* info = find(type);
   if (!info) {
     std::string known;
-    for (const auto* i : all()) known += (known.empty() ? "" : ", ") + i->type;
-    type_node.fail("unknown layer type '" + type + "' (known types: " + known + ")");
+    std::vector<std::string> types;
+    for (const auto* i : all()) {
+      known += (known.empty() ? "" : ", ") + i->type;
+      types.push_back(i->type);
+    }
+    type_node.fail("unknown layer type '" + type + "'" + did_you_mean(type, types) + " (known types: " + known + ")");
   }
   std::vector<std::string> allowed;
   for (const auto& k : common_layer_keys()) allowed.push_back(k.key);
@@ -51,8 +73,10 @@ std::unique_ptr<Layer> LayerRegistry::create(const ConfigNode& config, const Dev
     if (k.default_value.empty()) config.child(k.key);  // required keys
   if (!device.is_cuda()) return info->make(config);
   auto cuda = cuda_makers_.find(type);
-  if (cuda == cuda_makers_.end()) type_node.fail("layer type '" + type + "' has no GPU implementation in this build");
-  return cuda->second(config);
+  if (cuda != cuda_makers_.end()) return cuda->second(config);
+  std::fprintf(stderr, "layer '%s' (%s): no GPU implementation, runs on the CPU with its data copied around it\n",
+               config.get_string("name").c_str(), type.c_str());
+  return std::make_unique<HostFallbackLayer>(config, info->make(config));
 }
 
 const std::vector<KeyDoc>& common_layer_keys() {

@@ -31,6 +31,13 @@ struct LayerInfo {
   LayerFactory make;
 };
 
+// Registrations held back while a plug-in library loads (core/plugin.h), so
+// the loader can check the library before any of its types take effect.
+struct HeldRegistrations {
+  std::vector<LayerInfo> layers;
+  std::vector<std::pair<std::string, LayerFactory>> cuda;
+};
+
 class LayerRegistry {
  public:
   static LayerRegistry& instance();
@@ -39,13 +46,21 @@ class LayerRegistry {
   const LayerInfo* find(const std::string& type) const;
   std::vector<const LayerInfo*> all() const;  // sorted by type
   bool has_cuda(const std::string& type) const { return cuda_makers_.count(type) > 0; }
+  // Where a type comes from: the plug-in library's path, empty for built-in types.
+  std::string origin(const std::string& type) const;
+  void set_origin(const std::string& type, const std::string& library) { origins_[type] = library; }
+  // While `into` is set, add() and add_cuda() collect there instead of registering.
+  void hold_registrations(HeldRegistrations* into) { held_ = into; }
   // Builds a layer for `device`, checking its keys first. Unknown type: error
-  // listing known ones; a type without a GPU implementation on a GPU: error.
+  // listing known ones. A type without a GPU implementation on a GPU runs its
+  // CPU layer there (core/host_fallback_layer.h), saying so on stderr.
   std::unique_ptr<Layer> create(const ConfigNode& config, const Device& device = {}) const;
 
  private:
   std::vector<LayerInfo> infos_;
   std::map<std::string, LayerFactory> cuda_makers_;
+  std::map<std::string, std::string> origins_;
+  HeldRegistrations* held_ = nullptr;
 };
 
 // Keys every layer accepts.

@@ -1,30 +1,77 @@
-// SGD update and solver config parsing.
+// Solver config parsing and the update rules' loops (see solver.h).
 #include "core/solver.h"
+
+#include <algorithm>
+#include <cmath>
 
 #include "core/device_memory.h"
 
 namespace poseidon {
 
+namespace {
+
+// Keys only some rules read, and which.
+struct RuleKey {
+  const char* key;
+  std::vector<std::string> types;
+};
+
+const std::vector<RuleKey>& rule_keys() {
+  static const std::vector<RuleKey> k = {{"momentum", {"sgd", "rmsprop"}}, {"nesterov", {"sgd"}},
+                                         {"betas", {"adam", "adamw"}},     {"eps", {"adam", "adamw", "rmsprop"}},
+                                         {"alpha", {"rmsprop"}},           {"centered", {"rmsprop"}}};
+  return k;
+}
+
+template <class Element>
+void for_each_element(int64_t n, Element element) {
+#pragma omp parallel for simd if (n > 65536)
+  for (int64_t i = 0; i < n; ++i) element(i);
+}
+
+}  // namespace
+
 const std::vector<std::string>& SolverConfig::keys() {
-  static const std::vector<std::string> k = {
-      "type",       "lr",        "momentum",  "nesterov", "weight_decay", "max_iter",
-      "lr_policy",  "gamma",     "step_size", "milestones", "power",      "min_lr",
-      "warmup_iters", "warmup_start", "check_finite"};
+  static const std::vector<std::string> k = [] {
+    std::vector<std::string> all = {"type",         "lr",           "weight_decay", "max_iter", "lr_policy",
+                                    "gamma",        "step_size",    "milestones",   "power",    "min_lr",
+                                    "warmup_iters", "warmup_start", "check_finite"};
+    for (const RuleKey& r : rule_keys()) all.push_back(r.key);
+    return all;
+  }();
   return k;
 }
 
 SolverConfig SolverConfig::parse(const ConfigNode& node) {
   node.check_keys(keys());
   SolverConfig c;
-  c.type = node.get_choice("type", {"sgd"}, "sgd");
+  c.type = node.get_choice("type", {"sgd", "adam", "adamw", "rmsprop"}, "sgd");
+  for (const RuleKey& r : rule_keys()) {
+    if (!node.has(r.key) || std::find(r.types.begin(), r.types.end(), c.type) != r.types.end()) continue;
+    std::string list;
+    for (const auto& t : r.types) list += (list.empty() ? "" : ", ") + t;
+    node.child(r.key).fail(std::string("'") + r.key + "' applies to " + list + ", not to type " + c.type);
+  }
   c.momentum = node.get_double("momentum", 0.0);
   c.nesterov = node.get_bool("nesterov", false);
-  c.weight_decay = node.get_double("weight_decay", 0.0);
+  // PyTorch's defaults: AdamW decays by 1e-2, the others not at all.
+  c.weight_decay = node.get_double("weight_decay", c.type == "adamw" ? 1e-2 : 0.0);
+  c.eps = node.get_double("eps", c.eps);
+  c.alpha = node.get_double("alpha", c.alpha);
+  c.centered = node.get_bool("centered", c.centered);
+  if (auto betas = node.find("betas")) {
+    if (!betas->is_sequence() || betas->size() != 2) betas->fail("expected two numbers, [beta1, beta2]");
+    c.beta1 = betas->at(0).as_double();
+    c.beta2 = betas->at(1).as_double();
+    if (!(c.beta1 >= 0 && c.beta1 < 1 && c.beta2 >= 0 && c.beta2 < 1)) betas->fail("expected 0 <= beta < 1 for both");
+  }
   c.max_iter = node.get_int("max_iter", c.max_iter);
   c.check_finite = node.get_bool("check_finite", c.check_finite);
   if (c.max_iter <= 0) node.child("max_iter").fail("expected a positive integer");
   if (c.momentum < 0 || c.momentum >= 1) node.child("momentum").fail("expected 0 <= momentum < 1");
   if (c.nesterov && c.momentum == 0) node.child("nesterov").fail("Nesterov needs momentum > 0");
+  if (!(c.eps >= 0)) node.child("eps").fail("expected eps >= 0");
+  if (!(c.alpha >= 0 && c.alpha < 1)) node.child("alpha").fail("expected 0 <= alpha < 1");
   LrSchedule& s = c.lr;
   s.base_lr = node.get_double("lr");
   if (s.base_lr <= 0) node.child("lr").fail("expected a positive learning rate");
@@ -44,40 +91,101 @@ SolverConfig SolverConfig::parse(const ConfigNode& node) {
   return c;
 }
 
-void Solver::update(Param& p) {
-  if (!p.learnable) return;
-  float* momentum = nullptr;
-  if (config_.momentum != 0.0) {
-    Tensor& buf = state_[p.name];
-    if (!buf.defined()) buf = Tensor(p.shape, p.value.device());
-    momentum = buf.data();
+Solver::Solver(SolverConfig config) : config_(std::move(config)) {
+  const std::string& type = config_.type;
+  if (type == "sgd") {
+    rule_ = UpdateRule::sgd;
+    // Kept under PyTorch's name even without momentum, so a checkpoint's
+    // buffers survive a run that does not use them.
+    state_names_ = {"momentum_buffer"};
+    keeps_state_ = config_.momentum != 0.0;
+  } else if (type == "adam" || type == "adamw") {
+    rule_ = UpdateRule::adam;
+    state_names_ = {"exp_avg", "exp_avg_sq"};
+    keeps_state_ = true;
+  } else if (type == "rmsprop") {
+    rule_ = UpdateRule::rmsprop;
+    state_names_ = {"square_avg"};
+    if (config_.momentum != 0.0) state_names_.push_back("momentum_buffer");
+    if (config_.centered) state_names_.push_back("grad_avg");
+    keeps_state_ = true;
+  } else {
+    throw Error("unknown solver type '" + type + "' (expected sgd, adam, adamw or rmsprop)");
   }
-  if (p.value.is_cuda()) {
-    device_memory::gpu_sgd_update(p.value.device(), p.value.data(), p.grad.data(), momentum, p.value.numel(),
-                                  static_cast<float>(lr()) * p.lr_mult, static_cast<float>(config_.momentum),
-                                  static_cast<float>(config_.weight_decay) * p.decay_mult, config_.nesterov);
-    return;
-  }
-  update_block(p.value.data(), p.grad.data(), momentum, p.value.numel(), p.lr_mult, p.decay_mult);
 }
 
-void Solver::update_block(float* w, const float* g, float* buf, int64_t n, float lr_mult,
-                          float decay_mult) const {
-  const float rate = static_cast<float>(this->lr()) * lr_mult;
-  const float decay = static_cast<float>(config_.weight_decay) * decay_mult;
-  const float m = static_cast<float>(config_.momentum);
-  if (!buf) {
-#pragma omp parallel for simd if (n > 65536)
-    for (int64_t i = 0; i < n; ++i) w[i] -= rate * (g[i] + decay * w[i]);
+Shape Solver::state_shape(const Shape& param) const {
+  if (state_names_.size() == 1) return param;
+  Shape s = {static_cast<int64_t>(state_names_.size())};
+  s.insert(s.end(), param.begin(), param.end());
+  return s;
+}
+
+void Solver::drop_state(const std::string& name) {
+  state_.erase(name);
+  steps_.erase(name);
+}
+
+void Solver::update(Param& p) {
+  if (!p.learnable) return;
+  float* state = nullptr;
+  if (keeps_state_) {
+    Tensor& buf = state_[p.name];
+    if (!buf.defined()) buf = Tensor(state_shape(p.shape), p.value.device());
+    state = buf.data();
+  }
+  const int64_t step = counts_steps() ? ++steps_[p.name] : 1;
+  if (p.value.is_cuda()) {
+    device_memory::gpu_solver_update(p.value.device(), step_numbers(p.lr_mult, p.decay_mult, step), p.value.data(),
+                                     p.grad.data(), state, p.value.numel());
     return;
   }
-  const bool nesterov = config_.nesterov;
-#pragma omp parallel for simd if (n > 65536)
-  for (int64_t i = 0; i < n; ++i) {
-    float gi = g[i] + decay * w[i];
-    float b = m * buf[i] + gi;
-    buf[i] = b;
-    w[i] -= rate * (nesterov ? gi + m * b : b);
+  update_block(p.value.data(), p.grad.data(), state, p.value.numel(), p.lr_mult, p.decay_mult, step);
+}
+
+UpdateStep Solver::step_numbers(float lr_mult, float decay_mult, int64_t step) const {
+  UpdateStep s;
+  s.rule = rule_;
+  // In float, as SGD always has been: lr and decay first, then their multipliers.
+  s.lr = static_cast<float>(lr()) * lr_mult;
+  s.decay = static_cast<float>(config_.weight_decay) * decay_mult;
+  s.momentum = static_cast<float>(config_.momentum);
+  s.nesterov = config_.nesterov;
+  s.eps = static_cast<float>(config_.eps);
+  if (rule_ == UpdateRule::adam) {
+    const double t = static_cast<double>(step);
+    s.beta1 = static_cast<float>(config_.beta1);
+    s.one_minus_beta1 = static_cast<float>(1 - config_.beta1);
+    s.beta2 = static_cast<float>(config_.beta2);
+    s.one_minus_beta2 = static_cast<float>(1 - config_.beta2);
+    const double lr = s.lr, decay = s.decay;
+    s.lr = static_cast<float>(lr / (1 - std::pow(config_.beta1, t)));
+    s.bias_correction2_sqrt = static_cast<float>(std::sqrt(1 - std::pow(config_.beta2, t)));
+    if (config_.type == "adamw") {
+      s.shrink = static_cast<float>(1 - lr * decay);
+      s.decay = 0.f;
+    }
+  }
+  s.alpha = static_cast<float>(config_.alpha);
+  s.one_minus_alpha = static_cast<float>(1 - config_.alpha);
+  s.centered = config_.centered;
+  return s;
+}
+
+void Solver::update_block(float* w, const float* g, float* state, int64_t n, float lr_mult, float decay_mult,
+                          int64_t step) const {
+  const UpdateStep s = step_numbers(lr_mult, decay_mult, step);
+  switch (rule_) {
+    case UpdateRule::sgd:
+      if (!state) return for_each_element(n, [&](int64_t i) { sgd_element(s, w, g, nullptr, i); });
+      return for_each_element(n, [&](int64_t i) { sgd_element(s, w, g, state, i); });
+    case UpdateRule::adam:
+      return for_each_element(n, [&](int64_t i) { adam_element(s, w, g, state, state + n, i); });
+    case UpdateRule::rmsprop: {
+      float *buf, *avg;
+      rmsprop_slots(s, state, n, &buf, &avg);
+      return for_each_element(n, [&](int64_t i) { rmsprop_element(s, w, g, state, buf, avg, i); });
+    }
   }
 }
 

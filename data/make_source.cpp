@@ -2,8 +2,10 @@
 #include <filesystem>
 
 #include "data/idx_source.h"
-#include "data/image_source.h"
 #include "data/synthetic_source.h"
+#ifdef POSEIDON_HAVE_IMAGES
+#include "data/image_source.h"
+#endif
 
 namespace poseidon {
 
@@ -22,6 +24,7 @@ std::vector<std::string> with_loader_keys(std::vector<std::string> keys) {
   return keys;
 }
 
+#ifdef POSEIDON_HAVE_IMAGES
 // One value or [h, w], each positive.
 std::array<int64_t, 2> height_width(const ConfigNode& node) {
   std::vector<int64_t> v = node.as_int_list();
@@ -111,6 +114,11 @@ std::shared_ptr<Source> image_source(const ConfigNode& c, const std::string& kin
   }
   return std::make_shared<ImageSource>(std::move(entries), classes, std::move(transform), skip, origin, list_file);
 }
+#else
+std::shared_ptr<Source> image_source(const ConfigNode& c, const std::string& kind, const std::string&) {
+  c.child("source").fail("source '" + kind + "' needs the image pipeline, which this build leaves out (POSEIDON_IMAGES=OFF)");
+}
+#endif
 }  // namespace
 
 std::shared_ptr<Source> make_source(const ConfigNode& c, const std::string& base_dir) {

@@ -43,6 +43,11 @@ World::World(Start start) {
   POSEIDON_MPI(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN));
   POSEIDON_MPI(MPI_Comm_rank(MPI_COMM_WORLD, &rank_));
   POSEIDON_MPI(MPI_Comm_size(MPI_COMM_WORLD, &size_));
+  MPI_Comm host = MPI_COMM_NULL;
+  POSEIDON_MPI(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL, &host));
+  POSEIDON_MPI(MPI_Comm_rank(host, &local_rank_));
+  POSEIDON_MPI(MPI_Comm_size(host, &local_size_));
+  POSEIDON_MPI(MPI_Comm_free(&host));
   if (thread_level_ < MPI_THREAD_SERIALIZED)
     throw CommError("the MPI library provides thread level " + std::to_string(thread_level_) +
                     "; the communication thread needs at least MPI_THREAD_SERIALIZED");

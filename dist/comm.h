@@ -54,6 +54,11 @@ class World {
 
   int rank() const { return rank_; }
   int size() const { return size_; }
+  // This rank's place among the ranks on its own host (MPI's shared-memory
+  // split of the job), and how many ranks that host runs: the local rank
+  // picks the host's GPU (dist/device_choice.h). 0 of 1 without MPI.
+  int local_rank() const { return local_rank_; }
+  int local_size() const { return local_size_; }
   bool uses_mpi() const { return uses_mpi_; }
   int thread_level() const { return thread_level_; }  // MPI_THREAD_*, as provided
 
@@ -63,6 +68,7 @@ class World {
  private:
   bool uses_mpi_ = false;
   int rank_ = 0, size_ = 1;
+  int local_rank_ = 0, local_size_ = 1;
   int thread_level_ = 0;
 };
 

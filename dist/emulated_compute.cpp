@@ -40,7 +40,7 @@ void EmulatedExchangeCompute::add(float*, const float*, int64_t n, float, const 
 }
 
 void EmulatedExchangeCompute::update_block(Solver&, const Param&, float*, const std::vector<const float*>& parts,
-                                           float*, float*, int64_t n, const WorkDone& done) {
+                                           float*, float*, int64_t, int64_t n, const WorkDone& done) {
   run_for(device_.sum_s(n, static_cast<int>(parts.size())) + device_.update_s(n), done);
 }
 

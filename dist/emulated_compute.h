@@ -54,7 +54,7 @@ class EmulatedExchangeCompute : public ExchangeCompute {
  public:
   explicit EmulatedExchangeCompute(const DeviceCosts& device) : device_(device) {}
   void add(float*, const float*, int64_t n, float, const WorkDone& done) override;
-  void update_block(Solver&, const Param&, float*, const std::vector<const float*>& parts, float*, float*,
+  void update_block(Solver&, const Param&, float*, const std::vector<const float*>& parts, float*, float*, int64_t,
                     int64_t n, const WorkDone& done) override;
   void update(Solver&, const std::vector<Param*>& params, const WorkDone& done) override;
   void rebuild(Solver&, const Factors& factors, int, Param&, Param* bias, const WorkDone& done) override;

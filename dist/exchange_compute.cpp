@@ -17,15 +17,15 @@ void HostCompute::add(float* into, const float* other, int64_t n, float scale, c
 }
 
 void HostCompute::update_block(Solver& solver, const Param& param, float* value,
-                               const std::vector<const float*>& parts, float* sum, float* momentum, int64_t n,
-                               const WorkDone& done) {
+                               const std::vector<const float*>& parts, float* sum, float* state, int64_t step,
+                               int64_t n, const WorkDone& done) {
   // In the order given (rank order), whoever's push arrived first: the same sum on every run.
   std::memcpy(sum, parts[0], n * sizeof(float));
   for (size_t r = 1; r < parts.size(); ++r)
     for (int64_t i = 0; i < n; ++i) sum[i] += parts[r][i];
   const float scale = 1.f / static_cast<float>(parts.size());
   for (int64_t i = 0; i < n; ++i) sum[i] *= scale;
-  solver.update_block(value, sum, momentum, n, param.lr_mult, param.decay_mult);
+  solver.update_block(value, sum, state, n, param.lr_mult, param.decay_mult, step);
   done();
 }
 
@@ -53,6 +53,32 @@ void HostCompute::rebuild(Solver& solver, const Factors& f, int ranks, Param& we
     solver.update(*bias);
   }
   done();
+}
+
+void TracingCompute::traced(const std::string& what, const std::function<void()>& work) {
+  Timeline* timeline = timeline_.load();
+  if (!timeline) return work();
+  const auto begin = Timeline::Clock::now();
+  work();
+  timeline->add("update " + what, "update", Timeline::update, begin, Timeline::Clock::now());
+}
+
+void TracingCompute::update_block(Solver& solver, const Param& param, float* value,
+                                  const std::vector<const float*>& parts, float* sum, float* state, int64_t step,
+                                  int64_t n, const WorkDone& done) {
+  traced(param.name + " (a block)",
+         [&] { inner_->update_block(solver, param, value, parts, sum, state, step, n, done); });
+}
+
+void TracingCompute::update(Solver& solver, const std::vector<Param*>& params, const WorkDone& done) {
+  std::string what = params.empty() ? "nothing" : params.front()->name;
+  if (params.size() > 1) what += " and " + std::to_string(params.size() - 1) + " more";
+  traced(what, [&] { inner_->update(solver, params, done); });
+}
+
+void TracingCompute::rebuild(Solver& solver, const Factors& factors, int ranks, Param& weight, Param* bias,
+                             const WorkDone& done) {
+  traced(weight.name + " (SFB rebuild)", [&] { inner_->rebuild(solver, factors, ranks, weight, bias, done); });
 }
 
 }  // namespace poseidon::dist

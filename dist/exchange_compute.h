@@ -8,13 +8,17 @@
 // complete(slot), so no exchange knows which one it runs on.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
+#include <memory>
+#include <string>
 #include <vector>
 
 #include "core/layer.h"
 #include "core/solver.h"
 #include "dist/exchange.h"
+#include "dist/timeline.h"
 
 namespace poseidon::dist {
 
@@ -46,9 +50,10 @@ class ExchangeCompute {
   virtual void add(float* into, const float* other, int64_t n, float scale, const WorkDone& done) = 0;
   // A parameter-server block: the mean of `parts` (n floats each, summed in
   // the order given) is the gradient with which the solver updates `value`
-  // (`momentum` null when the solver keeps none); `sum` is n floats of room.
+  // with the block's `state` (as Solver::update_block takes it: null when the
+  // solver keeps none) as its `step`th update; `sum` is n floats of room.
   virtual void update_block(Solver& solver, const Param& param, float* value, const std::vector<const float*>& parts,
-                            float* sum, float* momentum, int64_t n, const WorkDone& done) = 0;
+                            float* sum, float* state, int64_t step, int64_t n, const WorkDone& done) = 0;
   // The solver update of each of `params` with its own gradient.
   virtual void update(Solver& solver, const std::vector<Param*>& params, const WorkDone& done) = 0;
   // SFB: weight.grad = U^T V / ranks and bias.grad (bias may be null) = the
@@ -67,13 +72,40 @@ class HostCompute : public ExchangeCompute {
   explicit HostCompute(RebuildGemm rebuild_gemm = {}) : rebuild_gemm_(std::move(rebuild_gemm)) {}
   void add(float* into, const float* other, int64_t n, float scale, const WorkDone& done) override;
   void update_block(Solver& solver, const Param& param, float* value, const std::vector<const float*>& parts,
-                    float* sum, float* momentum, int64_t n, const WorkDone& done) override;
+                    float* sum, float* state, int64_t step, int64_t n, const WorkDone& done) override;
   void update(Solver& solver, const std::vector<Param*>& params, const WorkDone& done) override;
   void rebuild(Solver& solver, const Factors& factors, int ranks, Param& weight, Param* bias,
                const WorkDone& done) override;
 
  private:
   RebuildGemm rebuild_gemm_;
+};
+
+// Hands every piece of work to `inner`; with a timeline set, records each
+// update (a PS block's, a bucket's, an SFB layer's rebuild and update) on
+// its update lane. The Scheduler's exchanges run through one of these.
+class TracingCompute : public ExchangeCompute {
+ public:
+  explicit TracingCompute(std::shared_ptr<ExchangeCompute> inner) : inner_(std::move(inner)) {}
+  // Set before training; null: nothing is recorded.
+  void set_timeline(Timeline* timeline) { timeline_ = timeline; }
+
+  void add(float* into, const float* other, int64_t n, float scale, const WorkDone& done) override {
+    inner_->add(into, other, n, scale, done);
+  }
+  void update_block(Solver& solver, const Param& param, float* value, const std::vector<const float*>& parts,
+                    float* sum, float* state, int64_t step, int64_t n, const WorkDone& done) override;
+  void update(Solver& solver, const std::vector<Param*>& params, const WorkDone& done) override;
+  void rebuild(Solver& solver, const Factors& factors, int ranks, Param& weight, Param* bias,
+               const WorkDone& done) override;
+  bool reads_received() const override { return inner_->reads_received(); }
+
+ private:
+  // Runs `work`, recorded as "update <what>".
+  void traced(const std::string& what, const std::function<void()>& work);
+
+  std::shared_ptr<ExchangeCompute> inner_;
+  std::atomic<Timeline*> timeline_ = nullptr;
 };
 
 }  // namespace poseidon::dist

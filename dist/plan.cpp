@@ -155,4 +155,27 @@ std::string describe_schemes(const CommPlan& plan, Net& net) {
   return out;
 }
 
+std::string count_schemes(const CommPlan& plan, Net& net) {
+  // A kind's layers are named while the names are short, else only counted:
+  // the full table is `poseidon plan`'s.
+  constexpr size_t kNamesUpTo = 32;
+  std::map<size_t, Scheme> by_layer;
+  for (const PlannedParam& p : plan.params) by_layer[p.layer] = p.scheme;
+  std::string out;
+  for (Scheme scheme : {Scheme::sfb, Scheme::ps, Scheme::allreduce}) {
+    std::string names;
+    int count = 0;
+    for (const auto& [layer, s] : by_layer)
+      if (s == scheme) {
+        append(names, net.layer(layer).name());
+        ++count;
+      }
+    if (count == 0) continue;
+    std::string item = scheme_name(scheme) + " " + std::to_string(count) + (count == 1 ? " layer" : " layers");
+    if (names.size() <= kNamesUpTo) item += " (" + names + ")";
+    append(out, item);
+  }
+  return out;
+}
+
 }  // namespace poseidon::dist

@@ -76,4 +76,8 @@ CommPlan plan_for_config(Net& net, const DistConfig& config, int world_size, con
 // "sfb: fc1, fc2; ps: conv1, conv2": the layers of each scheme, in layer order.
 std::string describe_schemes(const CommPlan& plan, Net& net);
 
+// "sfb 1 layer (fc1), ps 3 layers (conv1, conv2, fc2)": layers per scheme,
+// counted, named only while that stays short (a terminal line).
+std::string count_schemes(const CommPlan& plan, Net& net);
+
 }  // namespace poseidon::dist

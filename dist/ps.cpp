@@ -18,7 +18,7 @@ PsExchange::PsExchange(const Comm& comm, Solver& solver, ExchangeCompute& comput
   for (size_t b = 0; b < blocks_.size(); ++b) {
     if (blocks_[b].owner != comm_.rank()) continue;
     OwnedBlock& o = owned_[b];
-    if (solver_.config().momentum != 0) o.momentum.assign(blocks_[b].count, 0.f);
+    if (solver_.keeps_state()) o.state.assign(solver_.state_names().size() * blocks_[b].count, 0.f);
   }
 }
 
@@ -103,7 +103,8 @@ void PsExchange::update_owned(size_t b, InFlight& in_flight) {
   for (int r = 0; r < comm_.size(); ++r)
     o.parts[r] = r == me ? param_.grad.data() + blk.begin : o.received.data() + (kept ? peer_index(r) * n : 0);
   compute_.update_block(solver_, param_, param_.value.data() + blk.begin, o.parts, o.sum.data(),
-                        o.momentum.empty() ? nullptr : o.momentum.data(), n, {in_flight, *this, slot(b, me, updated)});
+                        o.state.empty() ? nullptr : o.state.data(), ++o.steps, n,
+                        {in_flight, *this, slot(b, me, updated)});
 }
 
 void PsExchange::send_values(size_t b, InFlight& in_flight) {
@@ -123,37 +124,65 @@ std::string PsExchange::describe(int s) const {
   return "rank " + std::to_string(peer) + " (the server of " + block + ") to send its new values";
 }
 
-void PsExchange::import_momentum(const std::map<std::string, Tensor>& state) {
-  auto it = state.find(param_.name);
+void PsExchange::import_state(const Solver& solver) {
+  auto state = solver.state().find(param_.name);
+  auto steps = solver.steps().find(param_.name);
+  const int64_t numel = param_.value.numel();
   for (auto& [b, o] : owned_) {
-    if (o.momentum.empty()) continue;
-    if (it == state.end())
-      std::fill(o.momentum.begin(), o.momentum.end(), 0.f);
-    else
-      std::memcpy(o.momentum.data(), it->second.data() + blocks_[b].begin, blocks_[b].count * sizeof(float));
+    o.steps = steps == solver.steps().end() ? 0 : steps->second;
+    const int64_t n = blocks_[b].count;
+    for (size_t slot = 0; slot * n < o.state.size(); ++slot) {
+      float* into = o.state.data() + slot * n;
+      if (state == solver.state().end())
+        std::fill(into, into + n, 0.f);
+      else
+        std::memcpy(into, state->second.data() + slot * numel + blocks_[b].begin, n * sizeof(float));
+    }
   }
 }
 
-void PsExchange::gather_momentum(std::map<std::string, Tensor>& state, int root) {
-  if (solver_.config().momentum == 0) return;
+void PsExchange::gather_state(Solver& solver, int root) {
+  if (!solver.keeps_state()) return;
   const int me = comm_.rank();
+  const size_t slots = solver.state_names().size();
+  const int64_t numel = param_.value.numel();
   float* full = nullptr;
   if (me == root) {
-    Tensor t(param_.shape);
-    state[param_.name] = t;
+    Tensor t(solver.state_shape(param_.shape));
+    solver.state()[param_.name] = t;
     full = t.data();
   }
+  // A block's state travels packed (slot after slot), as its owner keeps it.
+  std::vector<float> received;
+  auto unpack = [&](const PsBlock& blk, const float* packed) {
+    for (size_t slot = 0; slot < slots; ++slot)
+      std::memcpy(full + slot * numel + blk.begin, packed + slot * blk.count, blk.count * sizeof(float));
+  };
   for (size_t b = 0; b < blocks_.size(); ++b) {
     const PsBlock& blk = blocks_[b];
-    const int n = static_cast<int>(blk.count);
+    const int n = static_cast<int>(slots * blk.count);
     if (blk.owner == root && me == root) {
-      std::memcpy(full + blk.begin, owned_.at(b).momentum.data(), n * sizeof(float));
+      unpack(blk, owned_.at(b).state.data());
     } else if (me == root) {
-      POSEIDON_MPI(MPI_Recv(full + blk.begin, n, MPI_FLOAT, blk.owner, blk.id, comm_.handle(), MPI_STATUS_IGNORE));
+      received.resize(n);
+      POSEIDON_MPI(MPI_Recv(received.data(), n, MPI_FLOAT, blk.owner, blk.id, comm_.handle(), MPI_STATUS_IGNORE));
+      unpack(blk, received.data());
     } else if (blk.owner == me) {
-      POSEIDON_MPI(MPI_Send(owned_.at(b).momentum.data(), n, MPI_FLOAT, root, blk.id, comm_.handle()));
+      POSEIDON_MPI(MPI_Send(owned_.at(b).state.data(), n, MPI_FLOAT, root, blk.id, comm_.handle()));
     }
   }
+  if (!solver.counts_steps()) return;
+  // Every block takes a step each iteration: the first block's count is the parameter's.
+  const PsBlock& first = blocks_.front();
+  int64_t steps = 0;
+  if (first.owner == root && me == root) {
+    steps = owned_.at(0).steps;
+  } else if (me == root) {
+    POSEIDON_MPI(MPI_Recv(&steps, 1, MPI_INT64_T, first.owner, first.id, comm_.handle(), MPI_STATUS_IGNORE));
+  } else if (first.owner == me) {
+    POSEIDON_MPI(MPI_Send(&owned_.at(0).steps, 1, MPI_INT64_T, root, first.id, comm_.handle()));
+  }
+  if (me == root) solver.steps()[param_.name] = steps;
 }
 
 }  // namespace poseidon::dist

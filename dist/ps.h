@@ -2,10 +2,11 @@
 // parameter is cut into blocks, each owned by one rank (every rank is a
 // server). Each rank pushes its gradient block to the owner (MPI_Isend); the
 // owner sums the P gradients in rank order, averages them, runs the Solver's
-// update on its block (so it alone keeps that block's momentum: optimizer
-// state is sharded) and sends the new values to every other rank. Message
-// tags are (block id, iteration parity, push or pull). The owner's sum and
-// update run on `compute` (dist/exchange_compute.h).
+// update on its block (so it alone keeps that block's optimizer state, such
+// as momentum or Adam's moments and step count: the state is sharded) and
+// sends the new values to every other rank. Message tags are (block id,
+// iteration parity, push or pull). The owner's sum and update run on
+// `compute` (dist/exchange_compute.h).
 #pragma once
 
 #include <map>
@@ -32,12 +33,13 @@ class PsExchange : public Exchange {
   void complete(int slot, InFlight& in_flight) override;
   std::string describe(int slot) const override;
 
-  // Momentum of the blocks this rank owns, taken from a full buffer (a
-  // restored checkpoint); absent entries start at zero.
-  void import_momentum(const std::map<std::string, Tensor>& state);
-  // Collective, outside iterations: rank `root` assembles the full momentum
-  // buffer of the parameter into state[name] (other ranks send their blocks).
-  void gather_momentum(std::map<std::string, Tensor>& state, int root);
+  // Optimizer state of the blocks this rank owns, taken from the solver's
+  // full state of the parameter (a restored checkpoint); absent state starts
+  // at zero, an absent step count at 0.
+  void import_state(const Solver& solver);
+  // Collective, outside iterations: rank `root` assembles the parameter's
+  // full state (and step count) into `solver` (other ranks send their blocks).
+  void gather_state(Solver& solver, int root);
 
   // The largest tag a plan with `blocks` block ids uses.
   static int64_t max_tag(int64_t blocks) { return blocks * 4 - 1; }
@@ -49,7 +51,8 @@ class PsExchange : public Exchange {
     std::vector<float> received;
     std::vector<float> sum;
     std::vector<const float*> parts;  // the P gradients in rank order
-    std::vector<float> momentum;  // empty without momentum
+    std::vector<float> state;         // the solver's slots, `count` floats each; empty without state
+    int64_t steps = 0;                // updates applied
     int pushes_left = 0;
   };
   enum Kind { recv = 0, send = 1, updated = 2 };  // updated: the owner's sum and update

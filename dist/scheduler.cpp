@@ -47,8 +47,9 @@ Scheduler::Scheduler(Net& net, Solver& solver, const World& world, CommPlan plan
       comm_(std::make_unique<Comm>(world)),
       first_iteration_(options.first_iteration),
       check_finite_(options.check_finite),
-      compute_(options.compute ? std::move(options.compute)
-                               : std::make_shared<HostCompute>(std::move(options.offload.rebuild_gemm))) {
+      compute_(std::make_shared<TracingCompute>(
+          options.compute ? std::move(options.compute)
+                          : std::make_shared<HostCompute>(std::move(options.offload.rebuild_gemm)))) {
   POSEIDON_CHECK(plan_.world_size == comm_->size()) << plan_.world_size << " vs " << comm_->size();
   const DeviceSum& allreduce_sum = options.offload.allreduce_sum;
   for (size_t i = 0; i < net_.num_layers(); ++i) layer_index_[&net_.layer(i)] = i;
@@ -69,7 +70,7 @@ Scheduler::Scheduler(Net& net, Solver& solver, const World& world, CommPlan plan
       const PlannedParam& p = plan_.params[unit.params[0]];
       auto ps = std::make_unique<PsExchange>(*comm_, solver_, *compute_, *p.param, unit.blocks,
                                              priority_sends_.get(), static_cast<int64_t>(p.layer));
-      ps->import_momentum(solver_.state());
+      ps->import_state(solver_);
       ps_exchanges_.push_back(ps.get());
       blocks += static_cast<int64_t>(unit.blocks.size());
       ex = std::move(ps);
@@ -88,9 +89,9 @@ Scheduler::Scheduler(Net& net, Solver& solver, const World& world, CommPlan plan
   if (PsExchange::max_tag(blocks) > comm_->max_tag())
     throw Error("the parameter server needs " + std::to_string(blocks) + " blocks, more than MPI's tags allow (" +
                 std::to_string(comm_->max_tag()) + "); raise dist.block_bytes");
-  // Each owner keeps the momentum of its blocks; the full buffers are gathered only for checkpoints.
+  // Each owner keeps the optimizer state of its blocks; the full buffers are gathered only for checkpoints.
   for (const SyncGroup& unit : plan_.groups)
-    if (unit.scheme == Scheme::ps) solver_.state().erase(plan_.params[unit.params[0]].param->name);
+    if (unit.scheme == Scheme::ps) solver_.drop_state(plan_.params[unit.params[0]].param->name);
 
   inspector_ = std::make_unique<StallInspector>(*comm_);
   const size_t n = plan_.groups.size();
@@ -190,6 +191,11 @@ void Scheduler::backward_done() {
   rethrow_locked();
 }
 
+void Scheduler::check() {
+  std::lock_guard lock(mutex_);
+  rethrow_locked();
+}
+
 void Scheduler::sync() {
   std::unique_lock lock(mutex_);
   const auto t0 = Clock::now();
@@ -219,6 +225,15 @@ void Scheduler::run(const std::function<void(const Comm&)>& task) {
   if (failure) std::rethrow_exception(failure);
 }
 
+void Scheduler::set_timeline(Timeline* timeline) {
+  if (timeline)
+    for (size_t u = 0; u < plan_.groups.size(); ++u)
+      timeline->name_lane(Timeline::group_lane(u),
+                          "comm " + scheme_name(plan_.groups[u].scheme) + ": " + plan_.groups[u].label);
+  compute_->set_timeline(timeline);
+  timeline_ = timeline;
+}
+
 void Scheduler::start_group(size_t u) {
   solver_.set_iteration(first_iteration_ + started_rounds_);
   group_started_[u] = Timeline::Clock::now();
@@ -230,7 +245,7 @@ void Scheduler::start_group(size_t u) {
 
 void Scheduler::finish_group(size_t u) {
   if (Timeline* t = timeline_.load())
-    t->add(plan_.groups[u].label, scheme_name(plan_.groups[u].scheme), Timeline::communication, group_started_[u],
+    t->add(plan_.groups[u].label, scheme_name(plan_.groups[u].scheme), Timeline::group_lane(u), group_started_[u],
            Timeline::Clock::now(), {{"iteration", first_iteration_ + done_rounds_[u]}});
   std::lock_guard lock(mutex_);
   ++done_rounds_[u];
@@ -266,8 +281,9 @@ void Scheduler::loop() {
       if (task) task();
       for (size_t u : starting) start_group(u);
       if (priority_sends_) priority_sends_->pump();
+      std::vector<Exchange*> finished_exchanges;
       if (!in_flight_.empty()) {
-        for (Exchange* ex : in_flight_.poll()) finish_group(group_of_exchange_.at(ex));
+        finished_exchanges = in_flight_.poll();
         if (priority_sends_) priority_sends_->pump();
         if (const std::string* what = in_flight_.stalled(config_.timeout_s)) {
           std::string message = "no progress for " + std::to_string(static_cast<int>(config_.timeout_s)) +
@@ -284,6 +300,9 @@ void Scheduler::loop() {
         stats_.comm_s += seconds_since(busy_since);
       }
       busy = now_busy;
+      // Announced after the busy time is counted: a sync() that returns on
+      // the last group then takes statistics that include its transfer.
+      for (Exchange* ex : finished_exchanges) finish_group(group_of_exchange_.at(ex));
       const bool progressed = !starting.empty() || in_flight_.finished() != finished;
       finished = in_flight_.finished();
       pause = progressed ? Clock::duration(kPollPause) : std::min<Clock::duration>(2 * pause, kPollPauseMax);
@@ -344,7 +363,7 @@ Solver Scheduler::solver_snapshot(int root) {
   sync();
   Solver copy = solver_;
   run([&](const Comm&) {
-    for (PsExchange* ps : ps_exchanges_) ps->gather_momentum(copy.state(), root);
+    for (PsExchange* ps : ps_exchanges_) ps->gather_state(copy, root);
   });
   return copy;
 }

@@ -95,6 +95,8 @@ class Scheduler : public GradSink {
 
   // Returns once every iteration handed over so far is synchronised.
   void sync();
+  // Throws what stopped the communication thread, if anything did.
+  void check();
   // Runs `task` on the communication thread after sync(), for collectives
   // outside the iteration (metrics, checkpoints). Rethrows what it throws.
   void run(const std::function<void(const Comm&)>& task);
@@ -109,8 +111,9 @@ class Scheduler : public GradSink {
   void average_buffers();
 
   CommStats take_stats();
-  // Records each unit's transfer on `timeline` (set before training; null: none).
-  void set_timeline(Timeline* timeline) { timeline_ = timeline; }
+  // Records each sync group's transfers on a lane of its own of `timeline`,
+  // and the solver updates on its update lane (set before training; null: none).
+  void set_timeline(Timeline* timeline);
   const CommPlan& plan() const { return plan_; }
   int rank() const { return comm_->rank(); }
   int size() const { return comm_->size(); }
@@ -131,7 +134,7 @@ class Scheduler : public GradSink {
   std::unique_ptr<Comm> comm_;
   int64_t first_iteration_;
   bool check_finite_;
-  std::shared_ptr<ExchangeCompute> compute_;
+  std::shared_ptr<TracingCompute> compute_;  // the options' compute, traced when a timeline is set
   std::unordered_map<const Layer*, size_t> layer_index_;
   std::unordered_map<const Param*, size_t> group_of_param_;
   std::unordered_map<const Param*, std::vector<BlobPart>> formed_;  // gradients SFB forms itself

@@ -9,6 +9,7 @@
 #include "core/gpu_allreduce.h"
 #include "core/gpu_gemm.h"
 #include "core/host_staging_sink.h"
+#include "core/units.h"
 
 namespace poseidon::dist {
 
@@ -103,11 +104,15 @@ Solver Session::solver_snapshot() { return scheduler_->solver_snapshot(); }
 CommStats Session::take_stats() { return scheduler_->take_stats(); }
 
 bool Session::agree_to_stop(bool mine) {
-  if (stop_vote_) return stop_vote_->vote(mine);
+  if (stop_vote_) return stop_vote_->vote(mine, [this] { scheduler_->check(); });
   return sum_over_ranks({mine ? 1.0 : 0.0})[0] > 0;
 }
 
-void Session::set_timeline(Timeline* timeline) { scheduler_->set_timeline(timeline); }
+void Session::set_timeline(Timeline* timeline) {
+  scheduler_->set_timeline(timeline);
+  // A GPU net's gradients on their way to the host, on a lane of their own.
+  if (staging_ && timeline) staging_->observe_landings(landing_recorder(*timeline));
+}
 
 const CommPlan& Session::plan() const { return scheduler_->plan(); }
 
@@ -121,14 +126,11 @@ int Session::size() const { return scheduler_->size(); }
 
 std::string Session::describe() const {
   std::string line = std::to_string(size()) + " ranks, " + choice_name(config_.scheme) + " (" +
-                     describe_schemes(plan(), mirror_ ? *mirror_ : net_) + ")" + (config_.wfbp ? ", WFBP" : "") +
-                     (gpu_allreduce_ ? ", all-reduce buckets summed by NCCL" : "");
-  if (link_) {
-    char figures[128];
-    std::snprintf(figures, sizeof figures, "; link %.3g Gbit/s, %.3g us, GEMM %.3g GFLOP/s", link_->bandwidth_gbps,
-                  link_->latency_us, link_->gemm_gflops);
-    line += figures;
-  }
+                     count_schemes(plan(), mirror_ ? *mirror_ : net_) + "; per layer: poseidon plan)" +
+                     (config_.wfbp ? ", WFBP" : "") + (gpu_allreduce_ ? ", all-reduce buckets summed by NCCL" : "");
+  if (link_)
+    line += "; link " + human_number(link_->bandwidth_gbps) + " Gbit/s, " + human_seconds(link_->latency_us * 1e-6) +
+            ", GEMM " + human_number(link_->gemm_gflops) + " GFLOP/s";
   return line;
 }
 

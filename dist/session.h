@@ -93,8 +93,9 @@ class Session {
   PlanRecord record() const;
   int rank() const;
   int size() const;
-  // "4 ranks, hybrid (sfb: fc6, fc7; ps: conv1, ...), WFBP; link ...": what
-  // the session runs, for the start of a training log.
+  // "4 ranks, hybrid (sfb 2 layers (fc6, fc7), ps 17 layers; per layer:
+  // poseidon plan), WFBP; link ...": what the session runs, one terminal line
+  // at the start of a training log.
   std::string describe() const;
 
  private:

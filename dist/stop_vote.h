@@ -12,6 +12,8 @@
 
 #include <mpi.h>
 
+#include <functional>
+
 #include "dist/comm.h"
 
 namespace poseidon::dist {
@@ -25,8 +27,10 @@ class StopVote {
 
   // At an iteration boundary, the same number of calls on every rank:
   // adds `mine` to this boundary's vote and returns whether the previous
-  // boundary's vote asked to stop.
-  bool vote(bool mine);
+  // boundary's vote asked to stop. While that vote is still out (a rank
+  // stopped or behind) `check` is called between polls: it throws to end
+  // the wait, e.g. when the communication thread has found a stall.
+  bool vote(bool mine, const std::function<void()>& check);
 
  private:
   Comm comm_;

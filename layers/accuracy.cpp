@@ -30,9 +30,7 @@ void AccuracyLayer::forward(LayerIO& io, RunContext&) {
   int64_t hits = 0;
   for (int64_t n = 0; n < batch; ++n) {
     const float label = labels[n];
-    POSEIDON_REQUIRE(label >= 0.f && label < static_cast<float>(classes) && label == std::floor(label))
-        << "layer '" << name() << "' (accuracy): label " << label << " of sample " << n
-        << " is not a class index in [0, " << classes << ")";
+    check_label(label, n, classes);
     const float* xn = x + n * classes;
     const float target = xn[static_cast<int64_t>(label)];
     int64_t higher = 0;
@@ -40,6 +38,12 @@ void AccuracyLayer::forward(LayerIO& io, RunContext&) {
     hits += higher < top_k_;
   }
   (*io.out[0])[0] = static_cast<float>(static_cast<double>(hits) / batch);
+}
+
+void AccuracyLayer::check_label(float label, int64_t sample, int64_t classes) const {
+  POSEIDON_REQUIRE(label >= 0.f && label < static_cast<float>(classes) && label == std::floor(label))
+      << "layer '" << name() << "' (accuracy): label " << label << " of sample " << sample
+      << " is not a class index in [0, " << classes << ")";
 }
 
 POSEIDON_REGISTER_LAYER(AccuracyLayer, "accuracy",

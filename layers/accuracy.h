@@ -19,6 +19,11 @@ class AccuracyLayer : public Layer {
   void forward(LayerIO& io, RunContext& ctx) override;
   int64_t forward_flops(const std::vector<Shape>& in) const override { return shape_numel(in[0]); }
 
+ protected:
+  int64_t top_k() const { return top_k_; }
+  // Raises an Error unless `label` is a class index.
+  void check_label(float label, int64_t sample, int64_t classes) const;
+
  private:
   int64_t top_k_;
 };

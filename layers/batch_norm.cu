@@ -2,10 +2,13 @@
 // layer accepts any [N, C, ...] input with or without the affine pair, its
 // test-phase backward treats the statistics as constants, and its sums run
 // in double like the CPU layer's, none of which cuDNN's batch norm offers as
-// one. One block per channel sums that channel's values (mean, then centred
-// squares; dy and dy * xhat in backward); element-wise kernels apply the
-// result. As on the CPU, backward adds into the input gradient and
-// overwrites the weight and bias gradients.
+// one. Each channel's sums (mean, then centred squares; dy and dy * xhat in
+// backward) are split over a grid of blocks, channels by chunks of the
+// channel's N * H * W values, so that a few channels of many values fill the
+// GPU as well as many channels of few; a small kernel then adds each
+// channel's chunks in order, and element-wise kernels apply the result. As
+// on the CPU, backward adds into the input gradient and overwrites the weight
+// and bias gradients.
 #include <climits>
 
 #include "core/cuda/check.h"
@@ -18,7 +21,9 @@ namespace poseidon {
 
 namespace {
 
-constexpr int kThreads = 256;  // per block of the per-channel kernels
+constexpr int kThreads = 256;       // per block of the per-channel sums
+constexpr int64_t kChunk = 4096;    // values of one channel a block sums, at least
+constexpr int64_t kMaxChunks = 1024;
 
 // The sum of every thread's `v` over the block, returned to all threads.
 __device__ double block_sum(double v, double* scratch) {
@@ -39,28 +44,83 @@ __device__ int64_t value_index(int64_t i, int64_t c, int64_t channels, int64_t s
   return (n * channels + c) * spatial + (i - n * spatial);
 }
 
-// Block c: the batch mean and 1/sqrt(biased variance + eps) of channel c, and
-// the running statistics' update with the unbiased variance.
-__global__ void batch_statistics(const float* x, int64_t channels, int64_t spatial, int64_t count, double eps,
-                                 double momentum, float* mean_out, float* inv_std_out, float* running_mean,
-                                 float* running_var) {
+// How one channel's `count` values are split over blocks.
+struct Chunks {
+  int64_t per_chunk, chunks;
+};
+
+Chunks chunks_for(int64_t count) {
+  int64_t chunks = (count + kChunk - 1) / kChunk;
+  chunks = chunks < 1 ? 1 : (chunks > kMaxChunks ? kMaxChunks : chunks);
+  return {(count + chunks - 1) / chunks, chunks};
+}
+
+// Block (chunk, c): partial[c * chunks + chunk] = the sum over the chunk's
+// values of channel c of x, or of (x - mean[c])^2 when `mean` is given.
+__global__ void channel_partial_sums(const float* x, const double* mean, int64_t channels, int64_t spatial,
+                                     int64_t count, Chunks split, double* partial) {
   __shared__ double scratch[kThreads];
-  const int64_t c = blockIdx.x;
+  const int64_t c = blockIdx.y, chunk = blockIdx.x;
+  const int64_t begin = chunk * split.per_chunk;
+  const int64_t end = begin + split.per_chunk < count ? begin + split.per_chunk : count;
+  const double m = mean ? mean[c] : 0.0;
   double sum = 0;
-  for (int64_t i = threadIdx.x; i < count; i += kThreads) sum += x[value_index(i, c, channels, spatial)];
-  const double mean = block_sum(sum, scratch) / count;
-  double squares = 0;
-  for (int64_t i = threadIdx.x; i < count; i += kThreads) {
-    const double d = x[value_index(i, c, channels, spatial)] - mean;
-    squares += d * d;
+  for (int64_t i = begin + threadIdx.x; i < end; i += kThreads) {
+    const double v = x[value_index(i, c, channels, spatial)];
+    sum += mean ? (v - m) * (v - m) : v;
   }
-  squares = block_sum(squares, scratch);
-  if (threadIdx.x != 0) return;
-  const double var = squares / count;
-  mean_out[c] = static_cast<float>(mean);
-  inv_std_out[c] = static_cast<float>(1.0 / sqrt(var + eps));
-  running_mean[c] = static_cast<float>((1 - momentum) * running_mean[c] + momentum * mean);
-  running_var[c] = static_cast<float>((1 - momentum) * running_var[c] + momentum * squares / (count - 1));
+  sum = block_sum(sum, scratch);
+  if (threadIdx.x == 0) partial[c * split.chunks + chunk] = sum;
+}
+
+// Block (chunk, c): the partial sums of dy and of dy * xhat over the chunk.
+__global__ void gradient_partial_sums(const float* x, const float* dy, const float* mean, const float* inv_std,
+                                      int64_t channels, int64_t spatial, int64_t count, Chunks split,
+                                      double* partial_dy, double* partial_dy_xhat) {
+  __shared__ double scratch[kThreads];
+  const int64_t c = blockIdx.y, chunk = blockIdx.x;
+  const int64_t begin = chunk * split.per_chunk;
+  const int64_t end = begin + split.per_chunk < count ? begin + split.per_chunk : count;
+  const float m = mean[c], s = inv_std[c];
+  double sum_dy = 0, sum_dy_xhat = 0;
+  for (int64_t i = begin + threadIdx.x; i < end; i += kThreads) {
+    const int64_t k = value_index(i, c, channels, spatial);
+    sum_dy += dy[k];
+    sum_dy_xhat += double(dy[k]) * ((x[k] - m) * s);
+  }
+  sum_dy = block_sum(sum_dy, scratch);
+  sum_dy_xhat = block_sum(sum_dy_xhat, scratch);
+  if (threadIdx.x == 0) {
+    partial_dy[c * split.chunks + chunk] = sum_dy;
+    partial_dy_xhat[c * split.chunks + chunk] = sum_dy_xhat;
+  }
+}
+
+// Channel c's chunks added in order.
+__device__ double channel_total(const double* partial, int64_t c, int64_t chunks) {
+  double total = 0;
+  for (int64_t k = 0; k < chunks; ++k) total += partial[c * chunks + k];
+  return total;
+}
+
+__global__ void finish_mean(const double* partial, int64_t channels, int64_t count, int64_t chunks, double* mean) {
+  for (int64_t c = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; c < channels; c += int64_t(gridDim.x) * blockDim.x)
+    mean[c] = channel_total(partial, c, chunks) / count;
+}
+
+// The batch mean and 1/sqrt(biased variance + eps) of each channel, and the
+// running statistics' update with the unbiased variance.
+__global__ void finish_statistics(const double* partial_squares, const double* mean, int64_t channels, int64_t count,
+                                  int64_t chunks, double eps, double momentum, float* mean_out, float* inv_std_out,
+                                  float* running_mean, float* running_var) {
+  for (int64_t c = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; c < channels; c += int64_t(gridDim.x) * blockDim.x) {
+    const double squares = channel_total(partial_squares, c, chunks);
+    const double var = squares / count;
+    mean_out[c] = static_cast<float>(mean[c]);
+    inv_std_out[c] = static_cast<float>(1.0 / sqrt(var + eps));
+    running_mean[c] = static_cast<float>((1 - momentum) * running_mean[c] + momentum * mean[c]);
+    running_var[c] = static_cast<float>((1 - momentum) * running_var[c] + momentum * squares / (count - 1));
+  }
 }
 
 // The test phase's statistics: the running ones.
@@ -83,36 +143,31 @@ __global__ void normalize(const float* x, float* y, const float* mean, const flo
   }
 }
 
-// Block c: the sums of dy and dy * xhat over channel c give the weight and
-// bias gradients (dw, db may be null); then dx (may be null) receives
-//   g * (dy - mean(dy) - xhat * mean(dy * xhat))
-// with batch statistics, or g * dy with fixed ones.
-__global__ void backward_channel(const float* x, const float* dy, float* dx, const float* mean, const float* inv_std,
-                                 const float* w, float* dw, float* db, int64_t channels, int64_t spatial, int64_t count,
-                                 bool batch_stats) {
-  __shared__ double scratch[kThreads];
-  const int64_t c = blockIdx.x;
-  const float m = mean[c], s = inv_std[c];
-  double sum_dy = 0, sum_dy_xhat = 0;
-  for (int64_t i = threadIdx.x; i < count; i += kThreads) {
-    const int64_t k = value_index(i, c, channels, spatial);
-    sum_dy += dy[k];
-    sum_dy_xhat += double(dy[k]) * ((x[k] - m) * s);
-  }
-  sum_dy = block_sum(sum_dy, scratch);
-  sum_dy_xhat = block_sum(sum_dy_xhat, scratch);
-  if (threadIdx.x == 0) {
+// Per channel: the weight and bias gradients (dw, db may be null), and the
+// means of dy and dy * xhat that dx needs (zero with fixed statistics).
+__global__ void finish_gradients(const double* partial_dy, const double* partial_dy_xhat, int64_t channels,
+                                 int64_t count, int64_t chunks, bool batch_stats, float* dw, float* db,
+                                 float* mean_dy, float* mean_dy_xhat) {
+  for (int64_t c = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; c < channels; c += int64_t(gridDim.x) * blockDim.x) {
+    const double sum_dy = channel_total(partial_dy, c, chunks);
+    const double sum_dy_xhat = channel_total(partial_dy_xhat, c, chunks);
     if (dw) dw[c] = static_cast<float>(sum_dy_xhat);
     if (db) db[c] = static_cast<float>(sum_dy);
+    mean_dy[c] = batch_stats ? static_cast<float>(sum_dy / count) : 0.f;
+    mean_dy_xhat[c] = batch_stats ? static_cast<float>(sum_dy_xhat / count) : 0.f;
   }
-  if (!dx) return;
-  const float g = s * (w ? w[c] : 1.f);
-  const float mean_dy = batch_stats ? static_cast<float>(sum_dy / count) : 0.f;
-  const float mean_dy_xhat = batch_stats ? static_cast<float>(sum_dy_xhat / count) : 0.f;
-  for (int64_t i = threadIdx.x; i < count; i += kThreads) {
-    const int64_t k = value_index(i, c, channels, spatial);
-    const float xhat = (x[k] - m) * s;
-    dx[k] += g * (dy[k] - mean_dy - xhat * mean_dy_xhat);
+}
+
+// dx += g * (dy - mean(dy) - xhat * mean(dy * xhat)), g = inv_std * w.
+__global__ void input_gradient(const float* x, const float* dy, float* dx, const float* mean, const float* inv_std,
+                               const float* w, const float* mean_dy, const float* mean_dy_xhat, size_t n,
+                               int64_t channels, int64_t spatial) {
+  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x) {
+    const int64_t c = (static_cast<int64_t>(i) / spatial) % channels;
+    const float s = inv_std[c];
+    const float g = s * (w ? w[c] : 1.f);
+    const float xhat = (x[i] - mean[c]) * s;
+    dx[i] += g * (dy[i] - mean_dy[c] - xhat * mean_dy_xhat[c]);
   }
 }
 
@@ -128,14 +183,26 @@ class BatchNormCudaLayer : public BatchNormLayer {
     if (e.channels == 0) return;
     cudaStream_t stream = cuda::Context::get(ctx.device.index).compute();
     keep_statistics(e.channels, ctx.device);
+    const unsigned channel_blocks = cuda::blocks_for(e.channels);
     if (batch_stats_) {
-      batch_statistics<<<channel_blocks(e.channels), kThreads, 0, stream>>>(
-          x.data(), e.channels, e.spatial, e.count, eps_, momentum_, used_mean_.data(), used_inv_std_.data(),
-          running_mean().value.data(), running_var().value.data());
+      const Chunks split = chunks_for(e.count);
+      Scratch scratch = scratch_for(e.channels, split.chunks, ctx.device);
+      const dim3 grid(static_cast<unsigned>(split.chunks), grid_rows(e.channels));
+      channel_partial_sums<<<grid, kThreads, 0, stream>>>(x.data(), nullptr, e.channels, e.spatial, e.count, split,
+                                                          scratch.partial_a);
+      POSEIDON_CUDA_CHECK_LAUNCH();
+      finish_mean<<<channel_blocks, 256, 0, stream>>>(scratch.partial_a, e.channels, e.count, split.chunks,
+                                                      scratch.mean);
+      POSEIDON_CUDA_CHECK_LAUNCH();
+      channel_partial_sums<<<grid, kThreads, 0, stream>>>(x.data(), scratch.mean, e.channels, e.spatial, e.count,
+                                                          split, scratch.partial_b);
+      POSEIDON_CUDA_CHECK_LAUNCH();
+      finish_statistics<<<channel_blocks, 256, 0, stream>>>(
+          scratch.partial_b, scratch.mean, e.channels, e.count, split.chunks, eps_, momentum_, used_mean_.data(),
+          used_inv_std_.data(), running_mean().value.data(), running_var().value.data());
     } else {
-      running_statistics<<<cuda::blocks_for(e.channels), 256, 0, stream>>>(running_mean().value.data(),
-                                                                           running_var().value.data(), e.channels, eps_,
-                                                                           used_mean_.data(), used_inv_std_.data());
+      running_statistics<<<channel_blocks, 256, 0, stream>>>(running_mean().value.data(), running_var().value.data(),
+                                                             e.channels, eps_, used_mean_.data(), used_inv_std_.data());
     }
     POSEIDON_CUDA_CHECK_LAUNCH();
     const size_t n = x.numel();
@@ -152,17 +219,49 @@ class BatchNormCudaLayer : public BatchNormLayer {
     if (e.channels == 0) return;
     POSEIDON_CHECK(used_mean_.numel() == e.channels) << name() << ": backward before forward";
     cudaStream_t stream = cuda::Context::get(ctx.device.index).compute();
-    backward_channel<<<channel_blocks(e.channels), kThreads, 0, stream>>>(
-        x.data(), io.out_grad[0]->data(), io.in_grad[0] ? io.in_grad[0]->data() : nullptr, used_mean_.data(),
-        used_inv_std_.data(), affine_ ? param(0).value.data() : nullptr, affine_ ? param(0).grad.data() : nullptr,
-        affine_ ? param(1).grad.data() : nullptr, e.channels, e.spatial, e.count, batch_stats_);
+    const Chunks split = chunks_for(e.count);
+    Scratch scratch = scratch_for(e.channels, split.chunks, ctx.device);
+    const dim3 grid(static_cast<unsigned>(split.chunks), grid_rows(e.channels));
+    gradient_partial_sums<<<grid, kThreads, 0, stream>>>(x.data(), io.out_grad[0]->data(), used_mean_.data(),
+                                                         used_inv_std_.data(), e.channels, e.spatial, e.count, split,
+                                                         scratch.partial_a, scratch.partial_b);
+    POSEIDON_CUDA_CHECK_LAUNCH();
+    finish_gradients<<<cuda::blocks_for(e.channels), 256, 0, stream>>>(
+        scratch.partial_a, scratch.partial_b, e.channels, e.count, split.chunks, batch_stats_,
+        affine_ ? param(0).grad.data() : nullptr, affine_ ? param(1).grad.data() : nullptr, scratch.mean_dy,
+        scratch.mean_dy_xhat);
+    POSEIDON_CUDA_CHECK_LAUNCH();
+    const size_t n = x.numel();
+    if (!io.in_grad[0] || !n) return;
+    input_gradient<<<cuda::blocks_for(n), 256, 0, stream>>>(
+        x.data(), io.out_grad[0]->data(), io.in_grad[0]->data(), used_mean_.data(), used_inv_std_.data(),
+        affine_ ? param(0).value.data() : nullptr, scratch.mean_dy, scratch.mean_dy_xhat, n, e.channels, e.spatial);
     POSEIDON_CUDA_CHECK_LAUNCH();
   }
 
  private:
-  static unsigned channel_blocks(int64_t channels) {
-    POSEIDON_CHECK(channels <= INT_MAX) << channels << " channels exceed one grid";
+  // The grid's second dimension holds one row of blocks per channel.
+  static unsigned grid_rows(int64_t channels) {
+    POSEIDON_CHECK(channels <= 65535) << channels << " channels exceed one grid's rows";
     return static_cast<unsigned>(channels);
+  }
+
+  // Views into scratch_ for one call: two partial-sum arrays of C x chunks
+  // doubles, C doubles of means, and C floats each of the backward means.
+  struct Scratch {
+    double *partial_a, *partial_b, *mean;
+    float *mean_dy, *mean_dy_xhat;
+  };
+
+  Scratch scratch_for(int64_t channels, int64_t chunks, const Device& device) {
+    const int64_t doubles = 2 * channels * chunks + channels;
+    const int64_t floats = 2 * doubles + 2 * channels;
+    if (scratch_.device() != device) scratch_ = Tensor::on(device);
+    if (scratch_.numel() < floats) scratch_.resize({floats});
+    // The caching allocator's blocks are aligned far beyond 8 bytes.
+    auto* d = reinterpret_cast<double*>(scratch_.data());
+    float* f = reinterpret_cast<float*>(d + doubles);
+    return {d, d + channels * chunks, d + 2 * channels * chunks, f, f + channels};
   }
 
   // Device buffers for the statistics, reallocated only when C changes.
@@ -173,6 +272,7 @@ class BatchNormCudaLayer : public BatchNormLayer {
   }
 
   Tensor used_mean_, used_inv_std_;  // per channel, as used by the last forward
+  Tensor scratch_;                   // partial sums and per-channel means (Scratch)
 };
 
 }  // namespace

@@ -1,13 +1,16 @@
 // Convolution on the GPU through cuDNN's convolution API. For each input
 // shape (made at the first forward with it, kept until the shape changes)
 // the layer describes input, filter, output and bias as NCHW float tensors
-// and picks one algorithm per direction from cuDNN's heuristics: the best
-// ranked that runs with FP32 FMA math (TF32 tensor cores only when the
-// context allows them) and whose workspace fits the context's limit, and for
-// the two backward directions a deterministic one where there is one.
+// and ranks each direction's algorithms by running them once (cuDNN's Find,
+// as PyTorch's cudnn.benchmark does), keeping those that run with FP32 FMA
+// math (TF32 tensor cores only when the context allows them) and whose
+// workspace fits the context's limit, with deterministic ones first for the
+// two backward directions. A call cuDNN answers with NOT_SUPPORTED moves on
+// to the next algorithm of the ranking.
 //
 // Gradients follow the CPU layer: backward data adds into the input gradient
 // (beta = 1); the weight and bias gradients are overwritten (beta = 0).
+#include <algorithm>
 #include <climits>
 #include <string>
 #include <vector>
@@ -29,8 +32,7 @@ int cudnn_int(int64_t v, const std::string& layer) {
   return static_cast<int>(v);
 }
 
-// One direction's algorithm with the math type it was ranked for and the
-// workspace it needs.
+// One algorithm with the math type it runs with and the workspace it needs.
 template <class Algo>
 struct AlgoChoice {
   Algo algo{};
@@ -38,19 +40,26 @@ struct AlgoChoice {
   size_t workspace = 0;
 };
 
-// The first usable entry of cuDNN's ranking (best first). `workspace_of(algo,
+// One direction's usable algorithms, best first; `at` moves past those that
+// cuDNN refuses when they run.
+template <class Algo>
+struct AlgoRanking {
+  std::vector<AlgoChoice<Algo>> usable;
+  size_t at = 0;
+};
+
+// The usable entries of cuDNN's ranking (best first). `workspace_of(algo,
 // math, &bytes)` says whether the algorithm runs with that math type on this
-// shape, and with how much workspace. Deterministic entries are preferred
-// when asked; FP16 conversion is never allowed, tensor-core math only with
-// TF32 on.
+// shape, and with how much workspace. Deterministic entries come first when
+// asked; FP16 conversion is never allowed, tensor-core math only with TF32 on.
 template <class Perf, class WorkspaceOf>
-auto choose_algo(const std::vector<Perf>& ranked, bool tf32, bool prefer_deterministic, WorkspaceOf workspace_of,
-                 const std::string& what) {
-  AlgoChoice<decltype(Perf{}.algo)> choice;
+auto usable_algos(const std::vector<Perf>& ranked, bool tf32, bool prefer_deterministic, WorkspaceOf workspace_of,
+                  const std::string& what) {
+  AlgoRanking<decltype(Perf{}.algo)> out;
   for (int pass = prefer_deterministic ? 0 : 1; pass < 2; ++pass)
     for (const Perf& p : ranked) {
       if (p.status != CUDNN_STATUS_SUCCESS) continue;
-      if (pass == 0 && p.determinism != CUDNN_DETERMINISTIC) continue;
+      if (prefer_deterministic && (pass == 0) != (p.determinism == CUDNN_DETERMINISTIC)) continue;
       if (p.mathType == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION) continue;
       if (!tf32 && p.mathType == CUDNN_TENSOR_OP_MATH) continue;
       // Without TF32 every call runs with FMA math, also for entries ranked
@@ -58,13 +67,45 @@ auto choose_algo(const std::vector<Perf>& ranked, bool tf32, bool prefer_determi
       const cudnnMathType_t math = tf32 ? p.mathType : CUDNN_FMA_MATH;
       size_t bytes = 0;
       if (!workspace_of(p.algo, math, &bytes) || bytes > cuda::Context::kWorkspaceLimit) continue;
-      choice.algo = p.algo;
-      choice.math = math;
-      choice.workspace = bytes;
-      return choice;
+      out.usable.push_back({p.algo, math, bytes});
     }
-  throw Error(what + ": cuDNN offers no " + (tf32 ? "" : "FP32 (non-TF32) ") + "algorithm within the " +
-              std::to_string(cuda::Context::kWorkspaceLimit >> 20) + " MiB workspace limit");
+  if (out.usable.empty())
+    throw Error(what + ": cuDNN offers no " + (tf32 ? "" : "FP32 (non-TF32) ") + "algorithm within the " +
+                std::to_string(cuda::Context::kWorkspaceLimit >> 20) + " MiB workspace limit");
+  return out;
+}
+
+// Runs `call(choice, workspace)` with the ranking's current algorithm, and
+// with the next ones while cuDNN answers NOT_SUPPORTED (it then has written
+// nothing, so the retry starts from the same buffers).
+template <class Algo, class Call>
+void run_ranked(AlgoRanking<Algo>& ranking, cuda::Context& gpu, cudnnConvolutionDescriptor_t conv, Call call,
+                const std::string& what) {
+  for (; ranking.at < ranking.usable.size(); ++ranking.at) {
+    const AlgoChoice<Algo>& c = ranking.usable[ranking.at];
+    POSEIDON_CUDNN_CHECK(cudnnSetConvolutionMathType(conv, c.math));
+    const cudnnStatus_t status = call(c, gpu.workspace(c.workspace));
+    if (status == CUDNN_STATUS_NOT_SUPPORTED) continue;
+    if (status != CUDNN_STATUS_SUCCESS)
+      throw Error(what + ": cuDNN error: " + cudnnGetErrorString(status) + " (algorithm " +
+                  std::to_string(static_cast<int>(c.algo)) + ")");
+    return;
+  }
+  throw Error(what + ": cuDNN supports none of the " + std::to_string(ranking.usable.size()) +
+              " algorithms it ranked for this shape");
+}
+
+// The largest workspace, within the limit, that any of the first `count`
+// algorithms asks for: what cuDNN's Find may use while it ranks them.
+template <class WorkspaceOf>
+size_t find_workspace(int count, WorkspaceOf workspace_of) {
+  size_t most = 0;
+  for (int a = 0; a < count; ++a) {
+    size_t bytes = 0;
+    if (workspace_of(a, &bytes) == CUDNN_STATUS_SUCCESS && bytes <= cuda::Context::kWorkspaceLimit)
+      most = std::max(most, bytes);
+  }
+  return most;
 }
 
 class ConvCudaLayer : public ConvLayer {
@@ -87,14 +128,16 @@ class ConvCudaLayer : public ConvLayer {
     POSEIDON_CHECK(io.in[0]->shape() == in_shape_) << name() << ": forward before reshape";
     if (io.out[0]->empty()) return;
     cuda::Context& gpu = cuda::Context::get(ctx.device.index);
-    plan_for(in_shape_, gpu);
+    plan_for(io, gpu);
     cudnnHandle_t h = gpu.cudnn();
     const float one = 1.f, zero = 0.f;
-    POSEIDON_CUDNN_CHECK(cudnnSetConvolutionMathType(conv_desc_, forward_.math));
-    void* ws = gpu.workspace(forward_.workspace);
-    POSEIDON_CUDNN_CHECK(cudnnConvolutionForward(h, &one, x_desc_, io.in[0]->data(), w_desc_, param(0).value.data(),
-                                                 conv_desc_, forward_.algo, ws, forward_.workspace, &zero, y_desc_,
-                                                 io.out[0]->data()));
+    run_ranked(
+        forward_, gpu, conv_desc_,
+        [&](const auto& c, void* ws) {
+          return cudnnConvolutionForward(h, &one, x_desc_, io.in[0]->data(), w_desc_, param(0).value.data(),
+                                         conv_desc_, c.algo, ws, c.workspace, &zero, y_desc_, io.out[0]->data());
+        },
+        name() + " forward");
     if (has_bias_)
       POSEIDON_CUDNN_CHECK(
           cudnnAddTensor(h, &one, bias_desc_, param(1).value.data(), &one, y_desc_, io.out[0]->data()));
@@ -111,30 +154,37 @@ class ConvCudaLayer : public ConvLayer {
       if (db) param(1).grad.zero();
       return;
     }
-    plan_for(in_shape_, gpu);
+    plan_for(io, gpu);
     cudnnHandle_t h = gpu.cudnn();
     const float one = 1.f, zero = 0.f;
     const float* x = io.in[0]->data();
     const float* dy = io.out_grad[0]->data();
     if (db) POSEIDON_CUDNN_CHECK(cudnnConvolutionBackwardBias(h, &one, y_desc_, dy, &zero, bias_desc_, db));
-
-    POSEIDON_CUDNN_CHECK(cudnnSetConvolutionMathType(conv_desc_, backward_filter_.math));
-    void* ws = gpu.workspace(backward_filter_.workspace);
-    POSEIDON_CUDNN_CHECK(cudnnConvolutionBackwardFilter(h, &one, x_desc_, x, y_desc_, dy, conv_desc_,
-                                                        backward_filter_.algo, ws, backward_filter_.workspace, &zero,
-                                                        w_desc_, dw));
+    run_ranked(
+        backward_filter_, gpu, conv_desc_,
+        [&](const auto& c, void* ws) {
+          return cudnnConvolutionBackwardFilter(h, &one, x_desc_, x, y_desc_, dy, conv_desc_, c.algo, ws, c.workspace,
+                                                &zero, w_desc_, dw);
+        },
+        name() + " backward filter");
     if (!io.in_grad[0]) return;
-    POSEIDON_CUDNN_CHECK(cudnnSetConvolutionMathType(conv_desc_, backward_data_.math));
-    ws = gpu.workspace(backward_data_.workspace);
-    POSEIDON_CUDNN_CHECK(cudnnConvolutionBackwardData(h, &one, w_desc_, param(0).value.data(), y_desc_, dy, conv_desc_,
-                                                      backward_data_.algo, ws, backward_data_.workspace, &one, x_desc_,
-                                                      io.in_grad[0]->data()));
+    run_ranked(
+        backward_data_, gpu, conv_desc_,
+        [&](const auto& c, void* ws) {
+          return cudnnConvolutionBackwardData(h, &one, w_desc_, param(0).value.data(), y_desc_, dy, conv_desc_, c.algo,
+                                              ws, c.workspace, &one, x_desc_, io.in_grad[0]->data());
+        },
+        name() + " backward data");
   }
 
  private:
-  // Describes the convolution of an input of `shape` and chooses its
-  // algorithms, unless that is already done.
-  void plan_for(const Shape& shape, cuda::Context& gpu) {
+  // Describes the convolution of the input of `io` and ranks its
+  // algorithms, unless that is already done for its shape. The ranking runs
+  // them on the layer's own input, weight and output, and on scratch for the
+  // gradients (never on the gradients themselves, which backward accumulates
+  // into or which may still be on their way to the host).
+  void plan_for(const LayerIO& io, cuda::Context& gpu) {
+    const Shape& shape = io.in[0]->shape();
     if (shape == planned_shape_) return;
     planned_shape_.clear();  // until the plan below is complete
     if (!conv_desc_) {
@@ -164,7 +214,7 @@ class ConvCudaLayer : public ConvLayer {
         to_int(dilation_[1]), CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT));
     POSEIDON_CUDNN_CHECK(cudnnSetConvolutionGroupCount(conv_desc_, to_int(groups_)));
     const bool tf32 = gpu.tf32();
-    // The math type the heuristics rank for; each choice then sets its own.
+    // The math type the algorithms are ranked under; each choice then sets its own.
     POSEIDON_CUDNN_CHECK(cudnnSetConvolutionMathType(conv_desc_, tf32 ? CUDNN_TENSOR_OP_MATH : CUDNN_FMA_MATH));
 
     int dims[4] = {};
@@ -183,13 +233,27 @@ class ConvCudaLayer : public ConvLayer {
     };
     auto set_math = [&](cudnnMathType_t math) { POSEIDON_CUDNN_CHECK(cudnnSetConvolutionMathType(conv_desc_, math)); };
 
-    int max_count = 0, count = 0;
-    POSEIDON_CUDNN_CHECK(cudnnGetConvolutionForwardAlgorithmMaxCount(h, &max_count));
-    std::vector<cudnnConvolutionFwdAlgoPerf_t> fwd(max_count);
-    POSEIDON_CUDNN_CHECK(cudnnGetConvolutionForwardAlgorithm_v7(h, x_desc_, w_desc_, conv_desc_, y_desc_, max_count,
-                                                                &count, fwd.data()));
+    // Scratch for Find: outputs it may overwrite, and the largest workspace
+    // any algorithm within the limit asks for.
+    Tensor x_scratch(shape, io.in[0]->device());
+    Tensor w_scratch(param(0).shape, io.in[0]->device());
+    const void* x = io.in[0]->data();
+    const void* w = param(0).value.data();
+    void* y = io.out[0]->data();  // forward overwrites it anyway
+    const void* dy = y;           // any values of the output's shape rank the backward algorithms
+    int count = 0;
+
+    ranked_math();
+    std::vector<cudnnConvolutionFwdAlgoPerf_t> fwd(CUDNN_CONVOLUTION_FWD_ALGO_COUNT);
+    size_t ws_bytes = find_workspace(CUDNN_CONVOLUTION_FWD_ALGO_COUNT, [&](int a, size_t* bytes) {
+      return cudnnGetConvolutionForwardWorkspaceSize(h, x_desc_, w_desc_, conv_desc_, y_desc_,
+                                                     static_cast<cudnnConvolutionFwdAlgo_t>(a), bytes);
+    });
+    POSEIDON_CUDNN_CHECK(cudnnFindConvolutionForwardAlgorithmEx(h, x_desc_, x, w_desc_, w, conv_desc_, y_desc_, y,
+                                                                static_cast<int>(fwd.size()), &count, fwd.data(),
+                                                                gpu.workspace(ws_bytes), ws_bytes));
     fwd.resize(count);
-    forward_ = choose_algo(
+    forward_ = usable_algos(
         fwd, tf32, false,
         [&](cudnnConvolutionFwdAlgo_t algo, cudnnMathType_t math, size_t* bytes) {
           set_math(math);
@@ -199,12 +263,16 @@ class ConvCudaLayer : public ConvLayer {
         what + " forward");
 
     ranked_math();
-    POSEIDON_CUDNN_CHECK(cudnnGetConvolutionBackwardDataAlgorithmMaxCount(h, &max_count));
-    std::vector<cudnnConvolutionBwdDataAlgoPerf_t> data(max_count);
-    POSEIDON_CUDNN_CHECK(cudnnGetConvolutionBackwardDataAlgorithm_v7(h, w_desc_, y_desc_, conv_desc_, x_desc_,
-                                                                     max_count, &count, data.data()));
+    std::vector<cudnnConvolutionBwdDataAlgoPerf_t> data(CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT);
+    ws_bytes = find_workspace(CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, [&](int a, size_t* bytes) {
+      return cudnnGetConvolutionBackwardDataWorkspaceSize(h, w_desc_, y_desc_, conv_desc_, x_desc_,
+                                                          static_cast<cudnnConvolutionBwdDataAlgo_t>(a), bytes);
+    });
+    POSEIDON_CUDNN_CHECK(cudnnFindConvolutionBackwardDataAlgorithmEx(
+        h, w_desc_, w, y_desc_, dy, conv_desc_, x_desc_, x_scratch.data(),
+        static_cast<int>(data.size()), &count, data.data(), gpu.workspace(ws_bytes), ws_bytes));
     data.resize(count);
-    backward_data_ = choose_algo(
+    backward_data_ = usable_algos(
         data, tf32, true,
         [&](cudnnConvolutionBwdDataAlgo_t algo, cudnnMathType_t math, size_t* bytes) {
           set_math(math);
@@ -214,12 +282,16 @@ class ConvCudaLayer : public ConvLayer {
         what + " backward data");
 
     ranked_math();
-    POSEIDON_CUDNN_CHECK(cudnnGetConvolutionBackwardFilterAlgorithmMaxCount(h, &max_count));
-    std::vector<cudnnConvolutionBwdFilterAlgoPerf_t> filter(max_count);
-    POSEIDON_CUDNN_CHECK(cudnnGetConvolutionBackwardFilterAlgorithm_v7(h, x_desc_, y_desc_, conv_desc_, w_desc_,
-                                                                       max_count, &count, filter.data()));
+    std::vector<cudnnConvolutionBwdFilterAlgoPerf_t> filter(CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT);
+    ws_bytes = find_workspace(CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, [&](int a, size_t* bytes) {
+      return cudnnGetConvolutionBackwardFilterWorkspaceSize(h, x_desc_, y_desc_, conv_desc_, w_desc_,
+                                                            static_cast<cudnnConvolutionBwdFilterAlgo_t>(a), bytes);
+    });
+    POSEIDON_CUDNN_CHECK(cudnnFindConvolutionBackwardFilterAlgorithmEx(
+        h, x_desc_, x, y_desc_, dy, conv_desc_, w_desc_, w_scratch.data(),
+        static_cast<int>(filter.size()), &count, filter.data(), gpu.workspace(ws_bytes), ws_bytes));
     filter.resize(count);
-    backward_filter_ = choose_algo(
+    backward_filter_ = usable_algos(
         filter, tf32, true,
         [&](cudnnConvolutionBwdFilterAlgo_t algo, cudnnMathType_t math, size_t* bytes) {
           set_math(math);
@@ -234,9 +306,9 @@ class ConvCudaLayer : public ConvLayer {
   cudnnFilterDescriptor_t w_desc_ = nullptr;
   cudnnConvolutionDescriptor_t conv_desc_ = nullptr;
   Shape planned_shape_;  // the input shape the descriptors and choices are for
-  AlgoChoice<cudnnConvolutionFwdAlgo_t> forward_;
-  AlgoChoice<cudnnConvolutionBwdDataAlgo_t> backward_data_;
-  AlgoChoice<cudnnConvolutionBwdFilterAlgo_t> backward_filter_;
+  AlgoRanking<cudnnConvolutionFwdAlgo_t> forward_;
+  AlgoRanking<cudnnConvolutionBwdDataAlgo_t> backward_data_;
+  AlgoRanking<cudnnConvolutionBwdFilterAlgo_t> backward_filter_;
 };
 
 }  // namespace

@@ -1,21 +1,32 @@
 #!/usr/bin/env bash
-# The GPU check in one go, for a machine with an NVIDIA GPU (H100/H200): builds
-# with the CUDA backend, runs the GPU tests (every layer against its CPU
-# version, the allocator, the solver, the finite check), times vgg19,
-# vgg19_22k and inception_v3 training steps at batch 32 on the GPU beside
-# PyTorch's on the same GPU (when python3 has torch with CUDA), trains two
-# ranks on the one GPU, and prints a short table. Everything it writes goes
-# under OUT (default build-gpu/check).
+# The GPU check in one go, for a machine with an NVIDIA GPU (H100/H200): runs
+# the GPU tests (every layer's forward and backward against its CPU version,
+# the allocator, the staging streams, the GEMM, NCCL; no GPU where one is
+# expected is a failure, not a skip), times vgg19, vgg19_22k and inception_v3
+# training steps at batch 32 on the GPU beside PyTorch's on the same GPU
+# (when python3 has torch with CUDA), with TF32 off on both sides and then on
+# on both sides, trains two ranks on the one GPU, traces one distributed
+# iteration (the gradients' copies to the host against backward), writes the
+# models' profiles for `poseidon simulate` (profiles/<model>_h200_b32.json
+# on an H200, else named after the GPU) and prints a short table.
 #
-# Usage: tools/gpu_check.sh [--build DIR] [--out DIR] [--iters N] [--skip-torch]
+# The binaries come from a build here (the Debian packages that
+# tools/test.sh installs must be present), or from the GPU kit
+# (tools/gpu_kit.sh) on a machine without them: --kit FILE unpacks it
+# (tools/gpu_kit_unpack.sh) and builds nothing. Everything it writes besides
+# the profiles goes under OUT (default build-gpu/check).
+#
+# Usage: tools/gpu_check.sh [--kit FILE | --build DIR] [--out DIR] [--iters N] [--skip-torch]
 set -uo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 build="$root/build-gpu"
+kit=""
 out=""
 iters=20
 torch=true
 while [[ $# -gt 0 ]]; do
   case $1 in
+    --kit) kit=$2; shift 2 ;;
     --build) build=$2; shift 2 ;;
     --out) out=$2; shift 2 ;;
     --iters) iters=$2; shift 2 ;;
@@ -25,68 +36,148 @@ while [[ $# -gt 0 ]]; do
 done
 out=${out:-$build/check}
 mkdir -p "$out"
+out="$(cd "$out" && pwd)"
 start=$(date +%s)
 step() { printf '\n== %s (%ds)\n' "$*" $(($(date +%s) - start)); }
+cd "$root" || exit 1
+# A GPU test that cannot reach the GPU fails rather than skips (tests/gpu_required.h).
+export POSEIDON_REQUIRE_GPU=1
 
-step "build (POSEIDON_CUDA=ON)"
-cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DPOSEIDON_CUDA=ON >"$out/cmake.log" 2>&1 &&
-  cmake --build "$build" -j "$(nproc)" >"$out/build.log" 2>&1
-build_rc=$?
-if [[ $build_rc -ne 0 ]]; then
-  tail -40 "$out/build.log" "$out/cmake.log"
-  echo "gpu_check: the build failed" >&2
-  exit 1
+if [[ -n $kit ]]; then
+  step "unpack the kit"
+  # shellcheck source=tools/gpu_kit_unpack.sh
+  source "$root/tools/gpu_kit_unpack.sh" "$kit" || { echo "gpu_check: the kit cannot run here" >&2; exit 1; }
+  bin=$POSEIDON_KIT/bin
+  tests=$POSEIDON_KIT/bin
+else
+  step "build (POSEIDON_CUDA=ON)"
+  cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DPOSEIDON_CUDA=ON >"$out/cmake.log" 2>&1 &&
+    cmake --build "$build" -j "$(nproc)" >"$out/build.log" 2>&1
+  if [[ $? -ne 0 ]]; then
+    tail -40 "$out/build.log" "$out/cmake.log"
+    echo "gpu_check: the build failed" >&2
+    exit 1
+  fi
+  bin=$build
+  tests=$build/tests
 fi
-"$build/poseidon" info | tee "$out/info.txt"
+"$bin/poseidon" info | tee "$out/info.txt"
+gpu_name=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1)
+case $gpu_name in
+  *H200*) gpu_tag=h200 ;;
+  *H100*) gpu_tag=h100 ;;
+  "") gpu_tag=gpu ;;
+  *) gpu_tag=$(echo "$gpu_name" | tr 'A-Z' 'a-z' | tr -c 'a-z0-9\n' '_' | sed 's/^nvidia_//') ;;
+esac
 
 step "GPU tests"
-gpu_tests='Cuda|GpuMatchesCpu|InfoVerb'
-ctest --test-dir "$build" -R "$gpu_tests" --output-on-failure -j 4 >"$out/ctest.log" 2>&1
-tests_rc=$?
-grep -E "tests passed|Skipped|Failed|\*\*\*" "$out/ctest.log" | tail -40
+# Test binary and gtest filter: every GPU test of the suite.
+tests_rc=0
+for spec in "core_tests:Cuda*" "layers_tests:CudaLayers.*:*GpuMatchesCpu*" "tools_tests:InfoVerb*:Plugin.CpuOnlyLayerTrainsInAGpuNet"; do
+  binary=${spec%%:*}
+  filter=${spec#*:}
+  "$tests/$binary" --gtest_filter="$filter" --gtest_brief=1 >"$out/$binary.log" 2>&1 || tests_rc=1
+  printf '%-14s %s\n' "$binary" "$(grep -E '^\[  (PASSED|FAILED|SKIPPED) *\]' "$out/$binary.log" | tr '\n' ' ')"
+  grep -E '^\[  FAILED  \] [A-Za-z]' "$out/$binary.log" | head -20
+done
 
 step "training speed, batch 32"
+models=(vgg19 vgg19_22k inception_v3)
 declare -A ours theirs
-for model in vgg19 vgg19_22k inception_v3; do
-  sets=()
-  [[ $model == inception_v3 ]] && sets=(--set vars.aux=false)
-  if "$build/poseidon" time "$root/models/$model.yaml" --device cuda --batch 32 --iters "$iters" --warmup 3 \
-      "${sets[@]}" --json >"$out/time_$model.json" 2>"$out/time_$model.err"; then
-    ours[$model]=$(python3 -c "import json,sys; print('%.1f' % json.load(open(sys.argv[1]))['images_per_sec'])" \
-      "$out/time_$model.json")
-  else
-    ours[$model]="failed"
-    tail -3 "$out/time_$model.err"
+for tf32 in 0 1; do
+  for model in "${models[@]}"; do
+    sets=()
+    [[ $model == inception_v3 ]] && sets=(--set vars.aux=false)
+    json="$out/time_${model}_tf32_$tf32.json"
+    if POSEIDON_TF32=$tf32 "$bin/poseidon" time "$root/models/$model.yaml" --device cuda --batch 32 --iters "$iters" \
+        --warmup 3 "${sets[@]}" --json >"$json" 2>"${json%.json}.err"; then
+      ours[$model.$tf32]=$(python3 -c "import json,sys; print('%.1f' % json.load(open(sys.argv[1]))['images_per_sec'])" \
+        "$json")
+    else
+      ours[$model.$tf32]="failed"
+      tail -3 "${json%.json}.err"
+    fi
+  done
+  if $torch && python3 -c "import torch, torchvision, sys; sys.exit(0 if torch.cuda.is_available() else 1)" 2>/dev/null
+  then
+    flag=()
+    [[ $tf32 == 1 ]] && flag=(--tf32)
+    python3 "$root/bench/gpu_torch.py" --iters "$iters" "${flag[@]}" >"$out/torch_tf32_$tf32.json" \
+      2>"$out/torch_tf32_$tf32.err" || tail -5 "$out/torch_tf32_$tf32.err"
+    for model in "${models[@]}"; do
+      theirs[$model.$tf32]=$(python3 -c "import json,sys; print('%.1f' % json.load(open(sys.argv[1]))[sys.argv[2]])" \
+        "$out/torch_tf32_$tf32.json" "$model" 2>/dev/null || echo "n/a")
+    done
   fi
 done
-if $torch && python3 -c "import torch, torchvision, sys; sys.exit(0 if torch.cuda.is_available() else 1)" 2>/dev/null; then
-  python3 "$root/bench/gpu_torch.py" --iters "$iters" >"$out/torch.json" 2>"$out/torch.err" || tail -5 "$out/torch.err"
-  for model in vgg19 vgg19_22k inception_v3; do
-    theirs[$model]=$(python3 -c "import json,sys; print('%.1f' % json.load(open(sys.argv[1]))[sys.argv[2]])" \
-      "$out/torch.json" "$model" 2>/dev/null || echo "n/a")
-  done
-fi
+# The TF32-off timings are the models' profiles on this GPU.
+profiles=()
+for model in "${models[@]}"; do
+  if [[ ${ours[$model.0]} != failed ]]; then
+    cp "$out/time_${model}_tf32_0.json" "$root/profiles/${model}_${gpu_tag}_b32.json"
+    cp "$out/time_${model}_tf32_0.json" "$out/${model}_${gpu_tag}_b32.json"
+    profiles+=("profiles/${model}_${gpu_tag}_b32.json")
+  fi
+done
 
-step "two ranks on one GPU"
-mpirun --allow-run-as-root --oversubscribe -np 2 "$build/poseidon" train "$root/configs/fashion_mnist_lenet.yaml" \
-  --set device=cuda --set solver.max_iter=200 --set train.test_interval=0 >"$out/two_ranks.log" 2>&1
+step "two ranks on one GPU, and a traced iteration"
+# Checkpoints (VGG19's are half a gigabyte) go to scratch, not OUT.
+scratch=$(mktemp -d)
+trap 'rm -rf "$scratch"' EXIT
+# device: cuda:0 puts both ranks on the one GPU on purpose (device: cuda
+# would give each rank a GPU of its own and refuse two ranks on one).
+# VGG19 on 32x32 synthetic images (no data set needed), 50 iterations.
+mpirun --allow-run-as-root --oversubscribe -np 2 "$bin/poseidon" train "$root/configs/vgg19_synthetic.yaml" \
+  --set device=cuda:0 --set net.vars.size=32 --set 'data.train.shape=[3,32,32]' --set solver.max_iter=50 \
+  --set train.output_dir="$scratch/two_ranks" </dev/null >"$out/two_ranks.log" 2>&1
 two_rc=$?
 tail -3 "$out/two_ranks.log"
+# VGG19 at batch 32, two iterations (the first ranks cuDNN's algorithms):
+# the trace's device-to-host lane against its backward spans, full size.
+mpirun --allow-run-as-root --oversubscribe -np 2 "$bin/poseidon" train "$root/configs/vgg19_synthetic.yaml" \
+  --set device=cuda:0 --set solver.max_iter=2 --set train.display=1 --set data.train.size=128 \
+  --set train.output_dir="$scratch/traced" --timeline "$out/trace.json" </dev/null >"$out/traced.log" 2>&1
+trace_rc=$?
+tail -2 "$out/traced.log"
+overlap=$(python3 - "$out/trace.rank0.json" <<'EOF' 2>/dev/null || echo "no trace"
+import json, sys
+events = [e for e in json.load(open(sys.argv[1]))["traceEvents"] if e.get("ph") == "X"]
+# The last iteration: spans after the last forward of the first layer began.
+first = [e for e in events if e.get("cat") == "forward"]
+begin = max(e["ts"] for e in first if e["name"] == first[0]["name"])
+backward = [(e["ts"], e["ts"] + e["dur"]) for e in events if e.get("cat") == "backward" and e["ts"] >= begin]
+copies = [(e["ts"], e["ts"] + e["dur"]) for e in events if e.get("cat") == "device-to-host" and e["ts"] >= begin]
+def covered(spans):
+    total, end = 0.0, -1.0
+    for a, b in sorted(spans):
+        if b > end:
+            total += b - max(a, end)
+            end = b
+    return total
+both = covered([(max(a, c), min(b, d)) for a, b in copies for c, d in backward if min(b, d) > max(a, c)])
+print("%d copies over %.1f ms, %.1f ms of them during backward (%.1f ms)" %
+      (len(copies), covered(copies) / 1e3, both / 1e3, covered(backward) / 1e3))
+EOF
+)
 
 step "table"
 {
   echo "date: $(date -u +%Y-%m-%d) $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null | head -1)"
-  echo "| model (batch 32) | ours img/s | PyTorch img/s | ours / PyTorch |"
-  echo "|---|---:|---:|---:|"
-  for model in vgg19 vgg19_22k inception_v3; do
-    o=${ours[$model]}
-    t=${theirs[$model]:-n/a}
-    ratio=$(python3 -c "import sys; print('%.2f' % (float(sys.argv[1]) / float(sys.argv[2])))" "$o" "$t" 2>/dev/null ||
-      echo "n/a")
-    echo "| $model | $o | $t | $ratio |"
+  echo "| model (batch 32) | TF32 | ours img/s | PyTorch img/s | ours / PyTorch |"
+  echo "|---|---|---:|---:|---:|"
+  for tf32 in 0 1; do
+    for model in "${models[@]}"; do
+      o=${ours[$model.$tf32]}
+      t=${theirs[$model.$tf32]:-n/a}
+      ratio=$(python3 -c "import sys; print('%.2f' % (float(sys.argv[1]) / float(sys.argv[2])))" "$o" "$t" 2>/dev/null ||
+        echo "n/a")
+      echo "| $model | $([[ $tf32 == 1 ]] && echo on || echo off) | $o | $t | $ratio |"
+    done
   done
-  echo "GPU tests: $([[ $tests_rc -eq 0 ]] && echo passed || echo FAILED) (ctest -R '$gpu_tests')"
+  echo "GPU tests: $([[ $tests_rc -eq 0 ]] && echo passed || echo FAILED) (see $out/*_tests.log)"
   echo "two ranks on one GPU: $([[ $two_rc -eq 0 ]] && echo trained || echo "failed (see $out/two_ranks.log)")"
+  echo "traced iteration: $([[ $trace_rc -eq 0 ]] && echo "$overlap" || echo "failed (see $out/traced.log)")"
+  echo "profiles: ${profiles[*]:-none}"
   echo "total: $(($(date +%s) - start)) s"
 } | tee "$out/table.md"
-[[ $tests_rc -eq 0 ]]
+[[ $tests_rc -eq 0 && $two_rc -eq 0 ]]

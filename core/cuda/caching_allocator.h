@@ -1,9 +1,13 @@
 // Device memory that cudaMalloc never sees twice: freed blocks are kept per
 // size class and handed out again, so after the first iteration a training
-// step allocates nothing from the driver (cudaMalloc synchronises the device
-// and costs milliseconds). All device work runs on one compute stream per
-// device, so a block freed by one kernel's owner may be reused by the next
-// kernel queued behind it without further synchronisation.
+// step allocates nothing from the driver (cudaMalloc costs milliseconds, and
+// cudaFree synchronises the whole device, NCCL's kernels included).
+//
+// One stream: every block belongs to the device's compute stream, so a block
+// released while kernels that use it are still queued may be handed to the
+// next kernel queued behind them without further synchronisation. Work on
+// another stream borrows blocks through Context::allocate_for and
+// release_from, which order that stream against the compute stream.
 #pragma once
 
 #include <cstddef>

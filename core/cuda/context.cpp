@@ -36,15 +36,49 @@ Context::Context(int device) : device_(device), allocator_(device) {
   tf32_ = tf32 && std::string(tf32) == "1";
   POSEIDON_CUBLAS_CHECK(cublasCreate(&cublas_));
   POSEIDON_CUBLAS_CHECK(cublasSetStream(cublas_, compute_));
-  POSEIDON_CUBLAS_CHECK(cublasSetMathMode(cublas_, tf32_ ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_PEDANTIC_MATH));
-  POSEIDON_CUDNN_CHECK(cudnnCreate(&cudnn_));
+  POSEIDON_CUBLAS_CHECK(cublasSetMathMode(cublas_, cublas_math()));
+}
+
+cudnnHandle_t Context::cudnn() {
+  std::lock_guard lock(cudnn_mutex_);
+  if (cudnn_) return cudnn_;
+  POSEIDON_CUDA_CHECK(cudaSetDevice(device_));
+  const cudnnStatus_t status = cudnnCreate(&cudnn_);
+  if (status != CUDNN_STATUS_SUCCESS) {
+    cudnn_ = nullptr;
+    throw Error(std::string("cuDNN cannot start on cuda:") + std::to_string(device_) + ": " +
+                cudnnGetErrorString(status) + " (cuDNN " + std::to_string(cudnnGetVersion()) +
+                "; it loads libcudnn_*.so.9 by name: their folder, e.g. pip's site-packages/nvidia/cudnn/lib, must be "
+                "on LD_LIBRARY_PATH)");
+  }
   POSEIDON_CUDNN_CHECK(cudnnSetStream(cudnn_, compute_));
+  return cudnn_;
+}
+
+void* Context::allocate_for(size_t bytes, cudaStream_t stream) {
+  void* ptr = allocator_.allocate(bytes);
+  if (stream != compute_) order(stream, compute_);
+  return ptr;
+}
+
+void Context::release_from(void* ptr, cudaStream_t stream) {
+  if (!ptr) return;
+  if (stream != compute_) order(compute_, stream);
+  allocator_.release(ptr);
+}
+
+void Context::order(cudaStream_t later, cudaStream_t earlier) {
+  cudaEvent_t done = nullptr;
+  POSEIDON_CUDA_CHECK(cudaEventCreateWithFlags(&done, cudaEventDisableTiming));
+  POSEIDON_CUDA_CHECK(cudaEventRecord(done, earlier));
+  POSEIDON_CUDA_CHECK(cudaStreamWaitEvent(later, done, 0));
+  // Released now, destroyed by the runtime once recorded work completes.
+  POSEIDON_CUDA_CHECK(cudaEventDestroy(done));
 }
 
 Context::~Context() {
   // Runs at exit, possibly after the driver has begun to unload: failures
   // are ignored.
-  if (workspace_) cudaFree(workspace_);
   if (cudnn_) cudnnDestroy(cudnn_);
   if (cublas_) cublasDestroy(cublas_);
   for (cudaStream_t s : {compute_, to_host_, to_device_})
@@ -54,11 +88,12 @@ Context::~Context() {
 void* Context::workspace(size_t bytes) {
   POSEIDON_CHECK(bytes <= kWorkspaceLimit) << "workspace of " << bytes << " bytes asked, limit " << kWorkspaceLimit;
   if (bytes > workspace_bytes_) {
-    // Work still queued may use the old scratch.
-    POSEIDON_CUDA_CHECK(cudaStreamSynchronize(compute_));
-    if (workspace_) POSEIDON_CUDA_CHECK(cudaFree(workspace_));
+    // Work still queued on the compute stream may use the old scratch; the
+    // allocator hands a block out again only to work queued behind it.
+    allocator_.release(workspace_);
     workspace_ = nullptr;
-    POSEIDON_CUDA_CHECK(cudaMalloc(&workspace_, bytes));
+    workspace_bytes_ = 0;
+    workspace_ = allocator_.allocate(bytes);
     workspace_bytes_ = bytes;
   }
   return workspace_;

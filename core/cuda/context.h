@@ -2,7 +2,9 @@
 // compute stream every layer kernel runs on, two copy streams (device to
 // host and host to device) for staging gradients and parameters while the
 // compute stream goes on, the cuBLAS and cuDNN handles bound to the compute
-// stream, a bounded cuDNN workspace, and the caching allocator.
+// stream, a bounded cuDNN workspace, and the caching allocator. The cuDNN
+// handle is made at its first use, so that a machine whose cuDNN cannot
+// start fails only the layers that need it, with a message saying why.
 #pragma once
 
 #include <cublas_v2.h>
@@ -11,6 +13,7 @@
 
 #include <cstddef>
 #include <memory>
+#include <mutex>
 
 #include "core/cuda/caching_allocator.h"
 
@@ -26,19 +29,33 @@ class Context {
   cudaStream_t to_host() const { return to_host_; }
   cudaStream_t to_device() const { return to_device_; }
   cublasHandle_t cublas() const { return cublas_; }
-  cudnnHandle_t cudnn() const { return cudnn_; }
+  // Throws an Error naming cuDNN's complaint and where its libraries are
+  // looked for when cuDNN cannot start.
+  cudnnHandle_t cudnn();
   CachingAllocator& allocator() { return allocator_; }
+
+  // Device memory for work queued on `stream`, which need not be the compute
+  // stream: the allocator's blocks belong to the compute stream, so a block
+  // lent to another stream is ordered after the compute stream's work so far,
+  // and its return orders the compute stream after `stream`'s work so far.
+  void* allocate_for(size_t bytes, cudaStream_t stream);
+  void release_from(void* ptr, cudaStream_t stream);
 
   // The largest workspace a cuDNN algorithm may use; algorithms that need
   // more are not chosen.
   static constexpr size_t kWorkspaceLimit = size_t(512) << 20;
   // Scratch of at least `bytes` (<= kWorkspaceLimit) for work queued on the
-  // compute stream; valid until the next call.
+  // compute stream; valid until the next call. It grows through the caching
+  // allocator: no device-wide synchronisation (cudaFree) while other streams
+  // (NCCL's, the copies') may be busy.
   void* workspace(size_t bytes);
 
   // TF32 tensor-core math for FP32 GEMMs and convolutions: off, so that GPU
   // results match the CPU's to 1e-4 (POSEIDON_TF32=1 turns it on).
   bool tf32() const { return tf32_; }
+  // cuBLAS's math mode for that choice: TF32 tensor cores, or cuBLAS's
+  // default FP32 math.
+  cublasMath_t cublas_math() const { return tf32_ ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH; }
 
   ~Context();
   Context(const Context&) = delete;
@@ -46,20 +63,28 @@ class Context {
 
  private:
   explicit Context(int device);
+  // Makes `later` wait for the work queued on `earlier` so far.
+  static void order(cudaStream_t later, cudaStream_t earlier);
   int device_;
   cudaStream_t compute_ = nullptr, to_host_ = nullptr, to_device_ = nullptr;
   cublasHandle_t cublas_ = nullptr;
   cudnnHandle_t cudnn_ = nullptr;
+  std::mutex cudnn_mutex_;
   CachingAllocator allocator_;
   void* workspace_ = nullptr;
   size_t workspace_bytes_ = 0;
   bool tf32_ = false;
 };
 
+// The most blocks an element-wise launch uses: a few waves of a large GPU
+// (an H100 holds 132 x 8 blocks of 256 threads at once). Larger loops take
+// several grid-stride passes.
+constexpr size_t kMaxBlocks = 4096;
+
 // Kernel launch shape for an element-wise loop over n items (grid-stride).
 inline unsigned blocks_for(size_t n, unsigned threads = 256) {
   size_t b = (n + threads - 1) / threads;
-  return static_cast<unsigned>(b < 1 ? 1 : (b > 65535 * 16 ? 65535 * 16 : b));
+  return static_cast<unsigned>(b < 1 ? 1 : (b > kMaxBlocks ? kMaxBlocks : b));
 }
 
 }  // namespace poseidon::cuda

@@ -105,10 +105,9 @@ void synchronize(const Device& device) {
 
 namespace poseidon::device_memory {
 
-void gpu_sgd_update(const Device& device, float* value, const float* grad, float* momentum, size_t count, float lr,
-                    float momentum_coef, float decay, bool nesterov) {
-  cuda::sgd_update(value, grad, momentum, count, lr, momentum_coef, decay, nesterov,
-                   cuda::Context::get(device.index).compute());
+void gpu_solver_update(const Device& device, const UpdateStep& step, float* value, const float* grad, float* state,
+                       size_t count) {
+  cuda::solver_update(step, value, grad, state, count, cuda::Context::get(device.index).compute());
 }
 
 int64_t gpu_first_non_finite(const Device& device, const float* ptr, size_t count) {

@@ -15,6 +15,20 @@
 
 namespace poseidon {
 
+namespace {
+// "GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx", as nvidia-smi -L writes it.
+std::string uuid_text(const unsigned char* bytes) {
+  static const char* hex = "0123456789abcdef";
+  std::string s = "GPU-";
+  for (int i = 0; i < 16; ++i) {
+    if (i == 4 || i == 6 || i == 8 || i == 10) s += '-';
+    s += hex[bytes[i] >> 4];
+    s += hex[bytes[i] & 15];
+  }
+  return s;
+}
+}  // namespace
+
 struct GpuAllReduce::State {
   int device = 0;
   cudaStream_t stream = nullptr;
@@ -29,9 +43,9 @@ std::vector<char> GpuAllReduce::unique_id() {
 
 std::string GpuAllReduce::gpu_identity(const Device& gpu) {
   device_memory::require(gpu);
-  char bus[64] = {};
-  POSEIDON_CUDA_CHECK(cudaDeviceGetPCIBusId(bus, sizeof bus, gpu.index));
-  return bus;
+  cudaDeviceProp prop{};
+  POSEIDON_CUDA_CHECK(cudaGetDeviceProperties(&prop, gpu.index));
+  return uuid_text(reinterpret_cast<const unsigned char*>(prop.uuid.bytes));
 }
 
 GpuAllReduce::GpuAllReduce(const Device& gpu, const std::vector<char>& id, int ranks, int rank)
@@ -64,7 +78,12 @@ std::function<bool()> GpuAllReduce::sum_to_host(float* gpu, float* host, size_t 
   auto event = std::shared_ptr<CUevent_st>(landed, [](cudaEvent_t e) { cudaEventDestroy(e); });
   return [event] {
     const cudaError_t status = cudaEventQuery(event.get());
-    if (status == cudaErrorNotReady) return false;
+    if (status == cudaErrorNotReady) {
+      // Not an error, but the runtime keeps it as the last error, where the
+      // next launch check (cudaGetLastError) would take it for its own.
+      cudaGetLastError();
+      return false;
+    }
     POSEIDON_CUDA_CHECK(status);
     return true;
   };

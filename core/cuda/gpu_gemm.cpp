@@ -1,6 +1,9 @@
 // GpuGemm (core/gpu_gemm.h) with cuBLAS: the row-major product is the
 // column-major one of the transposes, c^T = op(b)^T op(a)^T, so cuBLAS gets b
-// before a and no data is rearranged.
+// before a and no data is rearranged. Its device buffers are borrowed from
+// the context's caching allocator for its own stream: growing them never
+// calls cudaFree, which would wait for every stream of the device, NCCL's
+// all-reduces included.
 #include "core/gpu_gemm.h"
 
 #include <cublas_v2.h>
@@ -15,6 +18,7 @@
 namespace poseidon {
 
 struct GpuGemm::State {
+  cuda::Context* ctx = nullptr;
   int device = 0;
   cudaStream_t stream = nullptr;
   cublasHandle_t handle = nullptr;
@@ -24,19 +28,22 @@ struct GpuGemm::State {
 
 GpuGemm::GpuGemm(const Device& gpu) : state_(std::make_unique<State>()) {
   device_memory::require(gpu);
-  const cuda::Context& ctx = cuda::Context::get(gpu.index);  // also makes it this thread's device
+  state_->ctx = &cuda::Context::get(gpu.index);  // also makes it this thread's device
   state_->device = gpu.index;
   POSEIDON_CUDA_CHECK(cudaStreamCreateWithFlags(&state_->stream, cudaStreamNonBlocking));
   POSEIDON_CUBLAS_CHECK(cublasCreate(&state_->handle));
   POSEIDON_CUBLAS_CHECK(cublasSetStream(state_->handle, state_->stream));
-  POSEIDON_CUBLAS_CHECK(
-      cublasSetMathMode(state_->handle, ctx.tf32() ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_PEDANTIC_MATH));
+  POSEIDON_CUBLAS_CHECK(cublasSetMathMode(state_->handle, state_->ctx->cublas_math()));
 }
 
 GpuGemm::~GpuGemm() {
+  // Destructors do not throw: failures here were reported by earlier calls.
   cudaSetDevice(state_->device);
   cudaStreamSynchronize(state_->stream);
-  for (float* p : state_->buffer) cudaFree(p);
+  try {
+    for (float* p : state_->buffer) state_->ctx->release_from(p, state_->stream);
+  } catch (const std::exception&) {
+  }
   cublasDestroy(state_->handle);
   cudaStreamDestroy(state_->stream);
 }
@@ -48,9 +55,10 @@ void GpuGemm::operator()(bool trans_a, bool trans_b, int64_t m, int64_t n, int64
   const std::array<size_t, 3> count{size_t(m * k), size_t(k * n), size_t(m * n)};
   for (size_t i = 0; i < 3; ++i)
     if (s.capacity[i] < count[i]) {
-      POSEIDON_CUDA_CHECK(cudaFree(s.buffer[i]));
+      s.ctx->release_from(s.buffer[i], s.stream);
       s.buffer[i] = nullptr;
-      POSEIDON_CUDA_CHECK(cudaMalloc(&s.buffer[i], count[i] * sizeof(float)));
+      s.capacity[i] = 0;
+      s.buffer[i] = static_cast<float*>(s.ctx->allocate_for(count[i] * sizeof(float), s.stream));
       s.capacity[i] = count[i];
     }
   auto up = [&](int i, const float* host) {

@@ -19,17 +19,22 @@ __global__ void axpy_kernel(float* y, const float* x, size_t n, float a) {
     y[i] += a * x[i];
 }
 
-__global__ void sgd_kernel(float* w, const float* g, float* buf, size_t n, float lr, float mu, float decay,
-                           bool nesterov) {
+// The element functions of core/update_rules.h, as the CPU runs them.
+__global__ void solver_kernel(UpdateStep s, float* w, const float* g, float* state, size_t n) {
+  float *buf = nullptr, *avg = nullptr;
+  if (s.rule == UpdateRule::rmsprop) rmsprop_slots(s, state, n, &buf, &avg);
   for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x) {
-    float d = g[i] + decay * w[i];
-    float step = d;
-    if (buf) {
-      float b = mu * buf[i] + d;
-      buf[i] = b;
-      step = nesterov ? d + mu * b : b;
+    switch (s.rule) {
+      case UpdateRule::sgd:
+        sgd_element(s, w, g, state, i);
+        break;
+      case UpdateRule::adam:
+        adam_element(s, w, g, state, state + n, i);
+        break;
+      case UpdateRule::rmsprop:
+        rmsprop_element(s, w, g, state, buf, avg, i);
+        break;
     }
-    w[i] -= lr * step;
   }
 }
 
@@ -57,10 +62,10 @@ void axpy(float* y, const float* x, size_t n, float alpha, cudaStream_t stream) 
   POSEIDON_CUDA_CHECK_LAUNCH();
 }
 
-void sgd_update(float* value, const float* grad, float* momentum, size_t n, float lr, float momentum_coef,
-                float decay, bool nesterov, cudaStream_t stream) {
+void solver_update(const UpdateStep& step, float* value, const float* grad, float* state, size_t n,
+                   cudaStream_t stream) {
   if (!n) return;
-  sgd_kernel<<<blocks_for(n), 256, 0, stream>>>(value, grad, momentum, n, lr, momentum_coef, decay, nesterov);
+  solver_kernel<<<blocks_for(n), 256, 0, stream>>>(step, value, grad, state, n);
   POSEIDON_CUDA_CHECK_LAUNCH();
 }
 

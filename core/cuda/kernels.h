@@ -7,15 +7,17 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "core/update_rules.h"
+
 namespace poseidon::cuda {
 
 void fill(float* ptr, size_t n, float value, cudaStream_t stream);
 // y += alpha * x
 void axpy(float* y, const float* x, size_t n, float alpha, cudaStream_t stream);
-// torch.optim.SGD's step (see core/solver.h) on n elements; `momentum`
-// may be null when momentum is 0.
-void sgd_update(float* value, const float* grad, float* momentum, size_t n, float lr, float momentum_coef,
-                float decay, bool nesterov, cudaStream_t stream);
+// The Solver's update (core/solver.h) of n elements; `state` holds their
+// state slots, n floats each, and is null for SGD without momentum.
+void solver_update(const UpdateStep& step, float* value, const float* grad, float* state, size_t n,
+                   cudaStream_t stream);
 // Index of the first NaN or infinity in ptr[0..n), or -1; waits for the stream.
 int64_t first_non_finite(const float* ptr, size_t n, cudaStream_t stream);
 

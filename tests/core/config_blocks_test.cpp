@@ -222,28 +222,28 @@ TEST_P(ModelBlockErrors, NameFileLineAndKey) {
 
 INSTANTIATE_TEST_SUITE_P(
     Cases, ModelBlockErrors,
-    ::testing::Values(ErrorCase{"unknown_block", "  - {name: a, block: densse, out: $n}\n", 11, 22, "layers[0].block",
-                                "unknown block 'densse' (blocks: dense)"},
-                      ErrorCase{"missing_argument", "  - {name: a, block: dense, scale: $n}\n", 11, 5, "layers[0].out",
-                                "block 'dense' needs argument 'out'"},
-                      ErrorCase{"unknown_argument", "  - {name: a, block: dense, out: $n, scal: 2}\n", 11, 38,
-                                "layers[0].scal", "unknown argument 'scal' of block 'dense' (arguments: out, scale"},
-                      ErrorCase{"unknown_variable", "  - {name: a, type: fc, num_output: $m}\n", 11, 37,
-                                "layers[0].num_output", "unknown variable '$m' (known: n)"},
-                      ErrorCase{"unknown_variable_in_block", "  - {name: a, block: dense, out: $nn}\n", 11, 34,
-                                "layers[0].out", "unknown variable '$nn'"},
-                      ErrorCase{"bad_expression", "  - {name: a, type: fc, num_output: \"${n +}\"}\n", 11, 37,
-                                "layers[0].num_output", "cannot evaluate '${n +}'"},
-                      ErrorCase{
-                          "reads_later_instance",
-                          "  - {name: x, type: fc, inputs: a, num_output: $n}\n  - {name: a, block: dense, out: 2}\n",
-                          11, 33, "layers[0].inputs", "'a' is defined after this layer"},
-                      ErrorCase{"unused_variable", "  - {name: a, block: dense, out: 2}\n", 2, 8, "vars.n",
-                                "variable 'n' is not used by the model"},
-                      // Line and column are where the value was written; the key is the expanded layer's.
-                      ErrorCase{"value_error_points_at_argument",
-                                "  - {name: a, block: dense, out: $n}\n  - {name: b, block: dense, out: -2}\n", 12, 34,
-                                "layers[2].num_output", "num_output must be at least 1"}),
+    ::testing::Values(
+        ErrorCase{"unknown_block", "  - {name: a, block: densse, out: $n}\n", 11, 22, "layers.a.block",
+                  "unknown block 'densse'; did you mean 'dense'? (blocks: dense)"},
+        ErrorCase{"missing_argument", "  - {name: a, block: dense, scale: $n}\n", 11, 5, "layers.a.out",
+                  "block 'dense' needs argument 'out'"},
+        ErrorCase{"unknown_argument", "  - {name: a, block: dense, out: $n, scal: 2}\n", 11, 38, "layers.a.scal",
+                  "unknown argument 'scal' of block 'dense'; did you mean 'scale'? (arguments: out, scale"},
+        ErrorCase{"unknown_variable", "  - {name: a, type: fc, num_output: $m}\n", 11, 37, "layers.a.num_output",
+                  "unknown variable '$m'; did you mean 'n'? (known: n)"},
+        ErrorCase{"unknown_variable_in_block", "  - {name: a, block: dense, out: $nn}\n", 11, 34, "layers.a.out",
+                  "unknown variable '$nn'; did you mean 'n'?"},
+        ErrorCase{"bad_expression", "  - {name: a, type: fc, num_output: \"${n +}\"}\n", 11, 37, "layers.a.num_output",
+                  "cannot evaluate '${n +}'"},
+        ErrorCase{"reads_later_instance",
+                  "  - {name: x, type: fc, inputs: a, num_output: $n}\n  - {name: a, block: dense, out: 2}\n", 11, 33,
+                  "layers.x.inputs", "'a' is defined after this layer"},
+        ErrorCase{"unused_variable", "  - {name: a, block: dense, out: 2}\n", 2, 8, "vars.n",
+                  "variable 'n' is not used by the model"},
+        // Line and column are where the value was written; the key is the expanded layer's.
+        ErrorCase{"value_error_points_at_argument",
+                  "  - {name: a, block: dense, out: $n}\n  - {name: b, block: dense, out: -2}\n", 12, 34,
+                  "layers.b.fc.num_output", "num_output must be at least 1"}),
     [](const ::testing::TestParamInfo<ErrorCase>& info) { return info.param.name; });
 
 TEST(ModelBlocks, ErrorsInsideBlocksPointAtTheBlockDefinition) {
@@ -259,7 +259,7 @@ layers:
   - {name: p, block: pair}
 )");
   EXPECT_EQ(e.where().line, 7);
-  EXPECT_EQ(e.where().key, "blocks.pair.layers[1].inputs");
+  EXPECT_EQ(e.where().key, "blocks.pair.layers.two.inputs");
   EXPECT_NE(std::string(e.what()).find("'three' is defined after this layer"), std::string::npos) << e.what();
 
   ConfigError loop = expansion_error(R"(name: bad
@@ -274,6 +274,90 @@ layers:
 )");
   EXPECT_EQ(loop.where().line, 7);
   EXPECT_NE(std::string(loop.what()).find("block 'a' uses itself (a, b, a)"), std::string::npos) << loop.what();
+}
+
+// An input size given outright (net.inputs.data) leaves the variable that
+// set it unread: it is dropped, not reported; a misspelt variable override
+// is still an error that names the variable meant.
+const char* kSized = R"(name: sized
+vars: {size: 8, side: $size, classes: 3}
+inputs: {data: [1, $side, $side], label: []}
+layers:
+  - {name: conv, type: conv, inputs: data, num_output: $classes, kernel_size: 3}
+  - {name: pool, type: adaptive_avg_pool, output_size: 1}
+  - {name: loss, type: softmax_loss, inputs: [pool, label]}
+)";
+
+TEST(ModelBlocks, OverridingWhatReadAVariableDropsIt) {
+  ConfigNode model = parse(kSized);
+  apply_model_overrides(model, {"inputs.data=[1, 6, 6]"});
+  Net net(model, 1);
+  EXPECT_EQ(net.blob("data").value.shape(), (Shape{1, 1, 6, 6}));
+  // `side` read `size`: both go.
+  EXPECT_FALSE(model.child("vars").has("side"));
+  EXPECT_FALSE(model.child("vars").has("size"));
+  EXPECT_TRUE(model.child("vars").has("classes"));
+}
+
+TEST(ModelBlocks, AVariableSetAndThenLeftUnreadIsStillAnError) {
+  ConfigNode model = parse(kSized);
+  apply_model_overrides(model, {"vars.side=6", "inputs.data=[1, 6, 6]"});
+  try {
+    Net net(model, 1);
+    FAIL() << "a variable override that changes nothing was accepted";
+  } catch (const ConfigError& e) {
+    EXPECT_EQ(e.where().key, "vars.side");
+    EXPECT_NE(std::string(e.what()).find("variable 'side' is not used"), std::string::npos) << e.what();
+  }
+}
+
+TEST(ModelBlocks, AMisspeltVariableOverrideSaysWhichWasMeant) {
+  ConfigNode model = parse(kSized);
+  apply_model_overrides(model, {"vars.clases=5"});
+  try {
+    Net net(model, 1);
+    FAIL() << "a misspelt variable override was accepted";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("variable 'clases' is not used by the model; did you mean 'classes'?"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
+// A layer that an `if` on a model variable keeps, and that does not fit the
+// input (Inception's auxiliary head at a small size), names the variable
+// that leaves it out.
+TEST(ModelBlocks, ALayerKeptByAnIfNamesTheVariableThatLeavesItOut) {
+  const char* yaml = R"(name: aux
+vars: {size: 8, aux: true}
+inputs: {data: [1, $size, $size], label: []}
+blocks:
+  head:
+    layers:
+      - {name: pool, type: pool, kernel_size: 5, stride: 3}
+      - {name: fc, type: fc, num_output: 2}
+layers:
+  - {name: trunk, type: conv, inputs: data, num_output: 2, kernel_size: 3}
+  - {name: side, block: head, inputs: trunk, if: $aux}
+  - {name: fc, type: fc, inputs: trunk, num_output: 2}
+  - {name: loss, type: softmax_loss, inputs: [fc, label]}
+)";
+  EXPECT_NO_THROW(Net(parse(yaml), 1));
+  ConfigNode small = parse(yaml);
+  apply_model_overrides(small, {"vars.size=5"});
+  try {
+    Net net(small, 1);
+    FAIL() << "a 5x5 pool on a 3x3 map was accepted";
+  } catch (const ConfigError& e) {
+    EXPECT_EQ(e.where().key, "layers.side.pool.kernel_size");
+    EXPECT_NE(std::string(e.what()).find("layer 'side.pool' is in the model because vars.aux is true: --set "
+                                         "net.vars.aux=false leaves it out"),
+              std::string::npos)
+        << e.what();
+  }
+  ConfigNode without = parse(yaml);
+  apply_model_overrides(without, {"vars.size=5", "vars.aux=false"});
+  EXPECT_NO_THROW(Net(without, 1));
 }
 
 }  // namespace poseidon

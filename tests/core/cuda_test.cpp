@@ -25,6 +25,7 @@
 #include "core/net.h"
 #include "core/solver.h"
 #include "core/staging_streams.h"
+#include "gpu_required.h"
 #ifdef POSEIDON_HAVE_CUDA
 #include "core/cuda/context.h"
 #endif
@@ -41,13 +42,21 @@ bool nvcc_present() {
   return false;
 }
 
-#define SKIP_WITHOUT_GPU() \
-  if (device_memory::cuda_device_count() == 0) GTEST_SKIP() << device_memory::cuda_unavailable_reason()
 
 TEST(CudaBuild, BuiltWhereverNvccIs) {
   if (std::string(POSEIDON_CUDA_OPTION) == "OFF") GTEST_SKIP() << "configured with POSEIDON_CUDA=OFF";
   if (!nvcc_present()) GTEST_SKIP() << "no nvcc on this machine";
   EXPECT_TRUE(device_memory::cuda_built()) << "nvcc is installed but the CUDA backend was not compiled";
+}
+
+TEST(CudaBuild, AMissingBackendSaysWhetherItWasLeftOutOrNotFound) {
+  const std::string off = device_memory::missing_backend_reason("OFF");
+  EXPECT_NE(off.find("POSEIDON_CUDA=OFF"), std::string::npos) << off;
+  EXPECT_EQ(off.find("nvcc"), std::string::npos) << off;
+  const std::string automatic = device_memory::missing_backend_reason("AUTO");
+  EXPECT_NE(automatic.find("nvcc was not found"), std::string::npos) << automatic;
+  if (!device_memory::cuda_built())
+    EXPECT_EQ(device_memory::cuda_unavailable_reason(), device_memory::missing_backend_reason(POSEIDON_CUDA_OPTION));
 }
 
 TEST(CudaBuild, WithoutAGpuCudaDevicesAreRefusedClearly) {
@@ -61,7 +70,7 @@ TEST(CudaBuild, WithoutAGpuCudaDevicesAreRefusedClearly) {
 }
 
 TEST(CudaTensor, RoundTripFillAndItem) {
-  SKIP_WITHOUT_GPU();
+  POSEIDON_SKIP_WITHOUT_GPU();
   Tensor host({1000});
   for (int64_t i = 0; i < host.numel(); ++i) host[i] = static_cast<float>(i) * 0.5f;
   Tensor gpu = host.to(Device::cuda(0));
@@ -77,7 +86,7 @@ TEST(CudaTensor, RoundTripFillAndItem) {
 
 #ifdef POSEIDON_HAVE_CUDA
 TEST(CudaAllocator, ReusesFreedBlocks) {
-  SKIP_WITHOUT_GPU();
+  POSEIDON_SKIP_WITHOUT_GPU();
   auto& alloc = cuda::Context::get(0).allocator();
   { Tensor a({1 << 20}, Device::cuda(0)); }
   size_t before = alloc.stats().driver_allocations;
@@ -86,7 +95,7 @@ TEST(CudaAllocator, ReusesFreedBlocks) {
 }
 
 TEST(CudaAllocator, TrainingStepsAllocateNothingAfterTheFirst) {
-  SKIP_WITHOUT_GPU();
+  POSEIDON_SKIP_WITHOUT_GPU();
   ConfigNode model = ConfigNode::load_file(POSEIDON_SOURCE_DIR "/models/lenet.yaml");
   Net net(model, 16, Device::cuda(0));
   net.init_params(1);
@@ -107,7 +116,7 @@ TEST(CudaAllocator, TrainingStepsAllocateNothingAfterTheFirst) {
 #endif
 
 TEST(CudaSolver, UpdateMatchesTheCpu) {
-  SKIP_WITHOUT_GPU();
+  POSEIDON_SKIP_WITHOUT_GPU();
   Solver solver(SolverConfig::parse(
       ConfigNode::parse("{lr: 0.1, momentum: 0.9, nesterov: true, weight_decay: 0.01}", "solver")));
   Param cpu;
@@ -130,7 +139,7 @@ TEST(CudaSolver, UpdateMatchesTheCpu) {
 }
 
 TEST(CudaFiniteCheck, FindsTheFirstNaN) {
-  SKIP_WITHOUT_GPU();
+  POSEIDON_SKIP_WITHOUT_GPU();
   Tensor host({5000});
   host[1234] = std::nanf("");
   host[4000] = INFINITY;
@@ -143,7 +152,7 @@ TEST(CudaFiniteCheck, FindsTheFirstNaN) {
 }
 
 TEST(CudaStaging, DownloadThenUploadRoundTrips) {
-  SKIP_WITHOUT_GPU();
+  POSEIDON_SKIP_WITHOUT_GPU();
   Tensor host({4096});
   for (int64_t i = 0; i < host.numel(); ++i) host[i] = static_cast<float>(i) - 7.f;
   Tensor gpu = host.to(Device::cuda(0));
@@ -162,7 +171,7 @@ TEST(CudaStaging, DownloadThenUploadRoundTrips) {
 // mirror that the solver updates and its parameters staged back up at each
 // layer's gate, against the same steps on the CPU.
 TEST(CudaStaging, GpuNetThroughAHostMirrorTrainsAsOnTheCpu) {
-  SKIP_WITHOUT_GPU();
+  POSEIDON_SKIP_WITHOUT_GPU();
   ConfigNode model = ConfigNode::load_file(POSEIDON_SOURCE_DIR "/models/lenet.yaml");
   Net cpu(model, 8), mirror(model, 8), gpu(model, 8, Device::cuda(0));
   cpu.init_params(5);
@@ -202,7 +211,7 @@ TEST(CudaStaging, GpuNetThroughAHostMirrorTrainsAsOnTheCpu) {
 // Every transpose combination, with beta 0 (SFB's rebuild) and beta 1, and a
 // larger product after a smaller one (the device buffers grow).
 TEST(CudaGemm, HostBuffersOnTheGpuMatchTheHostGemm) {
-  SKIP_WITHOUT_GPU();
+  POSEIDON_SKIP_WITHOUT_GPU();
   GpuGemm on_gpu(Device::cuda(0));
   std::mt19937_64 rng(11);
   std::uniform_real_distribution<float> uni(-1.f, 1.f);
@@ -224,7 +233,7 @@ TEST(CudaGemm, HostBuffersOnTheGpuMatchTheHostGemm) {
 }
 
 TEST(CudaAllReduce, OneRanksSumLandsOnTheHost) {
-  SKIP_WITHOUT_GPU();
+  POSEIDON_SKIP_WITHOUT_GPU();
   GpuAllReduce sums(Device::cuda(0), GpuAllReduce::unique_id(), 1, 0);
   Tensor host({3000});
   for (int64_t i = 0; i < host.numel(); ++i) host[i] = 0.25f * static_cast<float>(i);
@@ -234,7 +243,44 @@ TEST(CudaAllReduce, OneRanksSumLandsOnTheHost) {
   const std::function<bool()> done = sums.sum_to_host(gpu.data(), landed.data(), 3000);
   while (!done()) std::this_thread::yield();
   for (int64_t i = 0; i < 3000; ++i) ASSERT_EQ(landed[i], host[i]) << i;
-  EXPECT_FALSE(GpuAllReduce::gpu_identity(Device::cuda(0)).empty());
+  EXPECT_EQ(GpuAllReduce::gpu_identity(Device::cuda(0)).rfind("GPU-", 0), 0u) << "a UUID, as nvidia-smi -L shows it";
+}
+
+// Two ranks' sums through NCCL, each rank a thread with a GPU of its own
+// (NCCL cannot put two ranks on one GPU): every rank receives the same sum.
+TEST(CudaAllReduce, TwoRanksOnTwoGpusReceiveTheSameSum) {
+  POSEIDON_SKIP_WITHOUT_GPU();
+  if (device_memory::cuda_device_count() < 2)
+    GTEST_SKIP() << "needs two GPUs (NCCL takes a GPU per rank); " << device_memory::cuda_device_count() << " visible";
+  const std::vector<char> id = GpuAllReduce::unique_id();
+  constexpr int64_t kCount = 1 << 20;
+  std::vector<Tensor> landed(2);
+  std::vector<std::string> errors(2);
+  auto rank = [&](int r) {
+    try {
+      const Device gpu = Device::cuda(r);
+      GpuAllReduce sums(gpu, id, 2, r);  // collective: returns once both ranks joined
+      Tensor host({kCount});
+      for (int64_t i = 0; i < kCount; ++i) host[i] = static_cast<float>((i % 1000) * (r + 1));
+      Tensor on_gpu = host.to(gpu);
+      device_memory::synchronize(gpu);
+      landed[r] = Tensor({kCount});
+      const std::function<bool()> done = sums.sum_to_host(on_gpu.data(), landed[r].data(), kCount);
+      while (!done()) std::this_thread::yield();
+    } catch (const std::exception& e) {
+      errors[r] = e.what();
+    }
+  };
+  std::thread first(rank, 0), second(rank, 1);
+  first.join();
+  second.join();
+  ASSERT_EQ(errors[0], "");
+  ASSERT_EQ(errors[1], "");
+  for (int64_t i = 0; i < kCount; ++i) {
+    ASSERT_EQ(landed[0][i], static_cast<float>((i % 1000) * 3)) << i;
+    ASSERT_EQ(landed[1][i], landed[0][i]) << i;
+  }
+  EXPECT_NE(GpuAllReduce::gpu_identity(Device::cuda(0)), GpuAllReduce::gpu_identity(Device::cuda(1)));
 }
 
 }  // namespace

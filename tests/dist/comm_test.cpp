@@ -22,6 +22,17 @@ TEST(Comm, RankAndSizeMatchTheLauncher) {
   }
 }
 
+// Every rank of these tests runs on this one host.
+TEST(Comm, LocalRankIsThePlaceOnThisHost) {
+  const dist::World& world = test_world();
+  const char* local_rank = std::getenv("OMPI_COMM_WORLD_LOCAL_RANK");
+  const char* local_size = std::getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
+  EXPECT_EQ(world.local_rank(), local_rank ? std::atoi(local_rank) : 0);
+  EXPECT_EQ(world.local_size(), local_size ? std::atoi(local_size) : 1);
+  EXPECT_EQ(world.local_size(), world.size());
+  EXPECT_EQ(world.local_rank(), world.rank());
+}
+
 TEST(Comm, FailedCallThrowsWithItsNameAndMpisMessage) {
   dist::Comm comm(test_world());
   float x = 0;

@@ -1,5 +1,6 @@
 // dist/plan: units cover every learnable parameter once, buckets respect
-// their size limit, PS blocks tile their parameter and are balanced by bytes.
+// their size limit, PS blocks tile their parameter and are balanced by bytes;
+// the one-line summary of a plan counts layers per scheme.
 #include "dist/plan.h"
 
 #include <gtest/gtest.h>
@@ -121,6 +122,22 @@ TEST(Plan, SfbTakesFcLayersWholeAndPsTheRest) {
   EXPECT_EQ(sfb_units, (std::vector<std::string>{"fc2.weight, fc2.bias", "fc1.weight, fc1.bias"}));
   for (size_t l = 0; l < net.num_layers(); ++l)
     EXPECT_EQ(dist::sfb_applicable(net, l), net.layer(l).type() == "fc") << net.layer(l).name();
+}
+
+// The training log's dist: line: layers counted per scheme, named only
+// while the names are short; Inception-V3's 95 PS layers are a count.
+TEST(Plan, CountSchemesFitsALine) {
+  Net net = lenet(2);
+  dist::DistConfig config;
+  config.scheme = dist::SchemeChoice::sfb;
+  EXPECT_EQ(dist::count_schemes(dist::plan_for_config(net, config, 2), net),
+            "sfb 2 layers (fc1, fc2), ps 2 layers (conv1, conv2)");
+  Net inception(ConfigNode::load_file(POSEIDON_SOURCE_DIR "/models/inception_v3.yaml"), 1);
+  config.scheme = dist::SchemeChoice::ps;
+  const std::string line = dist::count_schemes(dist::plan_for_config(inception, config, 2), inception);
+  EXPECT_EQ(line.rfind("ps ", 0), 0u) << line;
+  EXPECT_EQ(line.find('('), std::string::npos) << line;
+  EXPECT_LT(line.size(), 20u) << line;
 }
 
 }  // namespace poseidon::testing

@@ -8,9 +8,9 @@
 // - what the exchange computes, bit for bit, for PS and all-reduce
 //   parameters: the ranks' gradients summed in the exchange's order (a PS
 //   owner in rank order; a ring from each chunk's rank round), averaged and
-//   applied; the value and the momentum after must equal it exactly, so a
+//   applied; the value and the solver state after must equal it exactly, so a
 //   changed summation order fails at P >= 3;
-// - one process on the combined batch of P*K: each update and momentum
+// - one process on the combined batch of P*K: each update and solver state
 //   within 1e-6 (relative L2 per tensor) for SFB parameters, whose gradient
 //   is rebuilt by one GEMM over the combined batch, and within 1e-4 for all
 //   (the order of the sums over the batch differs); each gradient at least
@@ -19,7 +19,9 @@
 // the all-reduce sums and SFB's rebuild GEMMs to stand-ins of a GPU's
 // (dist::DeviceOffload: a reduce to rank 0 and a broadcast, as NCCL gives
 // every rank the same sum, and the host's gemm), which must change nothing
-// but who computes (their sums' order is MPI's: within 1e-4).
+// but who computes (their sums' order is MPI's: within 1e-4). Adam, AdamW and
+// RMSprop cases check their sharded state (moments and step counts) the same
+// way.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -54,11 +56,12 @@ ConfigNode model_config(const std::string& model) {
   return vgg;
 }
 
-SolverConfig solver_config() {
+SolverConfig solver_config(const std::string& type) {
   SolverConfig c;
-  c.momentum = 0.9;
+  c.type = type;
+  c.momentum = type == "sgd" ? 0.9 : 0.0;
   c.weight_decay = 5e-4;
-  c.lr.base_lr = 0.05;
+  c.lr.base_lr = type == "sgd" ? 0.05 : 0.001;
   c.lr.policy = "cosine";
   c.lr.max_iter = kIterations;
   c.max_iter = kIterations;
@@ -85,7 +88,14 @@ void fill_examples(Net& net, int64_t first) {
   }
 }
 
-using State = std::map<std::string, std::vector<float>>;  // optimizer state by parameter name
+// One parameter's optimizer state: its slots packed as Solver::state_shape
+// says (empty without state), and its step count.
+struct ParamState {
+  std::vector<float> slots;
+  int64_t steps = 0;
+  bool operator==(const ParamState&) const = default;
+};
+using State = std::map<std::string, ParamState>;
 
 std::vector<float> values_of(Net& net) {
   return {net.flat_values().data(), net.flat_values().data() + net.flat_values().numel()};
@@ -93,16 +103,21 @@ std::vector<float> values_of(Net& net) {
 
 State state_of(const Solver& solver) {
   State state;
-  for (const auto& [name, buf] : solver.state()) state[name].assign(buf.data(), buf.data() + buf.numel());
+  for (const auto& [name, buf] : solver.state()) state[name].slots.assign(buf.data(), buf.data() + buf.numel());
+  for (const auto& [name, steps] : solver.steps()) state[name].steps = steps;
   return state;
 }
 
-void set_state(Solver& solver, const State& state) {
+void set_state(Solver& solver, const State& state, Net& net) {
   solver.state().clear();
-  for (const auto& [name, values] : state) {
-    Tensor t({static_cast<int64_t>(values.size())});
-    std::copy(values.begin(), values.end(), t.data());
-    solver.state()[name] = t;
+  solver.steps().clear();
+  for (const auto& [name, s] : state) {
+    if (!s.slots.empty()) {
+      Tensor t(solver.state_shape(net.find_param(name)->shape));
+      std::copy(s.slots.begin(), s.slots.end(), t.data());
+      solver.state()[name] = t;
+    }
+    if (solver.counts_steps()) solver.steps()[name] = s.steps;
   }
 }
 
@@ -160,21 +175,22 @@ struct Case {
   bool wfbp;
   std::string order = "backward";
   bool offload = false;
+  std::string solver = "sgd";
 };
 
 // The references of one iteration, computed on every rank from the
 // distributed run's state before it.
 class Lockstep {
  public:
-  Lockstep(const std::string& model, int ranks)
-      : ranks_(ranks), combined_(model_config(model), kPerRank * ranks), local_(model_config(model), kPerRank),
-        solver_(solver_config()) {}
+  Lockstep(const std::string& model, int ranks, const std::string& solver)
+      : ranks_(ranks), solver_type_(solver), combined_(model_config(model), kPerRank * ranks),
+        local_(model_config(model), kPerRank), solver_(solver_config(solver)) {}
 
   // One process on the combined batch from `before` and `state`: its loss
   // and gradients there, and its parameters and state after the update.
   void train_combined(int it, const std::vector<float>& before, const State& state) {
     set_values(combined_, before);
-    set_state(solver_, state);
+    set_state(solver_, state, combined_);
     solver_.set_iteration(it);
     fill_examples(combined_, int64_t(it) * ranks_ * kPerRank);
     LocalGradSink sink(solver_);
@@ -191,10 +207,12 @@ class Lockstep {
   // `state`: the ranks' gradients summed, element i in rank order from rank
   // first[i] round (0 for a PS owner; an all-reduce ring starts each chunk's
   // sum at the rank of the chunk's index), averaged, and the solver's step on
-  // it applied to each of `blocks` (a PS parameter's, else the whole). Its
-  // value and momentum after: bit for bit what the exchange computes.
+  // it applied to each of `blocks` (a PS parameter's, else the whole) with the
+  // blocks' state slot after slot. Its value and state after: bit for bit
+  // what the exchange computes.
   struct Step {
-    std::vector<float> value, momentum;
+    std::vector<float> value;
+    ParamState state;
   };
   Step rank_sum_step(int it, const dist::PlannedParam& planned, const std::vector<int>& first,
                      const std::vector<dist::PsBlock>& blocks, const std::vector<float>& before, const State& state) {
@@ -207,13 +225,24 @@ class Lockstep {
       }
     const float scale = 1.f / static_cast<float>(ranks_);
     for (float& x : sum) x *= scale;
-    Step step{{before.begin() + planned.offset, before.begin() + planned.offset + n},
-              state.count(planned.param->name) ? state.at(planned.param->name) : std::vector<float>(n, 0.f)};
-    Solver solver(solver_config());
+    Solver solver(solver_config(solver_type_));
     solver.set_iteration(it);
-    for (const dist::PsBlock& b : blocks)
-      solver.update_block(step.value.data() + b.begin, sum.data() + b.begin, step.momentum.data() + b.begin, b.count,
-                          planned.param->lr_mult, planned.param->decay_mult);
+    const size_t slots = solver.keeps_state() ? solver.state_names().size() : 0;
+    Step step{{before.begin() + planned.offset, before.begin() + planned.offset + n}, {}};
+    auto known = state.find(planned.param->name);
+    if (known != state.end()) step.state = known->second;
+    if (step.state.slots.empty()) step.state.slots.assign(slots * n, 0.f);
+    step.state.steps += solver.counts_steps() ? 1 : 0;
+    std::vector<float> packed;
+    for (const dist::PsBlock& b : blocks) {
+      packed.resize(slots * b.count);
+      for (size_t s = 0; s < slots; ++s)
+        std::copy_n(step.state.slots.begin() + s * n + b.begin, b.count, packed.begin() + s * b.count);
+      solver.update_block(step.value.data() + b.begin, sum.data() + b.begin, slots ? packed.data() : nullptr, b.count,
+                          planned.param->lr_mult, planned.param->decay_mult, step.state.steps);
+      for (size_t s = 0; s < slots; ++s)
+        std::copy_n(packed.begin() + s * b.count, b.count, step.state.slots.begin() + s * n + b.begin);
+    }
     return step;
   }
 
@@ -229,7 +258,7 @@ class Lockstep {
     if (!g.empty()) return g;
     set_values(local_, before);
     fill_examples(local_, (int64_t(it) * ranks_ + r) * kPerRank);
-    Solver unused(solver_config());
+    Solver unused(solver_config(solver_type_));
     LocalGradSink held(unused, true);
     std::mt19937_64 rng(11);
     RunContext ctx{Phase::train, &rng, {}};
@@ -240,6 +269,7 @@ class Lockstep {
   }
 
   int ranks_;
+  std::string solver_type_;
   Net combined_, local_;
   Solver solver_;
   int local_it_ = -1;
@@ -265,11 +295,12 @@ State full_state(dist::Scheduler& scheduler) {
   return mine;
 }
 
-DistRun train_distributed(const std::string& model, const dist::DistConfig& config, bool offload) {
+DistRun train_distributed(const std::string& model, const dist::DistConfig& config, bool offload,
+                          const std::string& solver_type) {
   const dist::World& world = test_world();
   Net net(model_config(model), kPerRank);
   net.init_params(7);
-  Solver solver(solver_config());
+  Solver solver(solver_config(solver_type));
   DistRun run;
   dist::CommPlan plan = dist::plan_for_config(net, config, world.size());
   // The stand-in's collectives, a communicator per bucket (as NCCL's calls,
@@ -296,7 +327,7 @@ DistRun train_distributed(const std::string& model, const dist::DistConfig& conf
   options.config = config;
   options.offload = device;
   dist::Scheduler scheduler(net, solver, world, std::move(plan), std::move(options));
-  Lockstep reference(model, world.size());
+  Lockstep reference(model, world.size(), solver_type);
   std::mt19937_64 rng(11);  // dropout layers need one even at ratio 0
   RunContext ctx{Phase::train, &rng, {}};
   const std::string where = "rank " + std::to_string(world.rank()) + ", iteration ";
@@ -335,16 +366,17 @@ DistRun train_distributed(const std::string& model, const dist::DistConfig& conf
           update[i] = after[at + i] - before[at + i];
           combined[i] = reference.after[at + i] - before[at + i];
         }
-        if (!state_after.count(p.param->name)) {
-          ADD_FAILURE() << name << ": momentum missing";
+        if (!state_after.count(p.param->name) && !step.state.slots.empty()) {
+          ADD_FAILURE() << name << ": solver state missing";
           continue;
         }
-        const std::vector<float>& momentum = state_after.at(p.param->name);
-        const std::vector<float>& combined_momentum = reference.state_after.at(p.param->name);
+        const ParamState& state = state_after.count(p.param->name) ? state_after.at(p.param->name) : ParamState{};
+        const ParamState& combined_state = reference.state_after[p.param->name];
+        const int64_t slots = static_cast<int64_t>(state.slots.size());
         if (unit.scheme == dist::Scheme::sfb) {
           // Rebuilt from the ranks' factors by one GEMM over the combined batch.
           EXPECT_LE(relative_l2(update.data(), combined.data(), n), 1e-6) << name << ": update";
-          EXPECT_LE(relative_l2(momentum.data(), combined_momentum.data(), n), 1e-6) << name << ": momentum";
+          EXPECT_LE(relative_l2(state.slots.data(), combined_state.slots.data(), slots), 1e-6) << name << ": state";
         } else if (unit.scheme == dist::Scheme::allreduce && offload) {
           // Summed by the offload's stand-in (MPI_Reduce), in an order of MPI's.
           std::vector<float> rank_sum(n);
@@ -353,14 +385,15 @@ DistRun train_distributed(const std::string& model, const dist::DistConfig& conf
         } else {
           EXPECT_TRUE(std::equal(step.value.begin(), step.value.end(), after.begin() + at))
               << name << ": not the exchange's sum of the ranks' gradients, in its order, applied";
-          EXPECT_TRUE(momentum == step.momentum) << name << ": momentum";
+          EXPECT_TRUE(state == step.state) << name << ": solver state or step count";
           ++run.exact_checks;
         }
         // One process on the combined batch differs only by the order of its sums.
         EXPECT_LE(relative_l2(update.data(), combined.data(), n), 1e-4) << name << ": update vs the combined batch";
-        EXPECT_LE(relative_l2(momentum.data(), combined_momentum.data(), n), 1e-4)
-            << name << ": momentum vs the combined batch";
-        EXPECT_GT(l2(reference.grads.data() + at, n), 3 * solver_config().weight_decay * l2(before.data() + at, n))
+        EXPECT_LE(relative_l2(state.slots.data(), combined_state.slots.data(), slots), 1e-4)
+            << name << ": solver state vs the combined batch";
+        EXPECT_EQ(state.steps, combined_state.steps) << name << ": step count";
+        EXPECT_GT(l2(reference.grads.data() + at, n), 3 * solver.config().weight_decay * l2(before.data() + at, n))
             << name << ": weight decay, not its gradient, moves it";
       }
     }
@@ -383,7 +416,7 @@ TEST_P(Replicas, EachUpdateMatchesTheCombinedBatchAndTheOwnersSum) {
   config.order = dist::parse_send_order(GetParam().order);
   config.block_bytes = 64 << 10;   // lenet's fc1.weight spans many blocks and every owner
   config.bucket_bytes = 64 << 10;  // several buckets
-  DistRun run = train_distributed(GetParam().model, config, GetParam().offload);
+  DistRun run = train_distributed(GetParam().model, config, GetParam().offload, GetParam().solver);
 
   for (size_t r = 1; r < run.hashes.size(); ++r)
     EXPECT_EQ(run.hashes[r], run.hashes[0]) << "rank " << r << "'s parameters differ from rank 0's";
@@ -391,7 +424,7 @@ TEST_P(Replicas, EachUpdateMatchesTheCombinedBatchAndTheOwnersSum) {
   // iterations; that gradients, not weight decay, move each of its tensors
   // is checked at every iteration).
   ASSERT_EQ(run.losses.size(), static_cast<size_t>(kIterations));
-  if (GetParam().model == "lenet") {
+  if (GetParam().model == "lenet" && GetParam().solver == "sgd") {
     EXPECT_LT(run.losses.back(), 0.8f * run.losses.front());
   }
   const std::string& scheme = GetParam().scheme;
@@ -431,12 +464,23 @@ std::vector<Case> cases() {
     c.offload = true;
     out.push_back(c);
   }
+  for (Case c : {Case{"lenet", "ps", true}, Case{"lenet", "allreduce", true}, Case{"lenet", "sfb", true},
+                 Case{"lenet", "hybrid", false}, Case{"vgg", "hybrid", true}}) {
+    c.solver = "adam";
+    out.push_back(c);
+  }
+  for (const char* solver : {"adamw", "rmsprop"}) {
+    Case c{"lenet", "hybrid", true, "priority"};
+    c.solver = solver;
+    out.push_back(c);
+  }
   return out;
 }
 
 INSTANTIATE_TEST_SUITE_P(Schemes, Replicas, ::testing::ValuesIn(cases()), [](const auto& info) {
   return info.param.model + "_" + info.param.scheme + (info.param.wfbp ? "_wfbp" : "_no_wfbp") +
-         (info.param.order == "priority" ? "_priority" : "") + (info.param.offload ? "_offload" : "");
+         (info.param.order == "priority" ? "_priority" : "") + (info.param.offload ? "_offload" : "") +
+         (info.param.solver == "sgd" ? "" : "_" + info.param.solver);
 });
 
 }  // namespace

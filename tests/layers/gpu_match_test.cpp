@@ -2,8 +2,13 @@
 // must have a GPU implementation (in a build with the CUDA backend), and on
 // every gradient-check case the GPU layer's forward and backward (outputs,
 // accumulated input gradients, parameter gradients, updated buffers) equal
-// the CPU layer's to relative 1e-4, with TF32 off. Without a GPU the
-// comparisons skip and say why.
+// the CPU layer's to relative 1e-4, with TF32 off. Larger cases, for the GPU
+// alone, cross what the small ones cannot: element-wise loops of several
+// grid-stride passes, per-sample kernels over more samples than one grid's
+// blocks, large FC weights, batch norm over many values per channel, the
+// first layer of a net (no input gradient) and an FC weight whose gradient
+// SFB forms outside backward. Without a GPU the comparisons skip and say why
+// (or fail, where a GPU is expected: gpu_required.h).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -13,6 +18,7 @@
 
 #include "core/device_memory.h"
 #include "core/registry.h"
+#include "gpu_required.h"
 #include "layers/grad_check.h"
 
 namespace poseidon::testing {
@@ -29,7 +35,13 @@ struct Side {
   LayerIO io;
 };
 
-Side build(const GradCase& c, const Device& device) {
+// How the layer sits in its net, beyond the gradient check's cases.
+struct Placement {
+  bool first_layer = false;            // its input needs no gradient (conv1 on the data)
+  bool weight_grad_skipped = false;  // its weight's gradient is left to SFB (LayerIO::skip_param_grad)
+};
+
+Side build(const GradCase& c, const Device& device, const Placement& placement) {
   Side s;
   s.device = device;
   s.layer = LayerRegistry::instance().create(ConfigNode::parse(c.yaml, c.name), device);
@@ -46,10 +58,11 @@ Side build(const GradCase& c, const Device& device) {
     p.value = Tensor(p.shape, device);
     p.grad = Tensor(p.shape, device);
   }
+  if (placement.weight_grad_skipped) s.io.skip_param_grad = {true};
   for (size_t k = 0; k < s.in.size(); ++k) {
     bool is_label = k < c.label_classes.size() && c.label_classes[k] > 0;
     s.io.in.push_back(&s.in[k]);
-    s.io.in_grad.push_back(is_label ? nullptr : &s.in_grad[k]);
+    s.io.in_grad.push_back(is_label || placement.first_layer ? nullptr : &s.in_grad[k]);
   }
   for (size_t k = 0; k < s.out.size(); ++k) {
     s.io.out.push_back(&s.out[k]);
@@ -78,9 +91,9 @@ void compare(const std::string& what, const Tensor& cpu, const Tensor& gpu, std:
   }
 }
 
-std::string compare_case(const GradCase& c) {
-  Side cpu = build(c, Device{});
-  Side gpu = build(c, Device::cuda(0));
+std::string compare_case(const GradCase& c, const Placement& placement = {}) {
+  Side cpu = build(c, Device{}, placement);
+  Side gpu = build(c, Device::cuda(0), placement);
   std::mt19937_64 rng(99);
   for (size_t k = 0; k < cpu.in.size(); ++k) {
     int64_t classes = k < c.label_classes.size() ? c.label_classes[k] : 0;
@@ -111,10 +124,15 @@ std::string compare_case(const GradCase& c) {
     gpu.layer->backward(gpu.io, ctx_gpu);
     for (size_t k = 0; k < cpu.in.size(); ++k)
       if (cpu.io.in_grad[k]) compare("input gradient " + std::to_string(k), cpu.in_grad[k], gpu.in_grad[k], err, failures);
+    // A gradient SFB forms is left as it was on both sides (backward must
+    // not write it), so it compares equal too.
     for (size_t i = 0; i < cpu.layer->params().size(); ++i) {
       const Param& pc = cpu.layer->param(i);
       if (pc.learnable) compare(pc.name + " gradient", pc.grad, gpu.layer->param(i).grad, err, failures);
     }
+    for (size_t k = 0; k < cpu.in.size(); ++k)
+      if (!cpu.io.in_grad[k]) compare("untouched input gradient " + std::to_string(k), cpu.in_grad[k], gpu.in_grad[k],
+                                      err, failures);
   }
   // Buffers (running statistics) as updated by the forward pass.
   for (size_t i = 0; i < cpu.layer->params().size(); ++i) {
@@ -130,19 +148,65 @@ std::string compare_case(const GradCase& c) {
 TEST(CudaLayers, EveryTypeHasAGpuImplementation) {
   if (!device_memory::cuda_built()) GTEST_SKIP() << device_memory::cuda_unavailable_reason();
   for (const auto* info : LayerRegistry::instance().all())
-    EXPECT_TRUE(LayerRegistry::instance().has_cuda(info->type))
+    EXPECT_TRUE(!LayerRegistry::instance().origin(info->type).empty() || LayerRegistry::instance().has_cuda(info->type))
         << "layer type '" << info->type << "' has no GPU implementation (layers/" << info->type << ".cu)";
 }
 
 class GpuMatchesCpu : public ::testing::TestWithParam<GradCase> {};
 
 TEST_P(GpuMatchesCpu, ForwardAndBackward) {
-  if (device_memory::cuda_device_count() == 0) GTEST_SKIP() << device_memory::cuda_unavailable_reason();
+  POSEIDON_SKIP_WITHOUT_GPU();
   std::string failure = compare_case(GetParam());
   EXPECT_TRUE(failure.empty()) << GetParam().name << ":\n" << failure;
 }
 
 INSTANTIATE_TEST_SUITE_P(AllLayers, GpuMatchesCpu, ::testing::ValuesIn(grad_cases()),
                          [](const auto& info) { return info.param.name; });
+
+struct LargeCase {
+  GradCase layer;
+  Placement placement;
+};
+
+void PrintTo(const LargeCase& c, std::ostream* os) { *os << c.layer.name; }
+
+// 1,048,576 values fill one grid-stride pass (cuda::kMaxBlocks blocks of 256
+// threads); 4096 samples fill one grid of per-sample blocks.
+const std::vector<LargeCase>& large_cases() {
+  static const std::vector<LargeCase> cases = {
+      {{"relu_grid_stride", "{name: r, type: relu}", {{1, 2, 1024, 700}}}},
+      {{"conv_first_layer", "{name: conv1, type: conv, num_output: 64, kernel_size: 3, pad: 1}", {{2, 3, 112, 112}}},
+       {.first_layer = true}},
+      {{"conv_grid_stride", "{name: c, type: conv, num_output: 32, kernel_size: 3, pad: 1}", {{2, 16, 160, 160}}}},
+      {{"pool_max_grid_stride", "{name: p, type: pool, kernel_size: 2, stride: 2}", {{2, 64, 112, 112}}}},
+      {{"pool_avg_grid_stride", "{name: p, type: pool, mode: avg, kernel_size: 3, stride: 1, pad: 1}",
+        {{2, 32, 140, 140}}}},
+      {{"batch_norm_many_values", "{name: bn, type: batch_norm}", {{8, 16, 112, 112}}}},
+      {{"batch_norm_test_many_values", "{name: bn, type: batch_norm}", {{8, 16, 112, 112}}, {}, false}},
+      {{"fc_large_weights", "{name: fc6, type: fc, num_output: 4096}", {{4, 9216}}}},
+      {{"fc_under_sfb", "{name: fc7, type: fc, num_output: 1000}", {{8, 4096}}}, {.weight_grad_skipped = true}},
+      {{"softmax_many_values", "{name: s, type: softmax}", {{1200, 1000}}}},
+      {{"softmax_loss_many_samples", "{name: loss, type: softmax_loss}", {{5000, 10}, {5000}}, {0, 10}}},
+      {{"accuracy_many_samples", "{name: a, type: accuracy, top_k: 3}", {{5000, 10}, {5000}}, {0, 10}}},
+      {{"concat_grid_stride", "{name: c, type: concat}", {{2, 24, 150, 150}, {2, 8, 150, 150}}}},
+      {{"sum_grid_stride", "{name: s, type: sum}", {{2, 32, 150, 150}, {2, 32, 150, 150}}}},
+      {{"dropout_grid_stride", "{name: d, type: dropout, ratio: 0.3}", {{2, 32, 150, 150}}}},
+      {{"flatten_grid_stride", "{name: f, type: flatten}", {{2, 32, 150, 150}}}},
+      {{"adaptive_avg_pool_grid_stride", "{name: p, type: adaptive_avg_pool, output_size: [7, 7]}",
+        {{16, 512, 14, 14}}}},
+  };
+  return cases;
+}
+
+class GpuMatchesCpuLarge : public ::testing::TestWithParam<LargeCase> {};
+
+TEST_P(GpuMatchesCpuLarge, ForwardAndBackward) {
+  POSEIDON_SKIP_WITHOUT_GPU();
+  std::string failure = compare_case(GetParam().layer, GetParam().placement);
+  EXPECT_TRUE(failure.empty()) << GetParam().layer.name << ":\n" << failure;
+}
+
+INSTANTIATE_TEST_SUITE_P(LargeShapes, GpuMatchesCpuLarge, ::testing::ValuesIn(large_cases()),
+                         [](const auto& info) { return info.param.layer.name; });
 
 }  // namespace poseidon::testing

@@ -150,6 +150,35 @@ std::vector<Case> cases() {
          return args;
        },
        "lbl.idx", "config.yaml:5", "payload"},
+      // Misspellings name what was meant; layers are named by their names.
+      {"misspelt_config_key", [](TempDir& d) { return standard(d, kModel, config_text(d) + "solvr: {}\n"); },
+       "config.yaml", "key 'solvr'", "did you mean 'solver'?"},
+      {"misspelt_layer_key",
+       [](TempDir& d) { return standard(d, replace(kModel, "kernel_size: 5", "kernel_sise: 5"), config_text(d)); },
+       "model.yaml", "key 'layers.conv1.kernel_sise'", "did you mean 'kernel_size'?"},
+      {"misspelt_layer_type",
+       [](TempDir& d) { return standard(d, replace(kModel, "type: fc", "type: fcc"), config_text(d)); },
+       "model.yaml", "key 'layers.fc1.type'", "unknown layer type 'fcc'; did you mean 'fc'?"},
+      {"misspelt_blob",
+       [](TempDir& d) {
+         return standard(d, replace(kModel, "inputs: [fc1, label]", "inputs: [fc2, label]"), config_text(d));
+       },
+       "model.yaml", "key 'layers.loss.inputs'",
+       "blob 'fc2', which no layer or net input produces; did you mean 'fc1'?"},
+      {"misspelt_override_of_a_layer",
+       [](TempDir& d) { return standard(d, kModel, config_text(d), " --set net.layers.fc11.num_output=3"); },
+       "--set", "layers.fc11.num_output", "no list element 'fc11'; did you mean 'fc1'?"},
+      {"value_error_names_the_layer",
+       [](TempDir& d) { return standard(d, replace(kModel, "num_output: 10", "num_output: -1"), config_text(d)); },
+       "model.yaml", "key 'layers.fc1.num_output'", "num_output must be at least 1"},
+      {"synthetic_data_of_another_shape",
+       [](TempDir& d) {
+         std::string c = replace(config_text(d),
+                                 "{source: idx, images: " + d.file("img.idx") + ", labels: " + d.file("lbl.idx") + ",",
+                                 "{source: synthetic, shape: [1, 32, 32], num_classes: 10, size: 16,");
+         return standard(d, kModel, c);
+       },
+       "config.yaml", "data.train", "(synthetic data: --set 'data.train.shape=[1, 28, 28]')"},
       {"resume_from_weights_only",
        [](TempDir& d) {
          d.write("w.safetensors", "");

@@ -2,7 +2,8 @@
 // profile's scaled time, the gates and gradient reports fire as in real
 // training, a LocalGradSink still updates every parameter from its gradient
 // buffer, while the EmulatedUpdateSink waits the profile's update time
-// instead; profiles that do not fit the run are refused.
+// instead; profiles that do not fit the run are refused; and training at a
+// known iteration time reports that rate.
 #include "dist/emulated_compute.h"
 
 #include <gtest/gtest.h>
@@ -14,9 +15,11 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <nlohmann/json.hpp>
 
 #include "core/error.h"
 #include "core/local_sink.h"
+#include "tools/cli_runner.h"
 
 namespace poseidon {
 namespace {
@@ -169,6 +172,46 @@ TEST(EmulateCompute, RefusesAProfileOfAnotherBatchOrABadScale) {
   EXPECT_THROW(emulate_compute(net, profile, 0.0, 4), Error);
   EXPECT_THROW(emulate_compute(net, "/nonexistent/profile.json", 1.0, 8), Error);
   std::filesystem::remove(profile);
+}
+
+// Training whose iterations take a known time shows that rate: the layers
+// wait 5 x 4 ms forward and 4 x 6 ms backward and the update 8 ms, 52 ms an
+// iteration, ten times longer at --emulate-scale 10 (so that a busy
+// machine's scheduling delays stay small beside it), so 4 images an
+// iteration train at 7.69 img/s. A test every 2 iterations (emulated too)
+// must not lower the rate of its interval.
+TEST(EmulateCompute, TrainingShowsTheRateOfTheKnownIterationTime) {
+  testing::TempDir d;
+  d.write("model.yaml", kModel);
+  const std::string profile = write_profile(4, R"(, "update_ms": 8)");
+  const std::string config =
+      d.write("config.yaml",
+              "model: model.yaml\nthreads: 1\ndata:\n"
+              "  train: {source: synthetic, shape: [6], num_classes: 3, size: 64, batch_size: 4}\n"
+              "  test: {source: synthetic, shape: [6], num_classes: 3, size: 16, batch_size: 4}\n"
+              "solver: {lr: 0.01, max_iter: 6}\n"
+              "train: {display: 2, test_interval: 2, test_iters: 1, output_dir: " +
+                  d.file("out") + "}\n");
+  testing::CliResult r =
+      testing::run_poseidon("train " + config + " --emulate-compute " + profile + " --emulate-scale 10");
+  ASSERT_EQ(r.status, 0) << r.err;
+  const double expected = 4 / 0.52;
+  std::ifstream in(d.file("out/metrics.jsonl"));
+  int train_records = 0;
+  nlohmann::json summary;
+  for (std::string line; std::getline(in, line);) {
+    const auto record = nlohmann::json::parse(line);
+    if (record["type"] == "train") {
+      ++train_records;
+      EXPECT_NEAR(record["images_per_sec"].get<double>(), expected, 0.05 * expected) << line;
+    }
+    if (record["type"] == "summary") summary = record;
+  }
+  EXPECT_EQ(train_records, 3);
+  ASSERT_FALSE(summary.is_null()) << "no summary record";
+  EXPECT_NEAR(summary["images_per_sec_steady"].get<double>(), expected, 0.05 * expected);
+  EXPECT_EQ(summary["steady_from_iter"], 3);
+  EXPECT_NE(r.err.find("run summary: iterations 1-6"), std::string::npos) << r.err;
 }
 
 }  // namespace

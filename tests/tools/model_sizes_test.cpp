@@ -1,12 +1,16 @@
 // The benchmark models and their configs: exact parameter totals from
-// `poseidon summary --json` (docs/REFERENCE.md's table, torchvision's counts), model
-// variables overridden from the command line, and every training config of a
-// model running one step at a reduced size on its own kind of data.
+// `poseidon summary --json` (docs/REFERENCE.md's table, torchvision's
+// counts), model variables and input sizes overridden from the command line,
+// and every training config of a model running one step at a reduced size on
+// its own kind of data (the synthetic benchmarks without a final checkpoint).
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <fstream>
 #include <nlohmann/json.hpp>
+#ifdef POSEIDON_HAVE_IMAGES
 #include <opencv2/imgcodecs.hpp>
+#endif
 
 #include "tools/cli_runner.h"
 
@@ -40,6 +44,10 @@ INSTANTIATE_TEST_SUITE_P(
                       SizeCase{"vgg19_22k", "models/vgg19_22k.yaml", 229'052'817},
                       // Adaptive pooling to 7x7 keeps every parameter at a reduced input.
                       SizeCase{"vgg19_22k_at_32", "models/vgg19_22k.yaml --set vars.size=32", 229'052'817},
+                      // The input size given outright: the size variable it replaces is dropped.
+                      SizeCase{"vgg19_inputs_at_64", "models/vgg19.yaml --set 'inputs.data=[3,64,64]'", 143'667'240},
+                      SizeCase{"vgg19_22k_config_inputs_at_64",
+                               "configs/vgg19_22k_synthetic.yaml --set 'net.inputs.data=[3,64,64]'", 229'052'817},
                       SizeCase{"inception_v3", "models/inception_v3.yaml", 27'161'264},
                       SizeCase{"inception_v3_without_aux", "models/inception_v3.yaml --set vars.aux=false", 23'834'568},
                       SizeCase{"resnet50", "models/resnet50.yaml", 25'557'032},
@@ -49,6 +57,16 @@ INSTANTIATE_TEST_SUITE_P(
                           "configs/inception_v3_synthetic.yaml --set net.vars.aux=false --set net.vars.num_classes=10",
                           23'834'568 - 2049 * (1000 - 10)}),
     [](const auto& info) { return info.param.name; });
+
+// The auxiliary head needs the full input; at a small one the error says how to leave it out.
+TEST(ModelSizes, InceptionAtASmallInputSaysAuxFalseIsTheFix) {
+  CliResult r = run_poseidon("summary " + kRoot + "/models/inception_v3.yaml --set vars.size=96");
+  EXPECT_EQ(r.status, 2);
+  EXPECT_NE(r.err.find("is in the model because vars.aux is true: --set net.vars.aux=false leaves it out"),
+            std::string::npos)
+      << r.err;
+  EXPECT_EQ(total_params(kRoot + "/models/inception_v3.yaml --set vars.size=96 --set vars.aux=false"), 23'834'568);
+}
 
 struct ConfigCase {
   std::string config;  // configs/<config>.yaml
@@ -61,6 +79,7 @@ void PrintTo(const ConfigCase& c, std::ostream* os) { *os << c.config; }
 // most of its parameters; narrowing them keeps a training step light.
 const std::string kNarrowVgg = " --set net.layers.6.num_output=16 --set net.layers.9.num_output=16";
 
+#ifdef POSEIDON_HAVE_IMAGES
 // Two classes of PNG and JPEG images of odd sizes.
 void write_image_folder(const std::filesystem::path& root) {
   cv::Mat image(53, 61, CV_8UC3);
@@ -72,6 +91,7 @@ void write_image_folder(const std::filesystem::path& root) {
     }
   }
 }
+#endif
 
 class ModelConfigs : public ::testing::TestWithParam<ConfigCase> {};
 
@@ -81,14 +101,28 @@ TEST_P(ModelConfigs, TrainOneStepAtAReducedSize) {
   std::string args = "train " + kRoot + "/configs/" + c.config + ".yaml --quiet --set solver.max_iter=1" +
                      " --set data.train.batch_size=2 --set train.output_dir=" + d.file("out") + c.reduce;
   if (c.config.find("_images") != std::string::npos) {
+#ifndef POSEIDON_HAVE_IMAGES
+    GTEST_SKIP() << "built without the image pipeline (POSEIDON_IMAGES=OFF)";
+#else
     write_image_folder(d.path() / "images");
     const std::string root = d.file("images");
     args += " --set data.train.root=" + root + " --set data.test.root=" + root +
             " --set data.test.batch_size=2 --set train.test_iters=1 --set net.vars.num_classes=2";
+#endif
   }
   CliResult r = run_poseidon(args);
   EXPECT_EQ(r.status, 0) << args << "\n" << r.err;
-  EXPECT_TRUE(std::filesystem::exists(d.file("out/final.safetensors"))) << r.out;
+  // A synthetic benchmark only times training: train.final_checkpoint is false.
+  const bool synthetic = c.config.find("_synthetic") != std::string::npos;
+  EXPECT_EQ(std::filesystem::exists(d.file("out/final.safetensors")), !synthetic) << r.err;
+  // The run's summary record says so.
+  std::ifstream metrics(d.file("out/metrics.jsonl"));
+  nlohmann::json summary;
+  for (std::string line; std::getline(metrics, line);)
+    if (nlohmann::json record = nlohmann::json::parse(line); record["type"] == "summary") summary = record;
+  ASSERT_FALSE(summary.is_null()) << "no summary record";
+  EXPECT_EQ(summary["checkpoints"].size(), synthetic ? 0u : 1u);
+  EXPECT_EQ(summary.contains("no_final_checkpoint"), synthetic);
 }
 
 const std::string kSynthetic32 = " --set net.vars.size=32 --set 'data.train.shape=[3,32,32]'";

@@ -100,5 +100,36 @@ TEST(SimulateCli, ShippedVgg19_22kProfileIsTheReferenceIteration) {
 
 TEST(SimulateCli, ShippedInceptionV3ProfileCoversTheModel) { check_shipped_profile("inception_v3_b32.json", "inception_v3.yaml"); }
 
+// Every number depends on where the compute times come from, so the output
+// says it, warns when they are this machine's GEMM estimate, and explains an
+// efficiency above 100% under the table.
+TEST(SimulateCli, SaysWhereComputeTimesComeFrom) {
+  TempDir dir;
+  const std::string model = dir.write("tiny.yaml", kModel);
+  const std::string profile = dir.write("p.json", R"({"batch": 32, "update_ms": 1, "layers": [
+    {"name": "conv1", "forward_ms": 1, "backward_ms": 2}, {"name": "fc1", "forward_ms": 1, "backward_ms": 2},
+    {"name": "fc2", "forward_ms": 1, "backward_ms": 2}, {"name": "loss", "forward_ms": 0, "backward_ms": 0}]})");
+  const std::string rows = " --workers 1,2 --bandwidth 10";
+  const std::string footer = "efficiency: speed-up / P. It can pass 100%";
+
+  CliResult estimated = run_poseidon("simulate " + model + rows);
+  ASSERT_EQ(estimated.status, 0) << estimated.err;
+  EXPECT_NE(estimated.err.find("warning: no --profile: the compute times are an estimate from this machine's GEMM"),
+            std::string::npos)
+      << estimated.err;
+  EXPECT_NE(estimated.out.find("compute times: estimated: forward FLOPs at"), std::string::npos) << estimated.out;
+  EXPECT_NE(estimated.out.find("(a GEMM timed on this machine)"), std::string::npos) << estimated.out;
+  EXPECT_NE(estimated.out.find(footer), std::string::npos) << estimated.out;
+
+  CliResult given = run_poseidon("simulate " + model + rows + " --gflops 100");
+  ASSERT_EQ(given.status, 0) << given.err;
+  EXPECT_EQ(given.err.find("warning"), std::string::npos) << given.err;
+  EXPECT_NE(given.out.find("(the rate --gflops gave)"), std::string::npos) << given.out;
+
+  CliResult measured = run_poseidon("simulate " + model + rows + " --profile " + profile + " --gflops 100 --json");
+  ASSERT_EQ(measured.status, 0) << measured.err;
+  EXPECT_EQ(nlohmann::json::parse(measured.out).at("compute_source"), "measured, from the profile " + profile);
+}
+
 }  // namespace
 }  // namespace poseidon::testing

@@ -1,6 +1,6 @@
 // Numerics against PyTorch: `poseidon train` on LeNet must reproduce five
-// PyTorch SGD steps (tests/torch/lenet_reference.py), and safetensors files
-// written by PyTorch must read back exactly.
+// PyTorch SGD steps, and five Adam steps (tests/torch/lenet_reference.py),
+// and safetensors files written by PyTorch must read back exactly.
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 
@@ -60,17 +60,22 @@ class TorchReference : public ::testing::Test {
     if (!dir_.empty() && !HasFailure()) fs::remove_all(dir_);
   }
 
+  // Runs tests/torch/lenet_reference.py with `options` after its usual arguments.
+  void expect_lenet_reference_passes(const std::string& options) {
+    std::string command = std::string(kPython) + " " +
+                          shell_quoted(std::string(POSEIDON_SOURCE_DIR) + "/tests/torch/lenet_reference.py") +
+                          " --poseidon " + shell_quoted(POSEIDON_BINARY) + " --repo " +
+                          shell_quoted(POSEIDON_SOURCE_DIR) + " --workdir " + shell_quoted(dir_.string()) + options;
+    CommandResult r = run_command(command);
+    EXPECT_EQ(r.status, 0) << command << "\n" << r.output << "(work files kept in " << dir_.string() << ")";
+  }
+
   fs::path dir_;
 };
 
-TEST_F(TorchReference, LenetTrainingMatchesPyTorch) {
-  std::string command = std::string(kPython) + " " +
-                        shell_quoted(std::string(POSEIDON_SOURCE_DIR) + "/tests/torch/lenet_reference.py") +
-                        " --poseidon " + shell_quoted(POSEIDON_BINARY) + " --repo " + shell_quoted(POSEIDON_SOURCE_DIR) +
-                        " --workdir " + shell_quoted(dir_.string());
-  CommandResult r = run_command(command);
-  EXPECT_EQ(r.status, 0) << command << "\n" << r.output << "(work files kept in " << dir_.string() << ")";
-}
+TEST_F(TorchReference, LenetTrainingMatchesPyTorch) { expect_lenet_reference_passes(""); }
+
+TEST_F(TorchReference, LenetAdamTrainingMatchesPyTorch) { expect_lenet_reference_passes(" --solver adam"); }
 
 TEST_F(TorchReference, ReadsFilesWrittenByPyTorch) {
   std::string path = (dir_ / "from_torch.safetensors").string();

@@ -7,6 +7,7 @@
 #include <yaml-cpp/exceptions.h>
 
 #include "core/error.h"
+#include "core/plugin.h"
 #include "tools/cli/commands.h"
 
 namespace poseidon {
@@ -113,13 +114,34 @@ int run_cli(int argc, char** argv) {
   si->add_flag("--per-rank", sim.per_rank, "each rank's link busy time");
   si->add_flag("--json", sim.json, "machine-readable output");
 
+  PlotArgs plot;
+  auto* po = app.add_subcommand("plot", "curves of runs' metrics.jsonl (loss, accuracy, lr, img/s) in a PNG");
+  po->add_option("runs", plot.runs, "metrics.jsonl files or the output_dirs holding them; several share one figure")
+      ->required();
+  po->add_option("-o,--output", plot.output, "PNG to write (default: RUN/curves.png for one run, else curves.png)");
+  po->add_option("--labels", plot.labels, "legend labels, comma-separated, one per run (default: the run folders)");
+
   bool layers_json = false;
   auto* l = app.add_subcommand("layers", "list the registered layer types and their keys");
   l->add_flag("--json", layers_json, "machine-readable output");
 
+  CheckLayerArgs check;
+  auto* ch = app.add_subcommand("check-layer", "finite-difference gradient check of one layer type (exit 1: it fails)");
+  ch->add_option("type", check.type, "registered layer type")->required();
+  ch->add_option("--set", check.settings, "a key of the layer's config: num_output=4, kernel_size=3");
+  ch->add_option("--shape", check.shapes, "an input's shape, once per input: 2,3,8,8 (default: one 2,3,4,4)");
+  ch->add_option("--labels", check.labels, "the last input holds class labels in [0, N)")->check(CLI::PositiveNumber);
+  ch->add_flag("--test-phase", check.test_phase, "run the layer in the test phase");
+  ch->add_option("--step", check.step, "finite-difference step")->check(CLI::PositiveNumber);
+  ch->add_option("--tolerance", check.tolerance, "relative tolerance")->check(CLI::PositiveNumber);
+
   bool info_json = false;
   auto* in = app.add_subcommand("info", "build configuration (CUDA, cuDNN, NCCL, MPI, BLAS versions) and visible GPUs");
   in->add_flag("--json", info_json, "machine-readable output");
+
+  std::vector<std::string> plugins;
+  for (auto* verb : app.get_subcommands([](CLI::App*) { return true; }))
+    verb->add_option("--plugin", plugins, "load a plug-in library of layers first (repeatable)");
 
   try {
     app.parse(argc, argv);
@@ -133,14 +155,17 @@ int run_cli(int argc, char** argv) {
   }
 
   try {
+    for (const auto& p : plugins) load_plugin(p);
     if (*t) return cmd_train(train);
     if (*te) return cmd_test(test);
     if (*ti) return cmd_time(time);
     if (*s) return cmd_summary(summary);
     if (*l) return cmd_layers(layers_json);
+    if (*ch) return cmd_check_layer(check);
     if (*in) return cmd_info(info_json);
     if (*pl) return cmd_plan(plan);
     if (*si) return cmd_simulate(sim);
+    if (*po) return cmd_plot(plot);
   } catch (const Error& e) {
     std::fprintf(stderr, "error: %s\n", e.what());
     return 2;

@@ -7,8 +7,10 @@
 
 #include <cblas.h>
 #include <nlohmann/json.hpp>
-#include <opencv2/core/version.hpp>
 #include <yaml-cpp/yaml.h>
+#ifdef POSEIDON_HAVE_IMAGES
+#include <opencv2/core/version.hpp>
+#endif
 #ifdef POSEIDON_HAVE_DNNL
 #include <dnnl.h>
 #endif
@@ -39,7 +41,11 @@ std::vector<Entry> build_entries() {
 #else
   out.push_back({"oneDNN", "not built (convolutions use im2col + GEMM)"});
 #endif
+#ifdef POSEIDON_HAVE_IMAGES
   out.push_back({"OpenCV", CV_VERSION});
+#else
+  out.push_back({"OpenCV", "not built (no image sources: POSEIDON_IMAGES=OFF)"});
+#endif
   out.push_back({"CPU threads", std::to_string(std::thread::hardware_concurrency())});
   return out;
 }

@@ -203,7 +203,9 @@ int cmd_summary(const SummaryArgs& args) {
 int cmd_layers(bool json) {
   nlohmann::json out = nlohmann::json::array();
   for (const LayerInfo* info : LayerRegistry::instance().all()) {
-    if (!json) std::printf("%s: %s\n", info->type.c_str(), info->summary.c_str());
+    std::string plugin = LayerRegistry::instance().origin(info->type);
+    std::string from = plugin.empty() ? "" : " [plug-in " + plugin + "]";
+    if (!json) std::printf("%s: %s%s\n", info->type.c_str(), info->summary.c_str(), from.c_str());
     nlohmann::json keys = nlohmann::json::array();
     for (const auto& k : info->keys) {
       keys.push_back({{"key", k.key}, {"type", k.type}, {"default", k.default_value}, {"help", k.help}});
@@ -211,7 +213,7 @@ int cmd_layers(bool json) {
         std::printf("    %-18s %-8s %-22s %s\n", k.key.c_str(), k.type.c_str(),
                     k.default_value.empty() ? "(required)" : ("= " + k.default_value).c_str(), k.help.c_str());
     }
-    out.push_back({{"type", info->type}, {"summary", info->summary}, {"keys", keys}});
+    out.push_back({{"type", info->type}, {"summary", info->summary}, {"keys", keys}, {"plugin", plugin}});
   }
   if (json) std::printf("%s\n", out.dump(2).c_str());
   return 0;

@@ -9,6 +9,7 @@
 #include "dist/simulate.h"
 #include "tools/cli/commands.h"
 #include "tools/cli/train_config.h"
+#include "core/units.h"
 
 namespace poseidon {
 
@@ -76,7 +77,19 @@ int cmd_simulate(const SimulateArgs& args) {
     gflops = dist::measure_gemm_gflops();
     gemm_source = "measured here";
   }
-  if (args.profile.empty()) profile = dist::flops_profile(net, batch, gflops);
+  // Where the per-layer times come from: they decide every number below.
+  std::string compute_source = "measured, from the profile " + args.profile;
+  if (args.profile.empty()) {
+    profile = dist::flops_profile(net, batch, gflops);
+    compute_source = "estimated: " + profile.source + " (" +
+                     (gemm_source == "given" ? "the rate --gflops gave" : "a GEMM timed on this machine") + ")";
+    if (gemm_source != "given")
+      std::fprintf(stderr,
+                   "warning: no --profile: the compute times are an estimate from this machine's GEMM rate "
+                   "(%s GFLOP/s), not measured layer times; pass --profile with `poseidon time --json` output "
+                   "for the device to simulate (profiles/ holds some)\n",
+                   human_number(gflops).c_str());
+  }
 
   dist::SimConfig config;
   config.dist = dist_config;
@@ -112,19 +125,25 @@ int cmd_simulate(const SimulateArgs& args) {
                           {"latency_us", config.link.latency_us},
                           {"gemm_gflops", gflops},
                           {"gemm_source", gemm_source},
+                          {"compute_source", compute_source},
                           {"order", dist::order_name(dist_config.order)},
                           {"iterations", args.iterations},
                           {"runs", runs}};
     std::printf("%s\n", out.dump(2).c_str());
     return 0;
   }
-  std::printf("%s: %s; batch %lld per worker, one worker %.3f ms per iteration\n", net.name().c_str(),
-              profile.source.c_str(), static_cast<long long>(profile.batch), profile.iteration_s() * 1e3);
+  std::printf("%s: batch %lld per worker, one worker %s per iteration\n", net.name().c_str(),
+              static_cast<long long>(profile.batch), human_seconds(profile.iteration_s()).c_str());
+  std::printf("compute times: %s\n", compute_source.c_str());
   std::printf("latency %.4g us; SFB rebuild at %.4g GFLOP/s (%s); order %s; %d iterations simulated\n",
               config.link.latency_us, gflops, gemm_source.c_str(), dist::order_name(dist_config.order).c_str(), args.iterations);
   std::printf("%-10s %-5s %6s %8s %11s %9s %11s %10s %10s %14s\n", "scheme", "wfbp", "P", "Gbit/s", "iter ms",
               "speed-up", "efficiency", "link use", "max link", "MB/worker/it");
   for (const Row& row : rows) print_row(row, args.per_rank);
+  std::printf(
+      "speed-up: throughput against one worker; efficiency: speed-up / P. It can pass 100%%: one worker runs\n"
+      "forward, backward and the update in turn, while on P ranks the updates run on the communication thread\n"
+      "beside the next iteration's compute (and the parameter server splits them among the block owners).\n");
   return 0;
 }
 

@@ -45,6 +45,17 @@ struct SummaryArgs {
 };
 int cmd_summary(const SummaryArgs& args);
 int cmd_layers(bool json);
+
+// Exit status 0: gradients agree; 1: they do not; 2: bad input.
+struct CheckLayerArgs {
+  std::string type;
+  std::vector<std::string> settings;  // key=value of the layer's config
+  std::vector<std::string> shapes;    // one per input, "2,3,8,8"; none: one 2,3,4,4
+  int64_t labels = 0;                 // > 0: the last input holds labels in [0, labels)
+  bool test_phase = false;
+  double step = 1e-2, tolerance = 1e-3;
+};
+int cmd_check_layer(const CheckLayerArgs& args);
 int cmd_info(bool json);
 
 struct PlanArgs {
@@ -75,5 +86,12 @@ struct SimulateArgs {
   bool json = false, per_rank = false;
 };
 int cmd_simulate(const SimulateArgs& args);
+
+struct PlotArgs {
+  std::vector<std::string> runs;  // metrics.jsonl files or the output_dirs holding them
+  std::string output;             // PNG; empty: RUN/curves.png for one run, else curves.png
+  std::string labels;             // comma-separated, one per run; empty: the run folders
+};
+int cmd_plot(const PlotArgs& args);
 
 }  // namespace poseidon

@@ -4,12 +4,13 @@
 #include <unistd.h>
 
 #include <cerrno>
-#include <cmath>
+#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
 
 #include "core/error.h"
+#include "core/units.h"
 
 namespace poseidon {
 
@@ -26,43 +27,82 @@ void MetricsLog::write(const nlohmann::json& record) {
   if (!out_) throw Error(path_ + ": cannot write the metrics file (" + std::strerror(errno) + ")");
 }
 
-Progress::Progress(int64_t first_iter, int64_t max_iter, int64_t display, bool quiet)
-    : first_(first_iter), max_(max_iter), display_(display), quiet_(quiet),
-      tty_(isatty(STDERR_FILENO)) {
-  window_start_ = last_draw_ = std::chrono::steady_clock::now();
+double Progress::steady_seconds() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
-static std::string format_duration(double seconds) {
-  if (!std::isfinite(seconds) || seconds < 0) return "?";
-  int s = static_cast<int>(seconds + 0.5);
-  char buf[32];
-  if (s >= 3600) std::snprintf(buf, sizeof buf, "%dh%02dm", s / 3600, s / 60 % 60);
-  else std::snprintf(buf, sizeof buf, "%dm%02ds", s / 60, s % 60);
-  return buf;
+Progress::Progress(int64_t first_iter, int64_t max_iter, int64_t display, bool quiet, Clock clock)
+    : first_(first_iter),
+      max_(max_iter),
+      display_(display),
+      quiet_(quiet),
+      tty_(isatty(STDERR_FILENO)),
+      clock_(std::move(clock)),
+      last_iter_(first_iter) {
+  start_ = last_draw_ = clock_();
+}
+
+double Progress::train_time() const {
+  const double now = pauses_ > 0 ? paused_at_ : clock_();
+  return now - start_ - paused_total_;
+}
+
+void Progress::pause() {
+  if (pauses_++ == 0) paused_at_ = clock_();
+}
+
+void Progress::resume() {
+  if (pauses_ == 0 || --pauses_ > 0) return;
+  paused_total_ += clock_() - paused_at_;
 }
 
 void Progress::step(int64_t iter, int64_t epoch, float loss, double lr, int64_t images, const std::string& extra) {
   smoothed_ = iter == first_ + 1 ? loss : 0.95 * smoothed_ + 0.05 * loss;
-  window_images_ += images;
-  auto now = std::chrono::steady_clock::now();
-  double window = std::chrono::duration<double>(now - window_start_).count();
-  if (window >= 1.0 || rate_ == 0) {
-    if (window > 0) rate_ = window_images_ / window;
-    if (window >= 1.0) {
-      window_images_ = 0;
-      window_start_ = now;
+  last_iter_ = iter;
+  images_ += images;
+  interval_images_ += images;
+  ++interval_iters_;
+  if (steady_from_ >= 0) steady_images_ += images;
+  const double now = train_time();
+  const double interval_s = now - interval_start_;
+  const double rate = interval_s > 0 ? interval_images_ / interval_s : 0;
+  const double per_iter = interval_s / static_cast<double>(interval_iters_);
+  const bool permanent = display_ > 0 && (iter % display_ == 0 || iter == max_);
+  const bool ends_interval = permanent || (display_ <= 0 && iter == first_ + 1);
+  if (ends_interval || steady_from_ < 0) rate_ = rate;
+  if (ends_interval) {
+    interval_start_ = now;
+    interval_iters_ = interval_images_ = 0;
+    // The first interval (or, without one, the first iteration) is warm-up.
+    if (steady_from_ < 0) {
+      steady_from_ = iter + 1;
+      steady_start_ = now;
     }
   }
-  bool permanent = display_ > 0 && (iter % display_ == 0 || iter == max_);
-  bool redraw = tty_ && std::chrono::duration<double>(now - last_draw_).count() > 0.1;
+  const double wall_now = clock_();
+  const bool redraw = tty_ && wall_now - last_draw_ > 0.1;
   if (quiet_ || (!permanent && !redraw)) return;
-  last_draw_ = now;
-  double per_iter = rate_ > 0 ? images / rate_ : 0;
+  last_draw_ = wall_now;
   char buf[256];
-  std::snprintf(buf, sizeof buf, "iter %lld/%lld  epoch %lld  loss %.4f (avg %.4f)  lr %.3g  %.0f img/s  ETA %s",
-                static_cast<long long>(iter), static_cast<long long>(max_), static_cast<long long>(epoch),
-                loss, smoothed_, lr, rate_, format_duration(per_iter * (max_ - iter)).c_str());
+  std::snprintf(buf, sizeof buf, "iter %lld/%lld  epoch %lld  loss %.4f (avg %.4f)  lr %.3g  %s img/s  ETA %s",
+                static_cast<long long>(iter), static_cast<long long>(max_), static_cast<long long>(epoch), loss,
+                smoothed_, lr, human_number(rate).c_str(), human_seconds(per_iter * (max_ - iter)).c_str());
   draw(extra.empty() ? std::string(buf) : std::string(buf) + "  " + extra, permanent);
+}
+
+TrainingTotals Progress::totals() const {
+  TrainingTotals t;
+  t.first_iter = first_;
+  t.last_iter = last_iter_;
+  t.images = images_;
+  t.wall_s = clock_() - start_;
+  t.train_s = train_time();
+  // Ended before the first interval did: the whole run is all there is.
+  const bool warmed = steady_from_ >= 0 && steady_from_ <= last_iter_;
+  t.steady_from_iter = warmed ? steady_from_ : first_ + 1;
+  t.steady_images = warmed ? steady_images_ : images_;
+  t.steady_s = warmed ? t.train_s - steady_start_ : t.train_s;
+  return t;
 }
 
 void Progress::note(const std::string& line) {

@@ -4,7 +4,9 @@
 #include <filesystem>
 
 #include "core/device_memory.h"
+#include "core/config_blocks.h"
 #include "core/paths.h"
+#include "core/plugin.h"
 #include "core/safetensors.h"
 
 namespace poseidon {
@@ -25,13 +27,24 @@ int64_t non_negative(const ConfigNode& parent, const std::string& key, int64_t d
   if (v < 0) parent.child(key).fail("expected a non-negative integer");
   return v;
 }
+
+// Loads the `plugins:` of a model or training config and takes the key out of
+// the tree, so the parts that read the rest never see it.
+void load_config_plugins(const ConfigNode& root, const std::string& file) {
+  auto list = root.find("plugins");
+  if (!list) return;
+  load_plugins(*list, std::filesystem::path(file).parent_path().string());
+  YAML::Node tree = root.yaml();
+  tree.remove("plugins");
+}
 }  // namespace
 
 ConfigNode load_model(const std::string& file, const std::vector<std::string>& overrides,
                       const std::string& shown_prefix) {
   ConfigNode model = ConfigNode::load_file(file);
   if (!model.is_map()) model.fail("expected a model: a map with inputs and layers");
-  model.apply_overrides(overrides, shown_prefix);
+  load_config_plugins(model, file);
+  apply_model_overrides(model, overrides, shown_prefix);
   return model;
 }
 
@@ -66,6 +79,7 @@ TrainConfig TrainConfig::load(const std::string& file, const std::vector<std::st
     else config_overrides.push_back(o);
   }
   root.apply_overrides(config_overrides);
+  load_config_plugins(root, file);
   root.check_keys({"model", "seed", "threads", "device", "data", "solver", "train", "dist"});
 
   std::filesystem::path model_path(root.get_string("model"));
@@ -78,7 +92,9 @@ TrainConfig TrainConfig::load(const std::string& file, const std::vector<std::st
   c.seed = static_cast<uint64_t>(root.get_int("seed", 1));
   c.threads = static_cast<int>(non_negative(root, "threads", 0));
   try {
-    c.device = Device::parse(root.get_string("device", "cpu"));
+    const std::string device = root.get_string("device", "cpu");
+    c.device = Device::parse(device);
+    c.device_index_given = device.find(':') != std::string::npos;
   } catch (const ConfigError&) {
     throw;
   } catch (const Error& e) {
@@ -104,11 +120,13 @@ TrainConfig TrainConfig::load(const std::string& file, const std::vector<std::st
   }
 
   if (auto train = root.find("train")) {
-    train->check_keys({"display", "test_interval", "test_iters", "snapshot_interval", "output_dir"});
+    train->check_keys(
+        {"display", "test_interval", "test_iters", "snapshot_interval", "final_checkpoint", "output_dir"});
     c.display = non_negative(*train, "display", c.display);
     c.test_interval = non_negative(*train, "test_interval", 0);
     c.test_iters = non_negative(*train, "test_iters", 0);
     c.snapshot_interval = non_negative(*train, "snapshot_interval", 0);
+    c.final_checkpoint = train->get_bool("final_checkpoint", true);
     c.output_dir = train->get_string("output_dir", c.output_dir);
     if (auto dir = train->find("output_dir")) c.output_dir_location = dir->location();
   }

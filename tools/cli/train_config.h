@@ -10,7 +10,7 @@
 //     test:  {source: idx, images: ..., labels: ..., batch_size: 100}
 //   solver: {type: sgd, lr: 0.01, momentum: 0.9, max_iter: 5000, ...}
 //   train: {display: 100, test_interval: 1000, test_iters: 0, snapshot_interval: 0,
-//           output_dir: runs/lenet}
+//           final_checkpoint: true, output_dir: runs/lenet}
 //   dist: {scheme: hybrid, wfbp: true, ...}   # used under mpirun; see dist/dist_config.h
 #pragma once
 
@@ -39,6 +39,7 @@ struct TrainConfig {
   uint64_t seed = 1;
   int threads = 0;       // 0: all cores
   Device device;
+  bool device_index_given = false;  // "cuda:N" rather than "cuda" (dist/device_choice.h)
   DataConfig train_data;
   std::optional<DataConfig> test_data;
   SolverConfig solver;
@@ -46,6 +47,7 @@ struct TrainConfig {
   int64_t test_interval = 0;   // 0: test only at the end
   int64_t test_iters = 0;      // 0: the whole test set
   int64_t snapshot_interval = 0;
+  bool final_checkpoint = true;  // false: no final.safetensors (benchmarks that only time training)
   std::string output_dir = "runs/default";
   SourceLocation output_dir_location;  // train.output_dir in the file (or its override)
   dist::DistConfig dist;  // how ranks synchronise when the job has several

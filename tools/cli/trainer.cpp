@@ -11,27 +11,35 @@
 #include "core/finite_check.h"
 #include "core/local_sink.h"
 #include "core/math.h"
+#include "core/units.h"
+#include "dist/device_choice.h"
 #include "tools/cli/label_check.h"
 #include "tools/cli/progress.h"
+#include "tools/cli/run_summary.h"
 #include "tools/cli/stop_signal.h"
 
 namespace poseidon {
 namespace {
-// "comm 1.23 MB/it sent, 4.5 ms/it, 87% hidden"
+// "comm 1.23 MB/it sent, 4.50 ms/it, 87% hidden"
 std::string comm_summary(const dist::CommStats& s) {
   const double n = static_cast<double>(std::max<int64_t>(1, s.iterations));
-  char buf[128];
-  std::snprintf(buf, sizeof buf, "comm %.3g MB/it sent, %.3g ms/it, %.0f%% hidden", s.bytes_sent / n / 1e6,
-                s.comm_s / n * 1e3, s.hidden_share() * 100);
-  return buf;
+  std::string out = "comm " + human_bytes(s.bytes_sent / n) + "/it sent";
+  if (s.comm_s > 0)
+    out +=
+        ", " + human_seconds(s.comm_s / n) + "/it, " + std::to_string(std::lround(s.hidden_share() * 100)) + "% hidden";
+  return out;
 }
 }  // namespace
 
 void check_sample_shape(Net& net, const Source& source, const ConfigNode& where) {
   const std::string& input = net.input_names().front();
+  const std::string expected = shape_str(net.input_sample_shape(input));
   if (source.sample_shape() != net.input_sample_shape(input))
     where.fail("the data's examples have shape " + shape_str(source.sample_shape()) + " but the model's input '" +
-               input + "' expects " + shape_str(net.input_sample_shape(input)));
+               input + "' expects " + expected +
+               (where.get_string("source", "") == "synthetic"
+                    ? " (synthetic data: --set '" + where.path() + ".shape=" + expected + "')"
+                    : ""));
   if (net.input_names().size() < 2)
     where.fail("the model needs a second input for the labels (e.g. inputs: {data: [...], label: []})");
   check_labels(net, source, where);
@@ -78,6 +86,7 @@ Trainer::Trainer(TrainConfig config, TrainOptions options)
   if (options_.world) {
     rank_ = options_.world->rank();
     world_size_ = options_.world->size();
+    config_.device = dist::rank_device(*options_.world, config_.device, config_.device_index_given);
   }
   net_ = std::make_unique<Net>(config_.model, config_.train_data.batch_size, config_.device);
   net_->init_params(config_.seed);
@@ -311,7 +320,7 @@ EvalResult Trainer::run() {
   GradSink& alone = emulated_sink ? static_cast<GradSink&>(*emulated_sink) : local_sink;
   GradSink& untraced = session_ ? session_->sink() : alone;
   std::optional<dist::TracingSink> traced;
-  if (timeline_) traced.emplace(untraced, *timeline_);
+  if (timeline_) traced.emplace(untraced, *timeline_, config_.device, !session_ && !hold_updates);
   GradSink& sink = traced ? static_cast<GradSink&>(*traced) : untraced;
   // Forward waits at the scheduler's gates; alone it needs no gate unless traced.
   GradSink* gate = traced || session_ ? &sink : nullptr;
@@ -334,9 +343,26 @@ EvalResult Trainer::run() {
                  {"origin", plan_said_},
                  {"record", plan_record_path()}});
   }
+  // Tests, checkpoints and data waits on their timeline lanes; tests and
+  // checkpoints are not training time for the progress line's rate.
+  auto on_lane = [&](int lane, const char* name, const auto& work) {
+    const auto begin = dist::Timeline::Clock::now();
+    work();
+    if (timeline_) timeline_->add(name, name, lane, begin, dist::Timeline::Clock::now());
+  };
+  RunSummary summary;
+  auto checkpoint = [&](const std::string& tag) {
+    progress.pause();
+    on_lane(dist::Timeline::checkpoint, "checkpoint", [&] { save(checkpoint_path(tag)); });
+    progress.note("checkpoint " + checkpoint_path(tag));
+    summary.add_checkpoint(checkpoint_path(tag));
+    progress.resume();
+  };
   EvalResult last;
   auto run_test = [&] {
-    last = test();
+    progress.pause();
+    on_lane(dist::Timeline::test, "test", [&] { last = test(); });
+    summary.add_test(iter_, last.loss, last.metrics);
     nlohmann::json rec = {{"type", "test"}, {"iter", iter_}, {"loss", last.loss}, {"examples", last.examples}};
     std::ostringstream line;
     line << "test at iter " << iter_ << ": loss " << last.loss;
@@ -347,6 +373,7 @@ EvalResult Trainer::run() {
     line << "  (" << last.examples << " examples)";
     write_log(rec);
     progress.note(line.str());
+    progress.resume();
   };
 
   const auto start = std::chrono::steady_clock::now();
@@ -358,7 +385,7 @@ EvalResult Trainer::run() {
     const int64_t epoch = position.epoch;
     rng_before = rng_;
     if (hold_updates) buffers_before.copy_from(net_->flat_buffers());
-    feed_batch(*net_, *train_loader_, staged_data_, staged_labels_);
+    on_lane(dist::Timeline::data, "batch", [&] { feed_batch(*net_, *train_loader_, staged_data_, staged_labels_); });
     // The scheduler sets the solver's iteration itself, on its own thread.
     if (!session_) solver_->set_iteration(iter_);
     const double lr = config_.solver.lr.at(iter_);
@@ -386,7 +413,7 @@ EvalResult Trainer::run() {
                                    : "non-finite loss (" + non_finite_text(loss) + ")",
                       epoch, position, rng_before);
     }
-    if (hold_updates) local_sink.apply_held();
+    if (hold_updates) on_lane(dist::Timeline::update, "update", [&] { local_sink.apply_held(); });
     ++iter_;
     const bool display_now = config_.display > 0 && (iter_ % config_.display == 0 || iter_ == max_iter);
     std::optional<dist::CommStats> comm;
@@ -421,32 +448,35 @@ EvalResult Trainer::run() {
     }
     if (test_loader_ && config_.test_interval > 0 && iter_ % config_.test_interval == 0 && iter_ < max_iter) run_test();
     const bool snapshot = config_.snapshot_interval > 0 && iter_ % config_.snapshot_interval == 0;
-    if (snapshot && iter_ < max_iter) {
-      save(checkpoint_path("iter_" + std::to_string(iter_)));
-      progress.note("checkpoint " + checkpoint_path("iter_" + std::to_string(iter_)));
-    }
+    if (snapshot && iter_ < max_iter) checkpoint("iter_" + std::to_string(iter_));
     // A signal (catch_stop_signals) stops every rank here together, with one checkpoint.
     const int signal = stop_signal();
     if ((session_ ? session_->agree_to_stop(signal != 0) : signal != 0) && iter_ < max_iter) {
-      const std::string path = checkpoint_path("iter_" + std::to_string(iter_));
-      if (!snapshot) save(path);
+      const std::string tag = "iter_" + std::to_string(iter_);
+      if (!snapshot) checkpoint(tag);
       progress.finish();
       progress.note(std::string("stopped at iteration ") + std::to_string(iter_) + " by " +
-                    (signal ? stop_signal_name(signal) : "a signal to another rank") + "; checkpoint " + path +
-                    " (--resume " + path + " continues)");
-      write_log({{"type", "stopped"}, {"iter", iter_}, {"checkpoint", path}});
+                    (signal ? stop_signal_name(signal) : "a signal to another rank") + "; checkpoint " +
+                    checkpoint_path(tag) + " (--resume " + checkpoint_path(tag) + " continues)");
+      write_log({{"type", "stopped"}, {"iter", iter_}, {"checkpoint", checkpoint_path(tag)}});
       return last;
     }
   }
   progress.finish();
-  save(checkpoint_path("final"));
-  progress.note("checkpoint " + checkpoint_path("final"));
+  progress.pause();  // training time ends with the last iteration
+  if (config_.final_checkpoint)
+    checkpoint("final");
+  else
+    summary.set_no_final_checkpoint("train.final_checkpoint is false");
   if (test_loader_) run_test();
   if (timeline_) {
     const std::string path = dist::Timeline::path_for_rank(options_.timeline, rank_, world_size_);
     timeline_->write(path);
     progress.note("timeline " + path);
   }
+  const nlohmann::json record = summary.record(progress.totals());
+  write_log(record);
+  for (const std::string& line : RunSummary::lines(record)) progress.note(line);
   return last;
 }
 

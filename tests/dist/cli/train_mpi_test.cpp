@@ -5,11 +5,13 @@
 // combined batch, to relative 1e-4 (L2 norm per tensor).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <sstream>
 
 #include "core/safetensors.h"
@@ -69,11 +71,12 @@ double relative_l2(const std::vector<float>& a, const std::vector<float>& b) {
   return std::sqrt(diff) / std::max(std::sqrt(norm), 1e-30);
 }
 
-// Every tensor of `got` (parameters and optimizer state) matches `want`.
-void expect_same_state(const std::string& got, const std::string& want) {
+// Every tensor of `got` (parameters and optimizer state, which holds `state_entry`) matches `want`.
+void expect_same_state(const std::string& got, const std::string& want,
+                       const std::string& state_entry = "optimizer.fc1.weight.momentum_buffer") {
   SafetensorsFile a = read_safetensors(got), b = read_safetensors(want);
   ASSERT_EQ(a.tensors.size(), b.tensors.size());
-  EXPECT_GT(a.tensors.count("optimizer.fc1.weight.momentum_buffer"), 0u);
+  EXPECT_GT(a.tensors.count(state_entry), 0u);
   for (const auto& [name, t] : b.tensors) {
     ASSERT_TRUE(a.tensors.count(name)) << name << " missing from " << got;
     ASSERT_EQ(a.tensors.at(name).shape, t.shape) << name;
@@ -121,6 +124,8 @@ TEST_F(MpiTrain, TwoRanksMatchOneProcessOnTheCombinedBatch) {
     auto test = records(dir.file(scheme + "/metrics.jsonl"), "test");
     ASSERT_EQ(train.size(), 12u);
     EXPECT_GT(train.back()["comm_bytes_sent"].get<double>(), 0);
+    // Every record times its iteration's transfers, the first included (it once read 0 s, 100% hidden).
+    for (const auto& r : train) EXPECT_GT(r["comm_s"].get<double>(), 0) << r.dump();
     EXPECT_TRUE(records(dir.file(scheme + "/metrics.jsonl"), "plan").empty()) << "only hybrid plans with link figures";
     ASSERT_EQ(test.size(), 1u);
     EXPECT_EQ(test[0]["examples"], 30);
@@ -129,20 +134,49 @@ TEST_F(MpiTrain, TwoRanksMatchOneProcessOnTheCombinedBatch) {
                 1e-4 * std::abs(single_test[0]["loss"].get<double>()));
 
     // A trace per rank: 12 iterations of 8 layers forward, 7 backward (not accuracy), and one
-    // transfer per unit (PS: each of the 6 parameters; all-reduce: 1 KiB buckets) and iteration.
+    // transfer per unit (PS: each of the 6 parameters; all-reduce: 1 KiB buckets) and iteration,
+    // each unit on a lane of its own, its transfers one after another; lanes for the data
+    // waits (one a batch), the updates, the test at the end and the checkpoints (iterations 5
+    // and 10, and the final one).
     for (int rank = 0; rank < 2; ++rank) {
       std::ifstream in(dir.file(scheme + "/trace.rank" + std::to_string(rank) + ".json"));
       ASSERT_TRUE(in) << "no timeline of rank " << rank;
       const auto trace = nlohmann::json::parse(in);
       std::map<std::string, int> spans;
-      for (const auto& e : trace["traceEvents"])
-        if (e["ph"] == "X") ++spans[e["cat"].get<std::string>()];
+      std::map<int, std::string> lane_names;
+      std::map<int, std::vector<std::pair<double, double>>> unit_spans;  // lane -> (start, end)
+      std::map<std::string, std::set<int>> lanes_of;                     // category -> lanes
+      for (const auto& e : trace["traceEvents"]) {
+        if (e["ph"] == "M" && e["name"] == "thread_name") lane_names[e["tid"]] = e["args"]["name"];
+        if (e["ph"] != "X") continue;
+        const std::string category = e["cat"];
+        ++spans[category];
+        lanes_of[category].insert(e["tid"].get<int>());
+        if (category == scheme)
+          unit_spans[e["tid"]].emplace_back(e["ts"].get<double>(), e["ts"].get<double>() + e["dur"].get<double>());
+      }
       EXPECT_EQ(spans["forward"], 12 * 8);
       EXPECT_EQ(spans["backward"], 12 * 7);
       EXPECT_GT(spans[scheme], 0);
       EXPECT_EQ(spans[scheme] % 12, 0);
       if (scheme == "ps") {
         EXPECT_EQ(spans["ps"], 12 * 6);
+        EXPECT_EQ(unit_spans.size(), 6u);
+      }
+      for (auto& [lane, list] : unit_spans) {
+        EXPECT_EQ(list.size(), 12u) << lane_names[lane];
+        EXPECT_EQ(lane_names[lane].rfind("comm " + scheme + ": ", 0), 0u) << lane_names[lane];
+        std::sort(list.begin(), list.end());
+        for (size_t i = 1; i < list.size(); ++i) EXPECT_GE(list[i].first, list[i - 1].second) << lane_names[lane];
+      }
+      EXPECT_EQ(spans["batch"], 12);
+      EXPECT_GT(spans["update"], 0);
+      EXPECT_EQ(spans["test"], 1);
+      EXPECT_EQ(spans["checkpoint"], 3);
+      for (const auto& [category, lane] : {std::pair{"batch", "data"}, std::pair{"update", "update"},
+                                           std::pair{"test", "test"}, std::pair{"checkpoint", "checkpoint"}}) {
+        ASSERT_EQ(lanes_of[category].size(), 1u) << category;
+        EXPECT_EQ(lane_names[*lanes_of[category].begin()].rfind(lane, 0), 0u) << category;
       }
     }
   }
@@ -208,6 +242,30 @@ TEST_F(MpiTrain, ResumesOnAnotherRankCount) {
   CliResult one = run_poseidon(train_args(8, "one", "--resume " + dir.file("two/iter_10.safetensors")));
   ASSERT_EQ(one.status, 0) << one.err;
   expect_same_state(dir.file("one/final.safetensors"), dir.file("straight/final.safetensors"));
+}
+
+// Adam's moments and step counts, sharded over the parameter server's
+// owners, are gathered into checkpoints and spread again on resume.
+TEST_F(MpiTrain, AdamStateResumesOnAnotherRankCount) {
+  std::ifstream sgd(config);
+  std::stringstream text;
+  text << sgd.rdbuf();
+  std::string adam_config = text.str();
+  adam_config.replace(adam_config.find("momentum: 0.9"), 13, "type: adam");
+  config = dir.write("adam.yaml", adam_config);
+  CliResult straight = run_poseidon(train_args(8, "straight"));
+  ASSERT_EQ(straight.status, 0) << straight.err;
+  CliResult two =
+      run_mpi(2, train_args(4, "two", "--set dist.scheme=ps --resume " + dir.file("straight/iter_5.safetensors")));
+  ASSERT_EQ(two.status, 0) << two.err;
+  expect_same_state(dir.file("two/final.safetensors"), dir.file("straight/final.safetensors"),
+                    "optimizer.fc1.weight.exp_avg_sq");
+  EXPECT_EQ(read_safetensors(dir.file("two/iter_10.safetensors")).tensors.at("optimizer.fc1.weight.step").data,
+            std::vector<float>{10.f});
+  CliResult one = run_poseidon(train_args(8, "one", "--resume " + dir.file("two/iter_10.safetensors")));
+  ASSERT_EQ(one.status, 0) << one.err;
+  expect_same_state(dir.file("one/final.safetensors"), dir.file("straight/final.safetensors"),
+                    "optimizer.fc1.weight.exp_avg_sq");
 }
 
 }  // namespace
