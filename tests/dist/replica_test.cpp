@@ -14,7 +14,7 @@
 //   within 1e-6 (relative L2 per tensor) for SFB parameters, whose gradient
 //   is rebuilt by one GEMM over the combined batch, and within 1e-4 for all
 //   (the order of the sums over the batch differs); each gradient at least
-//   three times its weight decay; LeNet's loss falls.
+//   twice its weight decay; LeNet's loss falls under SGD.
 // Parameters end bitwise identical on every rank. The "offload" cases hand
 // the all-reduce sums and SFB's rebuild GEMMs to stand-ins of a GPU's
 // (dist::DeviceOffload: a reduce to rank 0 and a broadcast, as NCCL gives
@@ -393,7 +393,7 @@ DistRun train_distributed(const std::string& model, const dist::DistConfig& conf
         EXPECT_LE(relative_l2(state.slots.data(), combined_state.slots.data(), slots), 1e-4)
             << name << ": solver state vs the combined batch";
         EXPECT_EQ(state.steps, combined_state.steps) << name << ": step count";
-        EXPECT_GT(l2(reference.grads.data() + at, n), 3 * solver.config().weight_decay * l2(before.data() + at, n))
+        EXPECT_GT(l2(reference.grads.data() + at, n), 2 * solver.config().weight_decay * l2(before.data() + at, n))
             << name << ": weight decay, not its gradient, moves it";
       }
     }

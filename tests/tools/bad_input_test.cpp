@@ -192,7 +192,7 @@ std::vector<Case> cases() {
        [](TempDir& d) {
          return standard(d, replace(kModel, "num_output: 10}", "num_output: 10, num_output: 12}"), config_text(d));
        },
-       "model.yaml", ":6:43: key 'layers[2].num_output'", "duplicate key 'num_output' (first at line 6, column 27)"},
+       "model.yaml", ":6:43: key 'layers.fc1.num_output'", "duplicate key 'num_output' (first at line 6, column 27)"},
       {"duplicate_key_in_override",
        [](TempDir& d) { return standard(d, kModel, config_text(d), " --set 'solver={lr: 0.1, lr: 0.2}'"); },
        "--set solver={lr: 0.1, lr: 0.2}", "key 'lr'", "duplicate key 'lr'"},
@@ -202,7 +202,7 @@ std::vector<Case> cases() {
        "--set solver.lr=abc", "key 'solver.lr'", "expected a number, found 'abc'"},
       {"net_override_wrong_type",
        [](TempDir& d) { return standard(d, kModel, config_text(d), " --set net.layers.fc1.num_output=abc"); },
-       "--set net.layers.fc1.num_output=abc", "key 'layers[2].num_output'", "expected an integer, found 'abc'"},
+       "--set net.layers.fc1.num_output=abc", "key 'layers.fc1.num_output'", "expected an integer, found 'abc'"},
       {"config_is_a_directory",
        [](TempDir& d) {
          std::filesystem::create_directories(d.file("conf.d"));
@@ -242,12 +242,12 @@ std::vector<Case> cases() {
                                  "{name: fc1, type: fc, num_output: 2000000000}\n  - {name: fc2, type: fc, num_output: 10}");
          return standard(d, replace(m, "inputs: [fc1, label]", "inputs: [fc2, label]"), config_text(d));
        },
-       "model.yaml", ":6:5: key 'layers[2]'", "the largest part is layer 'fc1'"},
+       "model.yaml", ":6:5: key 'layers.fc1'", "the largest part is layer 'fc1'"},
       {"batch_beyond_memory",
        [](TempDir& d) {
          return standard(d, kModel, config_text(d), " --set data.train.batch_size=1000000000");
        },
-       "model.yaml", ":4:5: key 'layers[0]'", "training 'tiny' at batch 1000000000 needs about"},
+       "model.yaml", ":4:5: key 'layers.conv1'", "training 'tiny' at batch 1000000000 needs about"},
       {"list_label_out_of_range",
        [](TempDir& d) {
          d.write("list.txt", "a.png 1\nb.png 0\n\nc.png 12\nd.png 3\n");
