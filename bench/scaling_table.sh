@@ -48,7 +48,7 @@ if png:
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    fig, axes = plt.subplots(1, 2, figsize=(11, 4.2), sharey=True)
+    fig, axes = plt.subplots(1, 2, figsize=(11, 5), sharey=True)
     for ax, m in zip(axes, names):
         for s, style in (("shipped", "-"), ("modern", "--")):
             for gbps, color in zip((25, 40, 100, 400), ("C0", "C1", "C2", "C3")):
@@ -66,7 +66,9 @@ if png:
         ax.grid(True, alpha=0.3)
     axes[0].set_ylabel("scaling efficiency, %")
     axes[0].set_ylim(0, 110)
-    axes[1].legend(fontsize=7, loc="center right", bbox_to_anchor=(1, 0.62))
-    fig.tight_layout()
+    handles, labels = axes[1].get_legend_handles_labels()
+    h0, l0 = axes[0].get_legend_handles_labels()
+    fig.legend(handles + h0[-1:], labels + l0[-1:], fontsize=7, loc="lower center", ncol=5)
+    fig.tight_layout(rect=(0, 0.14, 1, 1))
     fig.savefig(png, dpi=110)
 PY
