@@ -1,4 +1,5 @@
-// OpenBLAS kernel selection for CPUs its detection does not know.
+// OpenBLAS kernel selection for CPUs its detection does not know, and the
+// OpenMP wait policy set before libgomp loads (see cpu_tuning.h).
 #include "tools/cli/cpu_tuning.h"
 
 #include <unistd.h>
@@ -19,6 +20,16 @@ const char* best_core_type() {
   if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return "Haswell";
   return nullptr;
 }
+
+// Runs before the shared libraries' initialisers (libgomp's reads the
+// environment), so only the C library's basics may be used here.
+void set_wait_policy(int, char**, char**) {
+  if (std::getenv("OMP_WAIT_POLICY") || std::getenv("GOMP_SPINCOUNT")) return;  // the user's choice
+  setenv("OMP_WAIT_POLICY", kDefaultWaitPolicy, 0);
+}
+
+[[gnu::used, gnu::section(".preinit_array")]] void (*wait_policy_before_libraries)(int, char**, char**) =
+    set_wait_policy;
 }  // namespace
 
 void ensure_blas_kernels(char** argv) {

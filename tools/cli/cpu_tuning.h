@@ -11,4 +11,16 @@ namespace poseidon {
 // when nothing needs to change (or the restart is impossible).
 void ensure_blas_kernels(char** argv);
 
+// The OpenMP wait policy the binary runs under unless the user sets one
+// (OMP_WAIT_POLICY or GOMP_SPINCOUNT): passive, so that a thread waiting at
+// the end of a parallel region sleeps instead of spinning. libgomp's default
+// spins for about 300,000 iterations first; on cores shared with other busy
+// processes the spinning threads take the time slices the working ones need,
+// and two threads ran up to 2.8 times slower than one (docs/BENCHMARKS.md,
+// "Threads on shared cores"). libgomp reads the setting while it loads, so
+// cpu_tuning.cpp applies it from the executable's .preinit_array, which runs
+// before any shared library's initialiser. The thread count is left to
+// libgomp: one thread per CPU the process may run on (its affinity mask).
+inline constexpr const char* kDefaultWaitPolicy = "passive";
+
 }  // namespace poseidon
