@@ -31,7 +31,7 @@ run_one() {  # threads env... -> ms per iteration
   local threads=$1; shift
   env -u OMP_WAIT_POLICY -u GOMP_SPINCOUNT -u OMP_NUM_THREADS "$@" \
     "$binary" time "$model" --batch "$batch" --iters 5 --warmup 2 --threads "$threads" --json |
-    python3 -c 'import json, sys; print(f"{json.load(sys.stdin)["iteration_ms"]:.1f}")'
+    python3 -c 'import json, sys; print(round(json.load(sys.stdin)["iteration_ms"], 1))'
 }
 
 declare -A best
@@ -40,7 +40,7 @@ cleanup() { [[ -n $hog ]] && kill "$hog" 2>/dev/null; true; }
 trap cleanup EXIT
 echo "load average before: $(cut -d' ' -f1-3 /proc/loadavg)" >&2
 for ((r = 1; r <= rounds; ++r)); do
-  for load in idle busy; do
+  for load in as-is busy; do
     if [[ $load == busy ]]; then
       taskset -c "$busy_cpu" yes >/dev/null &
       hog=$!
@@ -65,5 +65,5 @@ echo "| variant | machine as it is | one CPU busy with yes |"
 echo "|---|---:|---:|"
 for v in "${variants[@]}"; do
   IFS='|' read -r name _ _ <<<"$v"
-  echo "| $name | ${best[idle|$name]} | ${best[busy|$name]} |"
+  echo "| $name | ${best[as-is|$name]} | ${best[busy|$name]} |"
 done

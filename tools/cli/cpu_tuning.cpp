@@ -1,5 +1,5 @@
-// OpenBLAS kernel selection for CPUs its detection does not know, and the
-// OpenMP wait policy set before libgomp loads (see cpu_tuning.h).
+// OpenBLAS kernel selection and the OpenMP wait policy, set before the
+// libraries load (see cpu_tuning.h).
 #include "tools/cli/cpu_tuning.h"
 
 #include <unistd.h>
@@ -21,25 +21,29 @@ const char* best_core_type() {
   return nullptr;
 }
 
-// Runs before the shared libraries' initialisers (libgomp's reads the
-// environment), so only the C library's basics may be used here.
-void set_wait_policy(int, char**, char**) {
-  if (std::getenv("OMP_WAIT_POLICY") || std::getenv("GOMP_SPINCOUNT")) return;  // the user's choice
-  setenv("OMP_WAIT_POLICY", kDefaultWaitPolicy, 0);
+// Whether OPENBLAS_CORETYPE was set here: only when OpenBLAS fell back to
+// its generic kernels on a CPU that has better ones.
+bool choose_blas_kernels() {
+  if (std::getenv("OPENBLAS_CORETYPE")) return false;  // the user's choice, or already restarted
+  const char* detected = openblas_get_corename();
+  if (!detected || (std::strcmp(detected, "Prescott") != 0 && std::strcmp(detected, "Core2") != 0)) return false;
+  const char* core = best_core_type();
+  if (!core) return false;
+  setenv("OPENBLAS_CORETYPE", core, 1);
+  return true;
 }
 
-[[gnu::used, gnu::section(".preinit_array")]] void (*wait_policy_before_libraries)(int, char**, char**) =
-    set_wait_policy;
+bool choose_wait_policy() {
+  if (std::getenv("OMP_WAIT_POLICY") || std::getenv("GOMP_SPINCOUNT")) return false;  // the user's choice
+  setenv("OMP_WAIT_POLICY", "passive", 1);
+  return true;
+}
 }  // namespace
 
-void ensure_blas_kernels(char** argv) {
-  if (std::getenv("OPENBLAS_CORETYPE")) return;  // the user's choice, or already restarted
-  const char* detected = openblas_get_corename();
-  if (!detected || (std::strcmp(detected, "Prescott") != 0 && std::strcmp(detected, "Core2") != 0)) return;
-  const char* core = best_core_type();
-  if (!core) return;
-  setenv("OPENBLAS_CORETYPE", core, 1);
-  execv("/proc/self/exe", argv);  // returns only on failure: carry on with the generic kernels
+void apply_cpu_settings(char** argv) {
+  const bool blas = choose_blas_kernels();
+  const bool wait = choose_wait_policy();
+  if (blas || wait) execv("/proc/self/exe", argv);  // returns only on failure: carry on with the defaults
 }
 
 }  // namespace poseidon
