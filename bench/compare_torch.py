@@ -10,9 +10,8 @@ PyTorch runs forward and loss under torch.autocast("cpu", dtype=torch.bfloat16)
 and the engine gets `poseidon time --precision bf16`; in fp32 the engine is
 called without the flag."""
 
-import contextlib
-
 import argparse
+import contextlib
 import datetime
 import json
 import math
@@ -24,10 +23,17 @@ import sys
 import time
 from pathlib import Path
 
-import torch
-import torch.nn.functional as F
+# Both sides wait passively between parallel regions, the engine's default:
+# PyTorch's bundled OpenMP would otherwise spin, which on shared cores made it
+# several times slower and the comparison meaningless. Set before torch
+# loads its OpenMP runtime; the engine, a child process, inherits it. An
+# OMP_WAIT_POLICY in the caller's environment applies to both instead.
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
-from torch_models import MODELS
+import torch  # noqa: E402 (after the environment it reads while loading)
+import torch.nn.functional as F  # noqa: E402
+
+from torch_models import MODELS  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 # The engine's `time` verb trains with this step and momentum; the same here
@@ -183,7 +189,7 @@ def measure(args: argparse.Namespace) -> dict:
 def print_table(args: argparse.Namespace, results: dict) -> None:
     print(f"date {datetime.datetime.now(datetime.timezone.utc).date()}, {os.cpu_count()} CPUs ({cpu_model()}), "
           f"torch {torch.__version__} ({torch_source()}), batch {args.batch} unless the table says, "
-          f"{args.threads} threads, {args.precision}"
+          f"{args.threads} threads (OMP_WAIT_POLICY={os.environ['OMP_WAIT_POLICY']} on both sides), {args.precision}"
           f"{' (PyTorch: autocast bf16)' if args.precision == 'bf16' else ''}, "
           f"fastest of {args.rounds} rounds")
     print()
