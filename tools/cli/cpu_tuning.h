@@ -17,7 +17,7 @@ namespace poseidon {
 //   a thread waiting at the end of a parallel region sleeps at once instead
 //   of spinning (libgomp's default spins ~300,000 times first). On cores
 //   shared with other busy processes the spinning threads take the time
-//   slices the working ones need, and a 2-thread step ran 5 to 20 times
+//   slices the working ones need, and a 2-thread step ran 4 to 24 times
 //   slower than with passive waits (docs/BENCHMARKS.md, "Threads on shared
 //   cores"). The thread count stays libgomp's default: one per CPU in the
 //   process's affinity mask.
