@@ -47,6 +47,7 @@
 namespace poseidon::dist {
 
 class PsExchange;
+class LowRankExchange;
 
 // Communication of the iterations since the last take_stats().
 struct CommStats {
@@ -141,6 +142,7 @@ class Scheduler : public GradSink {
   std::vector<std::unique_ptr<Exchange>> exchanges_;  // per unit
   std::unordered_map<const Exchange*, size_t> group_of_exchange_;
   std::vector<PsExchange*> ps_exchanges_;
+  std::vector<LowRankExchange*> lowrank_exchanges_;
 
   // Shared between the threads, under mutex_.
   std::mutex mutex_;

@@ -25,8 +25,10 @@ Session::Session(Net& net, const ConfigNode& model, Solver& solver, const World&
   }
   Net& exchanged = mirror_ ? *mirror_ : net_;
   std::map<size_t, Scheme> pinned;
+  std::map<size_t, Wire> wires;
   if (options.pinned_plan) {
     pinned = pinned_schemes(*options.pinned_plan, exchanged, options.pinned_plan_path);
+    wires = pinned_wires(*options.pinned_plan, exchanged);
     link_ = options.pinned_plan->link;
   } else if (config_.scheme == SchemeChoice::hybrid) {
     link_ = measure_link(world, config_, options.gemm_gflops, options.recorded_link);
@@ -38,11 +40,11 @@ Session::Session(Net& net, const ConfigNode& model, Solver& solver, const World&
   scheduler.compute = std::move(options.compute);
   // Emulated, the exchanges' work is a wait: nothing is left to a GPU.
   if (net_.device().is_cuda() && !scheduler.compute) scheduler.offload = make_offload(world);
-  scheduler_ = std::make_unique<Scheduler>(exchanged, solver, world,
-                                           plan_for_config(exchanged, config_, world.size(),
-                                                           link_.value_or(LinkModel{}),
-                                                           options.pinned_plan ? &pinned : nullptr),
-                                           std::move(scheduler));
+  scheduler_ =
+      std::make_unique<Scheduler>(exchanged, solver, world,
+                                  plan_for_config(exchanged, config_, world.size(), link_.value_or(LinkModel{}),
+                                                  options.pinned_plan ? &pinned : nullptr, &wires),
+                                  std::move(scheduler));
   if (mirror_) staging_ = std::make_unique<HostStagingSink>(net_, *mirror_, *scheduler_);
 }
 
