@@ -2,8 +2,10 @@
 #include "dist/lowrank.h"
 
 #include <cmath>
+#include <cstring>
 #include <random>
 
+#include "core/checkpoint.h"
 #include "core/math.h"
 
 namespace poseidon::dist {
@@ -138,6 +140,35 @@ void LowRankExchange::complete(int slot, InFlight& in_flight) {
     default:
       return;
   }
+}
+
+std::string LowRankExchange::q_name() const { return kCompressionPrefix + params_[0]->name + ".lowrank_q"; }
+std::string LowRankExchange::error_name() const { return kCompressionPrefix + params_[0]->name + ".lowrank_error"; }
+
+void LowRankExchange::import_state(const std::map<std::string, Tensor>& saved) {
+  const auto q = saved.find(q_name()), error = saved.find(error_name());
+  if (q == saved.end() && error == saved.end()) return;
+  const Shape q_shape{state_.cols, state_.rank}, error_shape{comm_.size(), state_.rows, state_.cols};
+  if (q == saved.end() || error == saved.end() || q->second.shape() != q_shape || error->second.shape() != error_shape)
+    throw Error("the checkpoint's low-rank state of " + params_[0]->name + " does not fit this run (expected " +
+                q_name() + " " + shape_str(q_shape) + " and " + error_name() + " " + shape_str(error_shape) +
+                ": rank dist.lowrank_rank and " + std::to_string(comm_.size()) + " ranks)");
+  std::memcpy(state_.q.data(), q->second.data(), state_.q.size() * sizeof(float));
+  std::memcpy(state_.error.data(), error->second.data() + comm_.rank() * state_.error.size(),
+              state_.error.size() * sizeof(float));
+}
+
+void LowRankExchange::gather_state(std::vector<std::pair<std::string, Tensor>>& into, int root) {
+  const int n = static_cast<int>(state_.error.size());
+  Tensor error;
+  if (comm_.rank() == root) error = Tensor(Shape{comm_.size(), state_.rows, state_.cols});
+  POSEIDON_MPI(MPI_Gather(state_.error.data(), n, MPI_FLOAT, comm_.rank() == root ? error.data() : nullptr, n,
+                          MPI_FLOAT, root, comm_.handle()));
+  if (comm_.rank() != root) return;
+  Tensor q(Shape{state_.cols, state_.rank});
+  std::memcpy(q.data(), state_.q.data(), state_.q.size() * sizeof(float));
+  into.emplace_back(q_name(), q);
+  into.emplace_back(error_name(), error);
 }
 
 std::string LowRankExchange::describe(int slot) const {

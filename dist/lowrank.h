@@ -17,7 +17,9 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/layer.h"
@@ -62,8 +64,18 @@ class LowRankExchange : public Exchange {
   void complete(int slot, InFlight& in_flight) override;
   std::string describe(int slot) const override;
 
-  LowRankState& state() { return state_; }
-  const Param& weight() const { return *params_[0]; }
+  // Checkpointed state: "compression.<weight>.lowrank_q" [cols, r] and
+  // "compression.<weight>.lowrank_error" [ranks, rows, cols], every rank's
+  // error memory in rank order.
+  std::string q_name() const;
+  std::string error_name() const;
+  // Takes Q and this rank's error memory from `saved` where it holds them
+  // (a resumed run); throws Error when their shapes do not fit this layer,
+  // rank and rank count.
+  void import_state(const std::map<std::string, Tensor>& saved);
+  // Collective over this exchange's communicator, outside iterations: rank
+  // `root` appends the two entries to `into` (the others only send).
+  void gather_state(std::vector<std::pair<std::string, Tensor>>& into, int root);
 
  private:
   enum Slot { projected, gathered_p, back_projected, gathered_q, decompressed, updated };

@@ -80,6 +80,7 @@ Scheduler::Scheduler(Net& net, Solver& solver, const World& world, CommPlan plan
       for (size_t i : unit.params) params.push_back(plan_.params[i].param);
       auto lowrank = std::make_unique<LowRankExchange>(comm_->duplicate(), solver_, *compute_, std::move(params),
                                                        config_.lowrank_rank, unit.label);
+      lowrank->import_state(options.compression_state);
       lowrank_exchanges_.push_back(lowrank.get());
       ex = std::move(lowrank);
     } else {
@@ -374,6 +375,14 @@ Solver Scheduler::solver_snapshot() {
     for (PsExchange* ps : ps_exchanges_) ps->gather_state(copy, 0);
   });
   return copy;
+}
+
+std::vector<std::pair<std::string, Tensor>> Scheduler::compression_state() {
+  std::vector<std::pair<std::string, Tensor>> out;
+  run([&](const Comm&) {
+    for (LowRankExchange* lowrank : lowrank_exchanges_) lowrank->gather_state(out, 0);
+  });
+  return out;
 }
 
 void Scheduler::check_replicas_identical() {

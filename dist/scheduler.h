@@ -78,6 +78,8 @@ struct SchedulerOptions {
   // The exchanges' arithmetic; null: on this host (HostCompute, with the
   // offload's GEMM). Emulated compute passes its own (dist/emulated_compute.h).
   std::shared_ptr<ExchangeCompute> compute;
+  // Low-rank compression's state from a checkpoint (LowRankExchange::import_state).
+  std::map<std::string, Tensor> compression_state;
 };
 
 class Scheduler : public GradSink {
@@ -107,6 +109,9 @@ class Scheduler : public GradSink {
   // A copy of the solver holding the full optimizer state, PS shards
   // gathered; complete on rank 0 only. Every rank must call it.
   Solver solver_snapshot();
+  // Low-rank compression's state (dist/lowrank.h: Q and every rank's error
+  // memory) as checkpoint entries; complete on rank 0 only. Every rank must call it.
+  std::vector<std::pair<std::string, Tensor>> compression_state();
   // Averages the Net's buffers (e.g. batch-norm running statistics, which
   // each rank gathers from its own shard) over the ranks, identically on all.
   void average_buffers();

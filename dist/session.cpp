@@ -38,6 +38,7 @@ Session::Session(Net& net, const ConfigNode& model, Solver& solver, const World&
   scheduler.first_iteration = options.first_iteration;
   scheduler.check_finite = options.check_finite;
   scheduler.compute = std::move(options.compute);
+  scheduler.compression_state = std::move(options.compression_state);
   // Emulated, the exchanges' work is a wait: nothing is left to a GPU.
   if (net_.device().is_cuda() && !scheduler.compute) scheduler.offload = make_offload(world);
   scheduler_ =
@@ -102,6 +103,8 @@ std::vector<double> Session::sum_over_ranks(const std::vector<double>& values) {
 }
 
 Solver Session::solver_snapshot() { return scheduler_->solver_snapshot(); }
+
+std::vector<std::pair<std::string, Tensor>> Session::compression_state() { return scheduler_->compression_state(); }
 
 CommStats Session::take_stats() { return scheduler_->take_stats(); }
 
