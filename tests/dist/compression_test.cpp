@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "core/checkpoint.h"
+#include "dist/compression_plan.h"
 #include "dist/lowrank.h"
 #include "dist/scheduler.h"
 #include "dist/wire.h"
@@ -65,6 +66,63 @@ TEST(LowRank, OrthogonalisedColumnsAreOrthonormal) {
       for (int64_t i = 0; i < rows; ++i) dot += double(p[i * rank + a]) * p[i * rank + b];
       EXPECT_NEAR(dot, a == b ? 1.0 : 0.0, 1e-5) << a << " " << b;
     }
+}
+
+TEST(CompressionConfig, ParsesAndRefusesWhatCannotRun) {
+  auto parse = [](const std::string& yaml) { return dist::DistConfig::parse(ConfigNode::parse(yaml, "dist.yaml")); };
+  const dist::DistConfig c = parse("wire: bf16\nlowrank: true\nlowrank_rank: 2\n");
+  EXPECT_EQ(c.wire, dist::Wire::bf16);
+  EXPECT_TRUE(c.lowrank);
+  EXPECT_EQ(c.lowrank_rank, 2);
+  EXPECT_EQ(parse("scheme: ps\n").wire, dist::Wire::fp32);
+  EXPECT_THROW(parse("wire: fp16\n"), Error);
+  EXPECT_THROW(parse("scheme: ps\nlowrank: true\n"), Error);  // a choice of the hybrid planner
+  EXPECT_THROW(parse("lowrank_rank: 0\n"), Error);
+}
+
+TEST(CompressionPlan, BucketsHoldOneWireFormat) {
+  Net net(model_config("lenet"), kPerRank);
+  dist::DistConfig config;
+  config.scheme = dist::SchemeChoice::allreduce;
+  config.bucket_bytes = 64 << 20;  // everything would fit one bucket
+  std::map<size_t, dist::Wire> wires;
+  for (size_t l = 0; l < net.num_layers(); ++l)
+    if (net.layer(l).name() == "conv2") wires[l] = dist::Wire::bf16;
+  const dist::CommPlan plan = dist::plan_for_config(net, config, 2, {}, nullptr, &wires);
+  int bf16_groups = 0;
+  for (const dist::SyncGroup& g : plan.groups) {
+    for (size_t i : g.params) {
+      const bool conv2 = net.layer(plan.params[i].layer).name() == "conv2";
+      EXPECT_EQ(g.wire, conv2 ? dist::Wire::bf16 : dist::Wire::fp32) << plan.params[i].param->name;
+      EXPECT_EQ(plan.params[i].wire, g.wire);
+    }
+    if (g.wire == dist::Wire::bf16) ++bf16_groups;
+  }
+  EXPECT_EQ(bf16_groups, 1);
+  EXPECT_EQ(plan.groups.size(), 3u);  // fc2 and fc1; conv2; conv1
+}
+
+TEST(CompressionPlan, PlannerChoosesLowRankOnlyWhenAskedAndFaster) {
+  Net net(model_config("lenet"), 64);       // at 64 examples a rank SFB's factors outweigh fc1's low-rank ones
+  const dist::LinkModel slow{0.1, 20, 50};  // 100 Mbit/s: bytes dominate
+  dist::DistConfig config;
+  config.lowrank_rank = 4;
+  auto schemes = [&](const dist::DistConfig& c, const dist::LinkModel& link) {
+    std::map<std::string, dist::Scheme> out;
+    const dist::CommPlan plan = dist::plan_for_config(net, c, 4, link);
+    for (const dist::PlannedParam& p : plan.params) out[net.layer(p.layer).name()] = p.scheme;
+    return out;
+  };
+  for (const auto& [layer, scheme] : schemes(config, slow)) EXPECT_NE(scheme, dist::Scheme::lowrank) << layer;
+  config.lowrank = true;
+  const auto chosen = schemes(config, slow);
+  EXPECT_EQ(chosen.at("fc1"), dist::Scheme::lowrank);  // 400,000 numbers against 5,200 factors a rank
+  EXPECT_EQ(chosen.at("conv2"), dist::Scheme::lowrank);
+  // Its GEMMs are charged: at 1 MFLOP/s they cost more than the bytes save.
+  const dist::LinkModel slow_gemm{0.1, 20, 1e-3};
+  for (const auto& [layer, scheme] : schemes(config, slow_gemm)) EXPECT_NE(scheme, dist::Scheme::lowrank) << layer;
+  // The traffic: 2 (P - 1) (r (n + m) + b) numbers.
+  EXPECT_DOUBLE_EQ(dist::lowrank_cost(500, 800, 500, 4, 4, slow).numbers, 2.0 * 3 * (4 * (500 + 800) + 500));
 }
 
 // Backward writes every gradient into the Net's flat buffer; this sink only
