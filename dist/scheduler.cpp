@@ -368,19 +368,19 @@ void Scheduler::average_buffers() {
   });
 }
 
-Solver Scheduler::solver_snapshot() {
+Solver Scheduler::solver_snapshot(int root) {
   sync();
   Solver copy = solver_;
   run([&](const Comm&) {
-    for (PsExchange* ps : ps_exchanges_) ps->gather_state(copy, 0);
+    for (PsExchange* ps : ps_exchanges_) ps->gather_state(copy, root);
   });
   return copy;
 }
 
-std::vector<std::pair<std::string, Tensor>> Scheduler::compression_state() {
+std::vector<std::pair<std::string, Tensor>> Scheduler::compression_state(int root) {
   std::vector<std::pair<std::string, Tensor>> out;
   run([&](const Comm&) {
-    for (LowRankExchange* lowrank : lowrank_exchanges_) lowrank->gather_state(out, 0);
+    for (LowRankExchange* lowrank : lowrank_exchanges_) lowrank->gather_state(out, root);
   });
   return out;
 }

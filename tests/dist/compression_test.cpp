@@ -21,7 +21,7 @@
 #include "dist/scheduler.h"
 #include "dist/wire.h"
 #include "tests/dist/test_world.h"
-#include "tests/dist/training_fixture.h"
+#include "tests/dist/compression_fixture.h"
 
 namespace poseidon::testing {
 namespace {
@@ -81,7 +81,7 @@ TEST(CompressionConfig, ParsesAndRefusesWhatCannotRun) {
 }
 
 TEST(CompressionPlan, BucketsHoldOneWireFormat) {
-  Net net(model_config("lenet"), kPerRank);
+  Net net(lenet_config(), kPerRank);
   dist::DistConfig config;
   config.scheme = dist::SchemeChoice::allreduce;
   config.bucket_bytes = 64 << 20;  // everything would fit one bucket
@@ -103,7 +103,7 @@ TEST(CompressionPlan, BucketsHoldOneWireFormat) {
 }
 
 TEST(CompressionPlan, PlannerChoosesLowRankOnlyWhenAskedAndFaster) {
-  Net net(model_config("lenet"), 64);       // at 64 examples a rank SFB's factors outweigh fc1's low-rank ones
+  Net net(lenet_config(), 64);       // at 64 examples a rank SFB's factors outweigh fc1's low-rank ones
   const dist::LinkModel slow{0.1, 20, 50};  // 100 Mbit/s: bytes dominate
   dist::DistConfig config;
   config.lowrank_rank = 4;
@@ -188,7 +188,7 @@ void simulate_ring(const std::vector<std::vector<float>>& grads, int64_t begin, 
 // The whole run on one process: each rank's gradient from its own shard,
 // then each plan group's exchange as its arithmetic.
 std::vector<float> simulate_training(const Compression& c, int ranks) {
-  Net net(model_config("lenet"), kPerRank);
+  Net net(lenet_config(), kPerRank);
   net.init_params(7);
   Solver solver(solver_config("sgd", kIterations));
   const dist::CommPlan plan = plan_of(net, c, ranks);
@@ -325,7 +325,7 @@ DistResult train_distributed(const Compression& c, Net& net, Solver& solver, int
 }
 
 DistResult train_distributed(const Compression& c) {
-  Net net(model_config("lenet"), kPerRank);
+  Net net(lenet_config(), kPerRank);
   net.init_params(7);
   Solver solver(solver_config("sgd", kIterations));
   return train_distributed(c, net, solver);
@@ -344,14 +344,14 @@ TEST(LowRankCheckpoint, ResumesBitForBit) {
   const DistResult straight = train_distributed(lowrank);
   const std::string path = shared_path("lowrank_checkpoint");
   {
-    Net net(model_config("lenet"), kPerRank);
+    Net net(lenet_config(), kPerRank);
     net.init_params(7);
     Solver solver(solver_config("sgd", kIterations));
     train_distributed(lowrank, net, solver, 0, kIterations / 2, {}, path);
   }
   POSEIDON_MPI(MPI_Barrier(MPI_COMM_WORLD));  // the file is written
   auto resume = [&](bool with_state) {
-    Net net(model_config("lenet"), kPerRank);
+    Net net(lenet_config(), kPerRank);
     Solver solver(solver_config("sgd", kIterations));
     std::map<std::string, Tensor> state;
     load_checkpoint(path, net, &solver, &state);
@@ -381,7 +381,7 @@ TEST_P(Compressed, IdenticalOnEveryRankAndEqualToItsSimulation) {
     if (std::memcmp(&run.values[i], &simulated[i], 4) != 0) ++differing;
   EXPECT_EQ(differing, 0) << "of " << simulated.size() << " parameters differ from the simulation";
   // The parameters moved: training happened.
-  Net fresh(model_config("lenet"), 1);
+  Net fresh(lenet_config(), 1);
   fresh.init_params(7);
   EXPECT_NE(hash_of(run.values), hash_of(values_of(fresh)));
 }

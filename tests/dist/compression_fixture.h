@@ -1,6 +1,6 @@
-// What the dist tests that train share: the models (LeNet, and VGG19-22K at
-// reduced width and input size), the solver settings, a synthetic data set
-// that can be learnt, and a hash of parameters to compare ranks by.
+// What the compression tests train with: LeNet, the solver settings, a
+// synthetic data set that can be learnt, and a hash of parameters to compare
+// ranks by.
 #pragma once
 
 #include <cstdint>
@@ -14,17 +14,8 @@
 
 namespace poseidon::testing {
 
-// "lenet", or "vgg": vgg19_22k's 16 convolutions, 5 pools and 3 FC layers at
-// 32x32, 8 to 16 channels, FC widths 32 and 10 classes, without dropout.
-inline ConfigNode model_config(const std::string& model) {
-  if (model == "lenet") return ConfigNode::load_file(POSEIDON_SOURCE_DIR "/models/lenet.yaml");
-  ConfigNode vgg = ConfigNode::load_file(POSEIDON_SOURCE_DIR "/models/vgg19_22k.yaml");
-  for (const char* o :
-       {"vars.size=32", "vars.num_classes=10", "vars.dropout=0", "layers.0.out=8", "layers.1.out=8", "layers.2.out=16",
-        "layers.3.out=16", "layers.4.out=16", "layers.6.num_output=32", "layers.9.num_output=32"})
-    apply_override(vgg.yaml(), o);
-  return vgg;
-}
+// LeNet, as models/lenet.yaml has it.
+inline ConfigNode lenet_config() { return ConfigNode::load_file(POSEIDON_SOURCE_DIR "/models/lenet.yaml"); }
 
 inline SolverConfig solver_config(const std::string& type, int iterations) {
   SolverConfig c;
