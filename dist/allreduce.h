@@ -23,7 +23,8 @@
 // On the bf16 wire (dist/wire.h) every step sends its chunk rounded to bf16
 // and the receiver adds the widened numbers in fp32; the rank that completes
 // a chunk's average rounds it to bf16 too before the all-gather, so it keeps
-// the very numbers every other rank receives. (A device sum stays fp32.)
+// the very numbers every other rank receives. (A bf16 bucket is never
+// given a device sum.)
 #pragma once
 
 #include <functional>

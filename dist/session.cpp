@@ -29,6 +29,11 @@ Session::Session(Net& net, const ConfigNode& model, Solver& solver, const World&
   if (options.pinned_plan) {
     pinned = pinned_schemes(*options.pinned_plan, exchanged, options.pinned_plan_path);
     wires = pinned_wires(*options.pinned_plan, exchanged);
+    for (const auto& [layer, scheme] : pinned)
+      if (scheme == Scheme::lowrank && !lowrank_applicable(exchanged, layer, config_.lowrank_rank))
+        throw Error(options.pinned_plan_path + ": layer '" + exchanged.layer(layer).name() +
+                    "' cannot be compressed to rank " + std::to_string(config_.lowrank_rank) +
+                    " (lowrank needs a weight of two or more dimensions, both sides above dist.lowrank_rank)");
     link_ = options.pinned_plan->link;
   } else if (config_.scheme == SchemeChoice::hybrid) {
     link_ = measure_link(world, config_, options.gemm_gflops, options.recorded_link);
