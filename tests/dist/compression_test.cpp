@@ -19,9 +19,10 @@
 #include "dist/compression_plan.h"
 #include "dist/lowrank.h"
 #include "dist/scheduler.h"
+#include "dist/simulate.h"
 #include "dist/wire.h"
-#include "tests/dist/test_world.h"
 #include "tests/dist/compression_fixture.h"
+#include "tests/dist/test_world.h"
 
 namespace poseidon::testing {
 namespace {
@@ -103,7 +104,7 @@ TEST(CompressionPlan, BucketsHoldOneWireFormat) {
 }
 
 TEST(CompressionPlan, PlannerChoosesLowRankOnlyWhenAskedAndFaster) {
-  Net net(lenet_config(), 64);       // at 64 examples a rank SFB's factors outweigh fc1's low-rank ones
+  Net net(lenet_config(), 64);              // at 64 examples a rank SFB's factors outweigh fc1's low-rank ones
   const dist::LinkModel slow{0.1, 20, 50};  // 100 Mbit/s: bytes dominate
   dist::DistConfig config;
   config.lowrank_rank = 4;
@@ -123,6 +124,48 @@ TEST(CompressionPlan, PlannerChoosesLowRankOnlyWhenAskedAndFaster) {
   for (const auto& [layer, scheme] : schemes(config, slow_gemm)) EXPECT_NE(scheme, dist::Scheme::lowrank) << layer;
   // The traffic: 2 (P - 1) (r (n + m) + b) numbers.
   EXPECT_DOUBLE_EQ(dist::lowrank_cost(500, 800, 500, 4, 4, slow).numbers, 2.0 * 3 * (4 * (500 + 800) + 500));
+}
+
+// The simulator moves the bytes the planner charges: bf16 halves an
+// all-reduce and a quarter of PS; low-rank moves its factors.
+TEST(CompressionSimulation, BytesPerWorkerAreThePlanners) {
+  Net net(lenet_config(), 1);
+  const dist::ComputeProfile profile = dist::flops_profile(net, 64, 5);
+  dist::SimConfig c;
+  c.workers = 4;
+  c.link = dist::LinkModel{0.1, 20, 50};
+  c.dist.block_bytes = 16 << 10;
+  auto bytes = [&](dist::SchemeChoice scheme, dist::Wire wire, bool lowrank) {
+    c.dist.scheme = scheme;
+    c.dist.wire = wire;
+    c.dist.lowrank = lowrank;
+    return dist::simulate(net, profile, c).bytes_per_worker;
+  };
+  const double ar = bytes(dist::SchemeChoice::allreduce, dist::Wire::fp32, false);
+  EXPECT_NEAR(bytes(dist::SchemeChoice::allreduce, dist::Wire::bf16, false), ar / 2, ar * 1e-9);
+  const double ps = bytes(dist::SchemeChoice::ps, dist::Wire::fp32, false);
+  EXPECT_NEAR(bytes(dist::SchemeChoice::ps, dist::Wire::bf16, false), ps * 3 / 4, ps * 1e-9);
+  // Hybrid with low-rank: the low-rank layers move 2 (P - 1) (r (n + m) + b)
+  // numbers each, the others what their scheme moves.
+  const double hybrid = bytes(dist::SchemeChoice::hybrid, dist::Wire::fp32, true);
+  const dist::CommPlan plan = dist::simulation_plan(net, c.dist, 4, c.link, profile.batch);
+  double expected = 0;
+  int lowrank_layers = 0;
+  for (const dist::SyncGroup& g : plan.groups) {
+    const Shape& w = plan.params[g.params[0]].param->shape;
+    const int64_t rows = w[0], cols = shape_numel(w) / rows;
+    ASSERT_NE(g.scheme, dist::Scheme::allreduce) << g.label;
+    if (g.scheme == dist::Scheme::lowrank) {
+      ++lowrank_layers;
+      expected += dist::lowrank_cost(rows, cols, rows, c.dist.lowrank_rank, 4, c.link).bytes();
+    } else if (g.scheme == dist::Scheme::ps) {
+      expected += dist::ps_cost(plan.params[g.params[0]].param->value.numel(), 4, c.link).bytes();
+    } else {
+      expected += dist::sfb_cost(rows, cols, profile.batch, 4, c.link).bytes();
+    }
+  }
+  EXPECT_GE(lowrank_layers, 2);
+  EXPECT_NEAR(hybrid, expected, expected * 1e-6);
 }
 
 // Backward writes every gradient into the Net's flat buffer; this sink only
