@@ -11,7 +11,7 @@
 # Usage: bench/ddp.sh [--bin POSEIDON] [--models vgg19_22k_32,cifar10_quick] [--hosts 1,2,4]
 #                     [--bandwidth 1gbit] [--threads 1] [--momentum 0.9] [--warmup N] [--iters N]
 #                     [--rounds 1] [--subnet 10.219.0] [--out DIR] [--python PYTHON] [--run-timeout S]
-#                     [--compression none|bf16|lowrank] [--rank R]
+#                     [--compression none|bf16|lowrank] [--rank R] [--planner-link GBPS,US,GFLOPS]
 #   models: vgg19_22k_32 (models/vgg19_22k.yaml at 32x32: all 229M parameters,
 #           batch 32) and cifar10_quick (batch 64), bench/torch_models.py's twins
 #   --warmup/--iters: untimed and timed iterations for every model (defaults
@@ -21,6 +21,9 @@
 #           bf16: ours dist.wire=bf16, DDP's fp16_compress_hook (the same
 #           bytes); lowrank: ours dist.lowrank (the planner picks the layers)
 #           at rank R, DDP's powerSGD_hook at rank R (every matrix)
+#   --planner-link: the link figures our planner assumes (dist.bandwidth_gbps,
+#           latency_us, gemm_gflops) instead of its start-up probe, which
+#           moves with the machine's load and with it the plan
 #   --rounds: pairs of runs per setting; the table keeps each side's fastest
 #           (other work on the machine only slows a run)
 # Writes DIR/results.jsonl (one line per run), DIR/logs/, DIR/table.md
@@ -44,6 +47,7 @@ python=/usr/bin/python3
 run_timeout=1200
 compression=none
 rank=4
+planner_link=""
 usage() { sed -n '/^# Usage/,/^# Debian/p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
 while [[ $# -gt 0 ]]; do
   case $1 in
@@ -62,6 +66,7 @@ while [[ $# -gt 0 ]]; do
     --run-timeout) run_timeout=$2; shift 2 ;;
     --compression) compression=$2; shift 2 ;;
     --rank) rank=$2; shift 2 ;;
+    --planner-link) planner_link=$2; shift 2 ;;
     -h|--help) usage ;;
     *) echo "ddp.sh: unknown option $1" >&2; usage ;;
   esac
@@ -72,6 +77,10 @@ case $compression in
   lowrank) dist_extra=", lowrank: true, lowrank_rank: $rank" ddp_hook=powersgd ;;
   *) echo "ddp.sh: unknown compression $compression (none, bf16, lowrank)" >&2; exit 2 ;;
 esac
+if [[ -n $planner_link ]]; then
+  IFS=, read -r link_gbps link_us link_gflops <<<"$planner_link"
+  dist_extra+=", bandwidth_gbps: $link_gbps, latency_us: $link_us, gemm_gflops: $link_gflops"
+fi
 [[ -x $bin ]] || { echo "ddp.sh: no engine binary at $bin (build it, or pass --bin)" >&2; exit 2; }
 "$python" -c "import torch, torchvision" 2>/dev/null ||
   { echo "ddp.sh: $python cannot import torch and torchvision (apt-get install python3-torch python3-torchvision)" >&2; exit 2; }
