@@ -1,6 +1,6 @@
-// Compression through `mpirun -np N poseidon train`: a plan file that pins
-// low-rank compression on every layer (with the bf16 wire for the layers it
-// leaves on PS) trains, its checkpoints carry the low-rank state, and a run
+// Compression through `mpirun -np N poseidon train` (LeNet on synthetic
+// data): a plan file that pins low-rank compression on three layers and the
+// bf16 wire on the fourth trains, its checkpoints carry the low-rank state, and a run
 // resumed from one ends bit for bit where the straight run ended; a plan
 // file that pins low rank where it cannot run stops before any work.
 #include <gtest/gtest.h>
@@ -15,30 +15,20 @@ namespace {
 class CompressionCli : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir.write("model.yaml", R"(name: small
-inputs: {data: [1, 8, 8], label: []}
-layers:
-  - {name: conv1, type: conv, inputs: data, num_output: 3, kernel_size: 3}
-  - {name: relu1, type: relu}
-  - {name: fc1, type: fc, num_output: 24}
-  - {name: relu2, type: relu}
-  - {name: fc2, type: fc, num_output: 5}
-  - {name: loss, type: softmax_loss, inputs: [fc2, label]}
-)");
     config = dir.write("config.yaml",
-                       "model: model.yaml\nseed: 5\nthreads: 1\n"
-                       "data: {train: {source: synthetic, shape: [1, 8, 8], num_classes: 5, size: 64, "
+                       "model: " POSEIDON_SOURCE_DIR "/models/lenet.yaml\nseed: 5\nthreads: 1\n"
+                       "data: {train: {source: synthetic, shape: [1, 28, 28], num_classes: 10, size: 64, "
                        "batch_size: 4}}\n"
-                       "solver: {lr: 0.05, momentum: 0.9, max_iter: 8}\n"
+                       "solver: {lr: 0.02, momentum: 0.9, max_iter: 8}\n"
                        "train: {display: 4, snapshot_interval: 4}\n"
                        "dist: {scheme: hybrid, lowrank_rank: 2}\n");
   }
-  // conv1 and fc1 low-rank; fc2 on PS with bf16 pushes.
+  // The convolutions and fc1 low-rank; fc2 on PS with bf16 pushes.
   std::string plan_file() const {
-    return dir.write("plan.json", R"({"format": "poseidon-plan-1", "model": "small", "workers": 2, "batch": 4,
+    return dir.write("plan.json", R"({"format": "poseidon-plan-1", "model": "lenet", "workers": 2, "batch": 4,
  "link": {"bandwidth_gbps": 10, "latency_us": 20, "gemm_gflops": 50},
- "layers": [{"name": "conv1", "scheme": "lowrank"}, {"name": "fc1", "scheme": "lowrank"},
-            {"name": "fc2", "scheme": "ps", "wire": "bf16"}]})");
+ "layers": [{"name": "conv1", "scheme": "lowrank"}, {"name": "conv2", "scheme": "lowrank"},
+            {"name": "fc1", "scheme": "lowrank"}, {"name": "fc2", "scheme": "ps", "wire": "bf16"}]})");
   }
   std::string train(const std::string& out, const std::string& extra = "") const {
     return "train " + config + " --quiet --set train.output_dir=" + dir.file(out) + " " + extra;
@@ -56,7 +46,7 @@ TEST_F(CompressionCli, ResumedRunEndsBitForBitWithTheStraightOne) {
   const SafetensorsFile half = read_safetensors(dir.file("a/iter_4.safetensors"));
   for (const char* name : {"compression.conv1.weight.lowrank_q", "compression.fc1.weight.lowrank_error"})
     EXPECT_TRUE(half.tensors.count(name)) << name << " missing from the checkpoint";
-  EXPECT_EQ(half.tensors.at("compression.fc1.weight.lowrank_error").shape, (Shape{2, 24, 108}));
+  EXPECT_EQ(half.tensors.at("compression.fc1.weight.lowrank_error").shape, (Shape{2, 500, 800}));
 
   CliResult resumed = run_mpi(2, train("resumed", pinned + " --resume " + dir.file("a/iter_4.safetensors")));
   ASSERT_EQ(resumed.status, 0) << resumed.err;
@@ -70,9 +60,9 @@ TEST_F(CompressionCli, ResumedRunEndsBitForBitWithTheStraightOne) {
 }
 
 TEST_F(CompressionCli, LowRankWhereItCannotRunStopsBeforeAnyWork) {
-  CliResult r = run_mpi(2, train("a", "--set dist.plan_file=" + plan_file() + " --set dist.lowrank_rank=3"));
+  CliResult r = run_mpi(2, train("a", "--set dist.plan_file=" + plan_file() + " --set dist.lowrank_rank=20"));
   EXPECT_EQ(r.status, 2);
-  EXPECT_NE(r.err.find("layer 'conv1' cannot be compressed to rank 3"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("layer 'conv1' cannot be compressed to rank 20"), std::string::npos) << r.err;
 }
 
 }  // namespace poseidon::testing
