@@ -15,13 +15,14 @@ namespace {
 class CompressionCli : public ::testing::Test {
  protected:
   void SetUp() override {
-    config = dir.write("config.yaml",
-                       "model: " POSEIDON_SOURCE_DIR "/models/lenet.yaml\nseed: 5\nthreads: 1\n"
-                       "data: {train: {source: synthetic, shape: [1, 28, 28], num_classes: 10, size: 64, "
-                       "batch_size: 4}}\n"
-                       "solver: {lr: 0.02, momentum: 0.9, max_iter: 8}\n"
-                       "train: {display: 4, snapshot_interval: 4}\n"
-                       "dist: {scheme: hybrid, lowrank_rank: 2}\n");
+    config =
+        dir.write("config.yaml", "model: " POSEIDON_SOURCE_DIR
+                                 "/models/lenet.yaml\nseed: 5\nthreads: 1\n"
+                                 "data: {train: {source: synthetic, shape: [1, 28, 28], num_classes: 10, size: 64, "
+                                 "batch_size: 4}}\n"
+                                 "solver: {lr: 0.02, momentum: 0.9, max_iter: 8}\n"
+                                 "train: {display: 4, snapshot_interval: 4}\n"
+                                 "dist: {scheme: hybrid, lowrank_rank: 2}\n");
   }
   // The convolutions and fc1 low-rank; fc2 on PS with bf16 pushes.
   std::string plan_file() const {
