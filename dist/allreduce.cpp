@@ -8,7 +8,8 @@ namespace poseidon::dist {
 
 AllreduceExchange::AllreduceExchange(Comm comm, Solver& solver, ExchangeCompute& compute,
                                      std::vector<Param*> params, float* grads, int64_t count, std::string label,
-                                     DeviceSum device_sum, AllreduceAlgorithm algorithm, int per_host)
+                                     DeviceSum device_sum, Wire wire, AllreduceAlgorithm algorithm,
+                                     int per_host)
     : comm_(std::move(comm)),
       solver_(solver),
       compute_(compute),
@@ -17,10 +18,12 @@ AllreduceExchange::AllreduceExchange(Comm comm, Solver& solver, ExchangeCompute&
       count_(count),
       label_(std::move(label)),
       device_sum_(std::move(device_sum)),
+      wire_(wire),
       algorithm_(algorithm),
       schedule_(allreduce_schedule(algorithm, count, comm_.size(), comm_.rank(), per_host)) {
-  int64_t incoming = 1;
+  int64_t incoming = 1, largest = 1;
   for (const ScheduleStep& s : schedule_) {
+    largest = std::max({largest, s.send_count, s.receive_count});
     if (std::max(s.send_count, s.receive_count) > std::numeric_limits<int>::max())
       throw CommError("all-reduce bucket of " + label_ + " has " + std::to_string(count_) +
                       " elements, more than one MPI call can move per step; use scheme ps for it");
@@ -28,6 +31,10 @@ AllreduceExchange::AllreduceExchange(Comm comm, Solver& solver, ExchangeCompute&
     if (s.add) incoming = std::max(incoming, s.receive_count);
   }
   incoming_.resize(incoming);
+  if (wire_ == Wire::bf16) {
+    wire_out_.resize(largest);
+    wire_in_.resize(largest);
+  }
 }
 
 void AllreduceExchange::start(InFlight& in_flight) {
@@ -48,25 +55,39 @@ void AllreduceExchange::post_step(InFlight& in_flight) {
   // transport move the message by its put protocol, in one fragment during
   // which the connection carries nothing the other way (a ring posting
   // receives first ran at half the link's rate at P = 2).
+  // On the bf16 wire a step's range goes rounded to 16 bits (dist/wire.h).
+  const bool bf16 = wire_ == Wire::bf16;
+  const MPI_Datatype type = bf16 ? MPI_UINT16_T : MPI_FLOAT;
+  const int64_t bytes = bf16 ? 2 : 4;
   MPI_Request req;
   if (s.send_to >= 0) {
-    POSEIDON_MPI(MPI_Isend(grads_ + s.send_begin, static_cast<int>(s.send_count), MPI_FLOAT, s.send_to, s.tag,
-                           comm_.handle(), &req));
-    in_flight.post(req, *this, step_ * 2 + sent, s.send_count * 4, 0);
+    const void* out = grads_ + s.send_begin;
+    if (bf16) {
+      encode_bf16(grads_ + s.send_begin, wire_out_.data(), s.send_count);
+      out = wire_out_.data();
+    }
+    POSEIDON_MPI(MPI_Isend(out, static_cast<int>(s.send_count), type, s.send_to, s.tag, comm_.handle(), &req));
+    in_flight.post(req, *this, step_ * 2 + sent, s.send_count * bytes, 0);
     ++step_pending_;
   }
   if (s.receive_from >= 0) {
-    float* into = s.add ? incoming_.data() : grads_ + s.receive_begin;
-    POSEIDON_MPI(MPI_Irecv(into, static_cast<int>(s.receive_count), MPI_FLOAT, s.receive_from, s.tag, comm_.handle(),
-                           &req));
-    in_flight.post(req, *this, step_ * 2 + received, 0, s.receive_count * 4);
+    void* into = bf16 ? static_cast<void*>(wire_in_.data())
+                      : static_cast<void*>(s.add ? incoming_.data() : grads_ + s.receive_begin);
+    POSEIDON_MPI(
+        MPI_Irecv(into, static_cast<int>(s.receive_count), type, s.receive_from, s.tag, comm_.handle(), &req));
+    in_flight.post(req, *this, step_ * 2 + received, 0, s.receive_count * bytes);
     ++step_pending_;
   }
 }
 
 void AllreduceExchange::complete(int slot, InFlight& in_flight) {
   if (slot == kUpdated) return;
-  if (slot == kSummed) return next_step(in_flight);
+  if (slot == kSummed) {
+    // The rank that completed a range's average keeps what the others will receive of it.
+    const ScheduleStep& s = schedule_[step_];
+    if (wire_ == Wire::bf16 && s.scale != 1.f) round_to_bf16(grads_ + s.receive_begin, s.receive_count);
+    return next_step(in_flight);
+  }
   if (slot == kDeviceSummed) {
     const float scale = 1.f / static_cast<float>(comm_.size());
     for (int64_t i = 0; i < count_; ++i) grads_[i] *= scale;
@@ -77,6 +98,8 @@ void AllreduceExchange::complete(int slot, InFlight& in_flight) {
 
 void AllreduceExchange::step_over(InFlight& in_flight) {
   const ScheduleStep& s = schedule_[step_];
+  if (wire_ == Wire::bf16 && s.receive_from >= 0)
+    decode_bf16(wire_in_.data(), s.add ? incoming_.data() : grads_ + s.receive_begin, s.receive_count);
   if (!s.add) return next_step(in_flight);  // received in place, or only sent
   compute_.add(grads_ + s.receive_begin, incoming_.data(), s.receive_count, s.scale, {in_flight, *this, kSummed});
 }

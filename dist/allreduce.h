@@ -19,6 +19,12 @@
 // net's buckets summed by NCCL on the GPUs: core/gpu_allreduce.h) the steps
 // are not run: the sum lands in the bucket's host range, which is then averaged
 // and applied, the same bits on every rank.
+//
+// On the bf16 wire (dist/wire.h) every step sends its chunk rounded to bf16
+// and the receiver adds the widened numbers in fp32; the rank that completes
+// a chunk's average rounds it to bf16 too before the all-gather, so it keeps
+// the very numbers every other rank receives. (A bf16 bucket is never
+// given a device sum.)
 #pragma once
 
 #include <functional>
@@ -31,6 +37,7 @@
 #include "dist/comm.h"
 #include "dist/exchange.h"
 #include "dist/exchange_compute.h"
+#include "dist/wire.h"
 
 namespace poseidon::dist {
 
@@ -45,7 +52,7 @@ class AllreduceExchange : public Exchange {
   // `per_host`: consecutive ranks per host, for two_level.
   AllreduceExchange(Comm comm, Solver& solver, ExchangeCompute& compute, std::vector<Param*> params,
                     float* grads, int64_t count, std::string label, DeviceSum device_sum = {},
-                    AllreduceAlgorithm algorithm = AllreduceAlgorithm::ring, int per_host = 1);
+                    Wire wire = Wire::fp32, AllreduceAlgorithm algorithm = AllreduceAlgorithm::ring, int per_host = 1);
   void start(InFlight& in_flight) override;
   void complete(int slot, InFlight& in_flight) override;
   std::string describe(int slot) const override;
@@ -74,6 +81,10 @@ class AllreduceExchange : public Exchange {
   std::vector<float> incoming_;         // a range received to be added
   int step_ = 0;
   int step_pending_ = 0;  // transfers of step_ not yet done
+
+  // The bf16 wire: a step's chunk as sent and as received.
+  Wire wire_;
+  std::vector<uint16_t> wire_out_, wire_in_;
 };
 
 }  // namespace poseidon::dist

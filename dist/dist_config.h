@@ -20,6 +20,10 @@
 //     spread_blocks: false  # PS: blocks small enough that every rank serves some
 //     ranks_per_host: 1     # ranks sharing one host's link (two_level: reduce inside a host first)
 //     host_bandwidth_gbps: 200  # between ranks of one host, Gbit/s each way
+//   compression (dist/wire.h, dist/lowrank.h):
+//     wire: fp32            # fp32 | bf16: the format of gradients on the wire (PS, all-reduce)
+//     lowrank: false        # hybrid: let the planner choose low-rank compression per layer
+//     lowrank_rank: 4       # rank r of the low-rank factors
 #pragma once
 
 #include <cstdint>
@@ -28,10 +32,11 @@
 #include <vector>
 
 #include "core/config_node.h"
+#include "dist/wire.h"
 
 namespace poseidon::dist {
 
-enum class Scheme { ps, sfb, allreduce };
+enum class Scheme { ps, sfb, allreduce, lowrank };
 std::string scheme_name(Scheme s);
 
 // What dist.scheme asks for: the planner's choice per layer (hybrid), or one
@@ -81,6 +86,11 @@ struct DistConfig {
   double timeout_s = 300;
   bool host_staging = false;
   CollectiveOptions collective;
+
+  // Compression: the gradients' wire format, and low-rank compression.
+  Wire wire = Wire::fp32;
+  bool lowrank = false;
+  int lowrank_rank = 4;
 
   static DistConfig parse(const ConfigNode& node);
   static const std::vector<std::string>& keys();

@@ -23,6 +23,7 @@ struct PlannedParam {
   size_t layer = 0;    // index of its layer in the Net
   int64_t offset = 0;  // into the Net's flat value and gradient buffers
   Scheme scheme = Scheme::ps;
+  Wire wire = Wire::fp32;  // of its gradient (ps, allreduce)
 };
 
 // A slice of one parameter served by one rank.
@@ -42,6 +43,7 @@ struct SyncGroup {
   int64_t begin = 0, end = 0;   // allreduce: the bucket's range of the flat buffers
   std::string label;            // for messages: its parameters' names
   AllreduceAlgorithm algorithm = AllreduceAlgorithm::ring;  // allreduce: how the bucket is reduced
+  Wire wire = Wire::fp32;       // ps, allreduce: of the gradients (a bucket holds one wire format)
 };
 
 struct CommPlan {
@@ -62,7 +64,8 @@ std::vector<PlannedParam> backward_order(Net& net);
 // algorithm (auto: the cheapest for its size); a PS parameter is cut into
 // blocks of config.block_bytes (with dist.spread_blocks, smaller where the
 // PS bytes would make fewer blocks than ranks), each owned by the rank with
-// the fewest bytes so far (ties: the lowest rank).
+// the fewest bytes so far (ties: the lowest rank). A low-rank layer is one
+// unit, as an SFB layer.
 CommPlan make_comm_plan(Net& net, std::vector<PlannedParam> params, const DistConfig& config, int world_size,
                         const LinkModel& link = {});
 
@@ -74,9 +77,16 @@ bool sfb_applicable(Net& net, size_t layer);
 // The plan `config` asks for on `world_size` ranks: `ps` or `allreduce` for
 // every parameter; `sfb` for FC layers that allow it and `ps` for the rest;
 // `hybrid`: each layer's scheme chosen by the planner for `link`, or as
-// `pinned` gives it (by layer index: dist/plan_file.h).
+// `pinned` gives it (by layer index: dist/plan_file.h). Gradients travel in
+// config.wire, or as `pinned_wires` gives it per layer.
 CommPlan plan_for_config(Net& net, const DistConfig& config, int world_size, const LinkModel& link = {},
-                         const std::map<size_t, Scheme>* pinned = nullptr);
+                         const std::map<size_t, Scheme>* pinned = nullptr,
+                         const std::map<size_t, Wire>* pinned_wires = nullptr);
+
+// Whether layer `layer` can be compressed to low rank `rank`: its first
+// learnable parameter has two or more dimensions, read as a matrix of
+// shape[0] rows, and both sides exceed the rank.
+bool lowrank_applicable(Net& net, size_t layer, int rank);
 
 // "sfb: fc1, fc2; ps: conv1, conv2": the layers of each scheme, in layer order.
 std::string describe_schemes(const CommPlan& plan, Net& net);

@@ -17,6 +17,9 @@
 // takes over its config's:
 //    "tuned": {"order": "priority", "block_bytes": 4194304, "bucket_bytes": 4194304,
 //              "allreduce": "auto", "fusion": "auto", "spread_blocks": true, "ranks_per_host": 1}
+//    "layers": [{"name": "fc1", "scheme": "sfb"}, {"name": "conv1", "scheme": "ps", "wire": "bf16"}, ...]}
+// A layer's "wire" (dist/wire.h) is written where it is not fp32; a plan
+// file may set it per layer, which then overrides dist.wire.
 #pragma once
 
 #include <map>
@@ -47,6 +50,7 @@ struct PlanRecord {
   LinkModel link;
   std::vector<std::pair<std::string, Scheme>> layers;  // every layer with learnable parameters, in layer order
   std::optional<TunedOptions> tuned;                   // what `plan --tune` chose
+  std::map<std::string, Wire> wires;                   // by layer name: the wire formats pinned per layer
 };
 
 // Writes the tuned options over `config`'s.
@@ -73,5 +77,7 @@ std::optional<LinkModel> parse_link_text(const std::string& text);
 // Error naming `path` when a layer with parameters is missing, a name is not
 // a layer of the net, or SFB is pinned where it cannot run.
 std::map<size_t, Scheme> pinned_schemes(const PlanRecord& record, Net& net, const std::string& path);
+// The wire formats `record` pins, by layer index (its layers are checked by pinned_schemes).
+std::map<size_t, Wire> pinned_wires(const PlanRecord& record, Net& net);
 
 }  // namespace poseidon::dist

@@ -10,6 +10,7 @@
 
 #include "core/error.h"
 #include "dist/collective.h"
+#include "dist/compression_plan.h"
 #include "dist/device_costs.h"
 #include "dist/priority.h"
 
@@ -33,9 +34,14 @@ CommPlan simulation_plan(Net& net, const DistConfig& config, int workers, const 
   // plan_for_config asks the planner at the Net's own batch; this Net holds
   // another (shapes only), so the same per-layer choice is made at `batch`.
   std::map<size_t, Scheme> chosen;
-  for (const LayerPlan& lp : plan_layers(net, batch, workers, link, config)) chosen[lp.layer] = lp.scheme;
+  std::vector<LayerPlan> layers = plan_layers(net, batch, workers, link, config);
+  plan_compression(layers, net, workers, link, config);
+  for (const LayerPlan& lp : layers) chosen[lp.layer] = lp.scheme;
   std::vector<PlannedParam> params = backward_order(net);
-  for (PlannedParam& p : params) p.scheme = chosen.at(p.layer);
+  for (PlannedParam& p : params) {
+    p.scheme = chosen.at(p.layer);
+    p.wire = config.wire;
+  }
   return make_comm_plan(net, std::move(params), config, workers, link);
 }
 
@@ -164,14 +170,33 @@ Simulation::Simulation(const Net& net, const CommPlan& plan, const ComputeProfil
       pushes_[u].assign(unit.blocks.size(), 0);
     } else if (unit.scheme == Scheme::allreduce) {
       // The planner's bytes: the parameters, not any gaps of the bucket's range.
+      // On a 16-bit wire the transfers shrink, the latencies do not.
+      const double wire = static_cast<double>(wire_bytes(unit.wire)) / 4;
       const auto steps = allreduce_steps(unit.algorithm, c.numel, p, config.link, options);
-      c.hold_s = steps_seconds(steps, config.link, options);
-      c.busy_s = steps_link_busy(steps, config.link);
-      c.bytes = steps_floats(steps) * 4;
+      const double latencies =
+          steps_seconds(allreduce_steps(unit.algorithm, 0, p, config.link, options), config.link, options);
+      c.hold_s = latencies + (steps_seconds(steps, config.link, options) - latencies) * wire;
+      c.busy_s = steps_link_busy(steps, config.link) * wire;
+      c.bytes = steps_floats(steps) * 4 * wire;
       // The chunks cut the bucket's whole range, padding included.
       const double range = static_cast<double>(unit.end - unit.begin) / c.numel;
       for (const CollectiveStep& s : steps)
         if (s.summed > 0) c.sums_s += device_.sum_s(static_cast<int64_t>(s.summed * range), 2);
+    } else if (unit.scheme == Scheme::lowrank) {
+      // Two gathers of P - 1 steps; the rank-r GEMMs (6 n m r flops: three
+      // GEMMs of an n x m matrix by r columns) charged as a rebuild of 3 r rows.
+      const Shape& w = plan.params[unit.params[0]].param->shape;
+      const int64_t rows = w[0], cols = shape_numel(w) / rows;
+      const int rank = config.dist.lowrank_rank;
+      const int steps = 2 * (p - 1);
+      const double step_bytes =
+          lowrank_cost(rows, cols, static_cast<int64_t>(c.numel) - rows * cols, rank, p, config.link).bytes() / 2 /
+          steps;
+      c.busy_s = steps * step_bytes * seconds_per_byte_;
+      c.hold_s = c.busy_s + steps * latency_s_;
+      c.bytes = 2 * steps * step_bytes;
+      c.sums_s = 2 * device_.sum_s(rank * (rows + cols), p);
+      c.rebuild_s = device_.rebuild_s(rows, cols, 3 * rank, false);
     } else {
       const Shape& w = plan.params[unit.params[0]].param->shape;
       const int steps = p - 1;
@@ -321,7 +346,10 @@ void Simulation::operation_done(int n, size_t u) {
 }
 
 void Simulation::send(int from, int to, size_t u, size_t b, int round, Action on_arrival) {
-  const double bytes = static_cast<double>(plan_.groups[u].blocks[b].count) * 4;
+  // A push (to the owner) travels on the group's wire format; values as fp32.
+  const SyncGroup& unit = plan_.groups[u];
+  const int64_t width = unit.blocks[b].owner == to ? wire_bytes(unit.wire) : 4;
+  const double bytes = static_cast<double>(unit.blocks[b].count) * static_cast<double>(width);
   PrioritySends* queue = ranks_[from].sends.get();
   if (!queue) return transmit(from, to, bytes, round, std::move(on_arrival));
   queue->submit(costs_[u].priority, ps_send_sequence(b, plan_.groups[u].blocks[b].id, from, to, ranks_count_),
