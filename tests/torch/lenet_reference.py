@@ -1,6 +1,6 @@
 """Trains LeNet for 5 SGD (or Adam) steps in poseidon and in PyTorch and compares them.
 
-Usage: lenet_reference.py --poseidon BIN --repo REPO --workdir DIR [--solver adam]
+Usage: lenet_reference.py --poseidon BIN --repo REPO --workdir DIR [--solver adam] [--precision bf16]
 
 Builds models/lenet.yaml's network in PyTorch with PyTorch's default
 initialisation under a fixed seed, hands those weights and the first 320
@@ -19,7 +19,22 @@ and carries float32 cancellation moves by a share of lr that rounding
 decides, whatever its value (PyTorch's own float32 steps are off from its
 float64 ones by 1.8e-3 on fc1.weight in the elementwise measure).
 The PyTorch side computes in float64, so the reference carries no float32
-rounding of its own. Exit status: 0 when everything matches, 1 otherwise.
+rounding of its own.
+
+With --precision bf16 poseidon trains with `precision: bf16` and PyTorch in
+float32 under torch.autocast("cpu", dtype=torch.bfloat16), and what is
+compared changes with the arithmetic. bfloat16 keeps 8 significant bits: each
+rounding is off by up to u = 2^-8 of the value. Both sides round the inputs
+and weights of every convolution and linear layer alike, but autocast also
+rounds their outputs, runs ReLU and pooling on them in bfloat16 and carries
+bfloat16 gradients back, where poseidon keeps float32 between layers; so
+each of LeNet's four layers adds a few independent roundings of u on one
+side only. The per-iteration losses (means over 64 examples, where rounding
+errors average out) must agree within 2u relative; each parameter's update
+(final - initial: the parameters themselves barely move in 5 steps, so their
+own relative error would hide any difference) and each solver state tensor
+within 8u as a whole tensor, ||ours - torch|| <= 8u ||torch||.
+Exit status: 0 when everything matches, 1 otherwise.
 """
 
 import argparse
@@ -52,6 +67,9 @@ SOLVERS = {
              ["exp_avg", "exp_avg_sq", "step"]),
 }
 RTOL = 1e-4
+BF16_U = 2.0 ** -8  # bfloat16's unit roundoff
+BF16_LOSS_RTOL = 2 * BF16_U
+BF16_RTOL = 8 * BF16_U
 FLOOR = 1e-3  # of the tensor's largest magnitude: elements near zero are judged against it
 FASHION_MNIST = "/usr/share/datasets/fashion-mnist"
 
@@ -93,11 +111,11 @@ def write_idx(path, dims, payload):
         f.write(payload)
 
 
-def write_config(path, repo, images, labels, out_dir, solver):
+def write_config(path, repo, images, labels, out_dir, solver, precision):
     q = json.dumps  # a JSON string is a valid YAML scalar, whatever the path holds
     with open(path, "w") as f:
         f.write(f"model: {q(os.path.join(repo, 'models', 'lenet.yaml'))}\n")
-        f.write(f"seed: {SEED}\nthreads: 2\n")
+        f.write(f"seed: {SEED}\nthreads: 2\nprecision: {precision}\n")
         f.write("data:\n")
         f.write(f"  train: {{source: idx, images: {q(images)}, labels: {q(labels)}, "
                 f"batch_size: {BATCH}, shuffle: false}}\n")
@@ -105,16 +123,20 @@ def write_config(path, repo, images, labels, out_dir, solver):
         f.write(f"train: {{display: 1, test_interval: 0, snapshot_interval: 0, output_dir: {q(out_dir)}}}\n")
 
 
-def torch_training(model, images, labels, solver):
-    """Runs the steps in float64; returns per-iteration losses, parameters, optimizer state by checkpoint name."""
-    model = model.double()
+def torch_training(model, images, labels, solver, precision):
+    """Runs the steps in float64, or in float32 under bfloat16 autocast; returns per-iteration losses,
+    parameters, optimizer state by checkpoint name."""
+    bf16 = precision == "bf16"
+    model = model.float() if bf16 else model.double()
     opt = SOLVERS[solver][1](model.parameters())
     losses = []
     for step in range(STEPS):
-        x = images[step * BATCH : (step + 1) * BATCH].double().div(255.0)
+        x = images[step * BATCH : (step + 1) * BATCH].float().div(255.0)
+        x = x if bf16 else x.double()
         y = labels[step * BATCH : (step + 1) * BATCH].long()
         opt.zero_grad()
-        loss = F.cross_entropy(model(x), y)
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
+            loss = F.cross_entropy(model(x), y)
         loss.backward()
         opt.step()
         losses.append(loss.item())
@@ -152,6 +174,7 @@ def main():
     parser.add_argument("--repo", required=True, help="the source tree (for models/lenet.yaml)")
     parser.add_argument("--workdir", required=True, help="a folder for data, weights and outputs")
     parser.add_argument("--solver", default="sgd", choices=sorted(SOLVERS), help="the update rule of both sides")
+    parser.add_argument("--precision", default="fp32", choices=["fp32", "bf16"], help="the arithmetic of both sides")
     args = parser.parse_args()
 
     torch.set_num_threads(1)
@@ -177,7 +200,8 @@ def main():
 
     out_dir = os.path.join(work, "out")
     config_path = os.path.join(work, "config.yaml")
-    write_config(config_path, os.path.abspath(args.repo), images_path, labels_path, out_dir, args.solver)
+    write_config(config_path, os.path.abspath(args.repo), images_path, labels_path, out_dir, args.solver,
+                 args.precision)
     run = subprocess.run([args.poseidon, "train", config_path, "--weights", init_path],
                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     print(run.stdout, end="")
@@ -185,7 +209,11 @@ def main():
         print(f"FAIL: {args.poseidon} train exited with status {run.returncode}")
         return 1
 
-    ref_losses, ref_params, ref_state = torch_training(model, images, labels, args.solver)
+    initial = {name: p.detach().clone().double() for name, p in model.named_parameters()}
+    ref_losses, ref_params, ref_state = torch_training(model, images, labels, args.solver, args.precision)
+    bf16 = args.precision == "bf16"
+    loss_rtol = BF16_LOSS_RTOL if bf16 else RTOL
+    rtol = BF16_RTOL if bf16 else RTOL
     ok = True
 
     ours_losses = poseidon_losses(os.path.join(out_dir, "metrics.jsonl"))
@@ -196,11 +224,15 @@ def main():
             ok = False
             continue
         err = abs(ours_losses[it] - ref) / abs(ref)
-        ok = ok and err <= RTOL
-        print(f"{it:>4} {ours_losses[it]:>16.8f} {ref:>16.8f} {err:>10.2e}{'' if err <= RTOL else '  MISMATCH'}")
+        ok = ok and err <= loss_rtol
+        print(f"{it:>4} {ours_losses[it]:>16.8f} {ref:>16.8f} {err:>10.2e}{'' if err <= loss_rtol else '  MISMATCH'}")
 
     final, _ = safetensors_io.read(os.path.join(out_dir, "final.safetensors"))
-    by_element = args.solver != "adam"
+    if bf16:
+        # Updates rather than parameters (see the module's docstring).
+        final = {name: t.double() - initial[name] if name in initial else t for name, t in final.items()}
+        ref_params = {name: p.double() - initial[name] for name, p in ref_params.items()}
+    by_element = args.solver != "adam" and not bf16
     expected = {name: (ref, max_relative_error, "max elementwise") if by_element else (ref, norm_relative_error, "norm")
                 for name, ref in ref_params.items()}
     for name, ref in ref_state.items():
@@ -214,11 +246,11 @@ def main():
             ok = False
             continue
         err = error(ours, ref)
-        ok = ok and err <= RTOL
-        verdict = "" if err <= RTOL else "  MISMATCH"
+        ok = ok and err <= rtol
+        verdict = "" if err <= rtol else "  MISMATCH"
         print(f"{name:<40} {str(list(ref.shape)):<16} {err:>10.2e} ({kind}){verdict}")
 
-    print("PASS" if ok else f"FAIL: poseidon differs from PyTorch by more than {RTOL} (relative)")
+    print("PASS" if ok else f"FAIL: poseidon differs from PyTorch by more than {rtol} (relative)")
     return 0 if ok else 1
 
 
