@@ -24,20 +24,25 @@ rounding of its own.
 With --precision bf16 poseidon trains with `precision: bf16` and PyTorch in
 float32 under torch.autocast("cpu", dtype=torch.bfloat16), and what is
 compared changes with the arithmetic. bfloat16 keeps 8 significant bits: each
-rounding is off by up to u = 2^-8 of the value. Both sides round the inputs
-and weights of every convolution and linear layer alike, but autocast also
-rounds their outputs, runs ReLU and pooling on them in bfloat16 and carries
-bfloat16 gradients back, where poseidon keeps float32 between layers; so
-each of LeNet's four layers adds a few independent roundings of u on one
-side only. The per-iteration losses (means over 64 examples, where rounding
-errors average out) must agree within 2u relative; each parameter's update
-(final - initial: the parameters themselves barely move in 5 steps, so their
-own relative error would hide any difference) and each solver state tensor
-within 8u as a whole tensor, ||ours - torch|| <= 8u ||torch||.
+rounding is off by up to u = 2^-8 of the value. The per-iteration losses
+(means over 64 examples, where rounding errors average out) must agree
+within 2u relative. Each parameter's update (final - initial: the parameters
+barely move in 5 steps, so their own relative error would hide any
+difference) and each momentum buffer is judged as a whole tensor against
+the same 5 steps in float64, because near the start of training these
+gradients are sums of many products that largely cancel: a rounding of u
+per operand leaves some 3e-2 of the result in error, in autocast as in
+poseidon, and two bfloat16 implementations differ by about as much as
+either differs from the exact result. So with e = ||autocast - float64||
+(autocast's own error), poseidon must be within 1.5 e of autocast (two
+independent errors of size e differ by about sqrt(2) e), and its own error
+||poseidon - float64|| between 0.5 e and 1.25 e: as accurate as autocast, and
+bfloat16-sized (a run that ignored `precision` would be at float32's 1e-6).
 Exit status: 0 when everything matches, 1 otherwise.
 """
 
 import argparse
+import copy
 import gzip
 import json
 import os
@@ -69,7 +74,8 @@ SOLVERS = {
 RTOL = 1e-4
 BF16_U = 2.0 ** -8  # bfloat16's unit roundoff
 BF16_LOSS_RTOL = 2 * BF16_U
-BF16_RTOL = 8 * BF16_U
+BF16_FROM_AUTOCAST = 1.5  # x autocast's own error
+BF16_OWN_ERROR = (0.5, 1.25)  # x autocast's own error
 FLOOR = 1e-3  # of the tensor's largest magnitude: elements near zero are judged against it
 FASHION_MNIST = "/usr/share/datasets/fashion-mnist"
 
@@ -168,6 +174,30 @@ def poseidon_losses(metrics_path):
     return losses
 
 
+def compare_bf16(final, initial, autocast_params, autocast_state, exact_params, exact_state):
+    """Judges poseidon's bf16 updates and momentum buffers against autocast's, scaled by autocast's own
+    distance from float64 (see the module's docstring); returns True when all pass."""
+    def update(params):
+        return {name: p.double() - initial[name] for name, p in params.items()}
+    ours = {name: t.double() - initial[name] if name in initial else t for name, t in final.items()}
+    autocast = {**update(autocast_params), **autocast_state}
+    exact = {**update(exact_params), **exact_state}
+    ok = True
+    print(f"{'tensor (update or state)':<40} {'vs autocast':>12} {'own error':>10} {'autocast':>10}")
+    for name, ref in autocast.items():
+        if name not in ours or tuple(ours[name].shape) != tuple(ref.shape):
+            print(f"{name:<40} missing or misshapen  MISMATCH")
+            ok = False
+            continue
+        scale = norm_relative_error(ref, exact[name])
+        apart = norm_relative_error(ours[name], ref)
+        own = norm_relative_error(ours[name], exact[name])
+        good = apart <= BF16_FROM_AUTOCAST * scale and BF16_OWN_ERROR[0] * scale <= own <= BF16_OWN_ERROR[1] * scale
+        ok = ok and good
+        print(f"{name:<40} {apart:>12.2e} {own:>10.2e} {scale:>10.2e}{'' if good else '  MISMATCH'}")
+    return ok
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--poseidon", required=True, help="the poseidon binary")
@@ -210,10 +240,10 @@ def main():
         return 1
 
     initial = {name: p.detach().clone().double() for name, p in model.named_parameters()}
+    exact_model = copy.deepcopy(model)
     ref_losses, ref_params, ref_state = torch_training(model, images, labels, args.solver, args.precision)
     bf16 = args.precision == "bf16"
     loss_rtol = BF16_LOSS_RTOL if bf16 else RTOL
-    rtol = BF16_RTOL if bf16 else RTOL
     ok = True
 
     ours_losses = poseidon_losses(os.path.join(out_dir, "metrics.jsonl"))
@@ -229,10 +259,11 @@ def main():
 
     final, _ = safetensors_io.read(os.path.join(out_dir, "final.safetensors"))
     if bf16:
-        # Updates rather than parameters (see the module's docstring).
-        final = {name: t.double() - initial[name] if name in initial else t for name, t in final.items()}
-        ref_params = {name: p.double() - initial[name] for name, p in ref_params.items()}
-    by_element = args.solver != "adam" and not bf16
+        _, exact_params, exact_state = torch_training(exact_model, images, labels, args.solver, "fp32")
+        ok = compare_bf16(final, initial, ref_params, ref_state, exact_params, exact_state) and ok
+        print("PASS" if ok else "FAIL: poseidon's bf16 differs from PyTorch's autocast beyond the bounds")
+        return 0 if ok else 1
+    by_element = args.solver != "adam"
     expected = {name: (ref, max_relative_error, "max elementwise") if by_element else (ref, norm_relative_error, "norm")
                 for name, ref in ref_params.items()}
     for name, ref in ref_state.items():
@@ -246,11 +277,11 @@ def main():
             ok = False
             continue
         err = error(ours, ref)
-        ok = ok and err <= rtol
-        verdict = "" if err <= rtol else "  MISMATCH"
+        ok = ok and err <= RTOL
+        verdict = "" if err <= RTOL else "  MISMATCH"
         print(f"{name:<40} {str(list(ref.shape)):<16} {err:>10.2e} ({kind}){verdict}")
 
-    print("PASS" if ok else f"FAIL: poseidon differs from PyTorch by more than {rtol} (relative)")
+    print("PASS" if ok else f"FAIL: poseidon differs from PyTorch by more than {RTOL} (relative)")
     return 0 if ok else 1
 
 
