@@ -215,7 +215,7 @@ class Expander {
       }
     }
     check_vars_used();
-    return ConfigNode(root, model_.file(), "");
+    return model_.rebuilt(root);
   }
 
  private:
@@ -560,7 +560,8 @@ ConfigNode expand_model_blocks(const ConfigNode& model, std::map<std::string, st
   return out;
 }
 
-void apply_model_overrides(const ConfigNode& model, const std::vector<std::string>& overrides) {
+void apply_model_overrides(ConfigNode& model, const std::vector<std::string>& overrides,
+                           const std::string& shown_prefix) {
   const auto read_variables = [&] {
     std::set<std::string> read;
     for (const char* key : {"vars", "blocks", "inputs", "layers"})
@@ -569,10 +570,9 @@ void apply_model_overrides(const ConfigNode& model, const std::vector<std::strin
   };
   const std::set<std::string> read_before = read_variables();
   std::set<std::string> set_directly;
-  for (const std::string& o : overrides) {
-    apply_override(model.yaml(), o);
+  model.apply_overrides(overrides, shown_prefix);
+  for (const std::string& o : overrides)
     if (o.rfind("vars.", 0) == 0) set_directly.insert(o.substr(5, o.find_first_of(".=", 5) - 5));
-  }
   if (!model.has("vars") || !model.yaml()["vars"].IsMap()) return;
   // A variable that only fed what an override replaced (net.inputs.data
   // given outright, say) has nothing left to do; removing one can leave

@@ -53,7 +53,9 @@ ConfigNode expand_model_blocks(const ConfigNode& model, std::map<std::string, st
 // Applies command-line overrides ("layers.fc2.num_output=5") to a model's
 // tree. A variable of the file that only the replaced values read (as
 // `size` when net.inputs.data is given outright) is dropped rather than
-// reported unused; one an override sets itself still must be read.
-void apply_model_overrides(const ConfigNode& model, const std::vector<std::string>& overrides);
+// reported unused; one an override sets itself still must be read. Errors
+// in the overridden values name "--set <shown_prefix><override>".
+void apply_model_overrides(ConfigNode& model, const std::vector<std::string>& overrides,
+                           const std::string& shown_prefix = "");
 
 }  // namespace poseidon

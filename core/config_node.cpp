@@ -7,6 +7,8 @@
 #include <fstream>
 #include <sstream>
 
+#include "core/duplicate_keys.h"
+#include "core/paths.h"
 #include "core/suggest.h"
 
 namespace poseidon {
@@ -15,6 +17,7 @@ ConfigNode::ConfigNode(YAML::Node node, std::string file, std::string path)
     : node_(std::move(node)), file_(std::move(file)), path_(std::move(path)) {}
 
 ConfigNode ConfigNode::load_file(const std::string& file) {
+  if (const std::string why = why_not_a_file(file); !why.empty()) throw ConfigError({file, 0, 0, ""}, why);
   std::ifstream in(file);
   if (!in) throw ConfigError({file, 0, 0, ""}, "cannot open file");
   std::stringstream ss;
@@ -25,6 +28,7 @@ ConfigNode ConfigNode::load_file(const std::string& file) {
 ConfigNode ConfigNode::parse(const std::string& text, const std::string& name) {
   try {
     YAML::Node root = YAML::Load(text);
+    check_duplicate_keys(text, name);
     if (!root.IsDefined() || root.IsNull()) root = YAML::Node(YAML::NodeType::Map);
     return ConfigNode(root, name, "");
   } catch (const YAML::Exception& e) {
@@ -33,21 +37,41 @@ ConfigNode ConfigNode::parse(const std::string& text, const std::string& name) {
   }
 }
 
+void ConfigNode::apply_overrides(const std::vector<std::string>& assignments, const std::string& shown_prefix) {
+  auto all = std::make_shared<std::vector<Override>>();
+  if (overrides_) *all = *overrides_;
+  for (const std::string& a : assignments)
+    all->push_back({apply_override(node_, a, shown_prefix), "--set " + shown_prefix + a});
+  overrides_ = std::move(all);
+}
+
+ConfigNode ConfigNode::derived(const YAML::Node& node, std::string path) const {
+  ConfigNode c(node, file_, std::move(path));
+  c.overrides_ = overrides_;
+  c.override_ = override_;
+  if (c.override_.empty() && overrides_)
+    for (const Override& o : *overrides_)
+      if (o.value.is(node)) c.override_ = o.shown;
+  return c;
+}
+
+SourceLocation ConfigNode::location_of(const YAML::Node& mark_node, const std::string& path) const {
+  if (!override_.empty()) return {override_, 0, 0, path};
+  YAML::Mark m = mark_node.Mark();
+  if (m.line < 0) return {file_, 0, 0, path};
+  return {file_, m.line + 1, m.column + 1, path};
+}
+
 std::string ConfigNode::key_name(const YAML::Node& key) const {
   if (key.IsScalar()) return key.Scalar();
-  YAML::Mark m = key.Mark();
-  throw ConfigError({file_, m.line + 1, m.column + 1, path_}, "a key must be a plain name, not a list or map");
+  throw ConfigError(location_of(key, path_), "a key must be a plain name, not a list or map");
 }
 
 std::string ConfigNode::key_path(const std::string& key) const {
   return path_.empty() ? key : path_ + "." + key;
 }
 
-SourceLocation ConfigNode::location() const {
-  YAML::Mark m = node_.Mark();
-  if (m.line < 0) return {file_, 0, 0, path_};
-  return {file_, m.line + 1, m.column + 1, path_};
-}
+SourceLocation ConfigNode::location() const { return location_of(node_, path_); }
 
 void ConfigNode::fail(const std::string& what) const { throw ConfigError(location(), what); }
 
@@ -64,7 +88,7 @@ bool ConfigNode::has(const std::string& key) const {
 
 std::optional<ConfigNode> ConfigNode::find(const std::string& key) const {
   if (!has(key)) return std::nullopt;
-  return ConfigNode(node_[key], file_, key_path(key));
+  return derived(node_[key], key_path(key));
 }
 
 ConfigNode ConfigNode::child(const std::string& key) const {
@@ -74,7 +98,7 @@ ConfigNode ConfigNode::child(const std::string& key) const {
     where.key = key_path(key);
     throw ConfigError(where, "missing required key '" + key + "'");
   }
-  return ConfigNode(node_[key], file_, key_path(key));
+  return derived(node_[key], key_path(key));
 }
 
 size_t ConfigNode::size() const {
@@ -88,9 +112,9 @@ ConfigNode ConfigNode::at(size_t i) const {
   const YAML::Node element = node_[i];
   if (element.IsMap() && element["name"] && element["name"].IsScalar()) {
     const std::string name = element["name"].Scalar();
-    if (!name.empty() && name.find('$') == std::string::npos) return ConfigNode(element, file_, key_path(name));
+    if (!name.empty() && name.find('$') == std::string::npos) return derived(element, key_path(name));
   }
-  return ConfigNode(element, file_, path_ + "[" + std::to_string(i) + "]");
+  return derived(element, path_ + "[" + std::to_string(i) + "]");
 }
 
 std::vector<std::string> ConfigNode::keys() const {
@@ -185,22 +209,22 @@ void ConfigNode::check_keys(const std::vector<std::string>& allowed) const {
     if (std::find(allowed.begin(), allowed.end(), k) != allowed.end()) continue;
     std::string list;
     for (const auto& s : allowed) list += (list.empty() ? "" : ", ") + s;
-    YAML::Mark m = it->first.Mark();
-    throw ConfigError({file_, m.line + 1, m.column + 1, key_path(k)},
+    throw ConfigError(derived(it->second, key_path(k)).location_of(it->first, key_path(k)),
                       "unknown key '" + k + "'" + did_you_mean(k, allowed) + " (allowed: " + list + ")");
   }
 }
 
-void apply_override(YAML::Node root, const std::string& assignment) {
+YAML::Node apply_override(YAML::Node root, const std::string& assignment, const std::string& shown_prefix) {
+  const std::string shown = "--set " + shown_prefix + assignment;
   size_t eq = assignment.find('=');
-  if (eq == std::string::npos || eq == 0)
-    throw ConfigError({"--set", 0, 0, assignment}, "expected key=value");
+  if (eq == std::string::npos || eq == 0) throw ConfigError({shown, 0, 0, ""}, "expected key=value");
   std::string path = assignment.substr(0, eq);
   YAML::Node value;
   try {
     value = YAML::Load(assignment.substr(eq + 1));
+    check_duplicate_keys(assignment.substr(eq + 1), shown);
   } catch (const YAML::Exception& e) {
-    throw ConfigError({"--set", 0, 0, path}, "cannot parse value: " + e.msg);
+    throw ConfigError({shown, 0, 0, shown_prefix + path}, "cannot parse value: " + e.msg);
   }
   std::vector<std::string> parts;
   std::stringstream ss(path);
@@ -230,23 +254,22 @@ void apply_override(YAML::Node root, const std::string& assignment) {
         std::vector<std::string> names;
         for (size_t k = 0; k < cur.size(); ++k)
           if (cur[k].IsMap() && cur[k]["name"] && cur[k]["name"].IsScalar()) names.push_back(cur[k]["name"].Scalar());
-        throw ConfigError({"--set", 0, 0, path}, "no list element '" + part + "'" + did_you_mean(part, names));
+        throw ConfigError({shown, 0, 0, shown_prefix + path}, "no list element '" + part + "'" + did_you_mean(part, names));
       }
-      if (last) {
-        throw ConfigError({"--set", 0, 0, path}, "cannot replace a whole list element");
-      }
+      if (last) throw ConfigError({shown, 0, 0, shown_prefix + path}, "cannot replace a whole list element");
     } else {
       if (!cur.IsMap() && !cur.IsNull())
-        throw ConfigError({"--set", 0, 0, path}, "'" + part + "' is inside a scalar");
+        throw ConfigError({shown, 0, 0, shown_prefix + path}, "'" + part + "' is inside a scalar");
       if (last) {
         cur[part] = value;
-        return;
+        return value;
       }
       if (!cur[part].IsDefined() || cur[part].IsNull()) cur[part] = YAML::Node(YAML::NodeType::Map);
       next.reset(cur[part]);
     }
     cur.reset(next);
   }
+  return value;
 }
 
 }  // namespace poseidon

@@ -28,6 +28,13 @@ Net::Net(const ConfigNode& model, int64_t batch, Device device) : batch_(batch),
   bind_params();
 }
 
+Net::Net(const ConfigNode& model, int64_t batch, ShapesOnly) : batch_(batch), allocated_(false) {
+  POSEIDON_REQUIRE(batch > 0) << "batch size must be positive, got " << batch;
+  build_graph(model);
+  infer_shapes();
+  mark_gradient_paths();
+}
+
 void Net::build_graph(const ConfigNode& source) {
   const ConfigNode model = expand_model_blocks(source, &switched_by_);
   model.check_keys({"name", "description", "vars", "blocks", "inputs", "layers"});
@@ -154,7 +161,13 @@ void Net::order_layers(const ConfigNode& layers_node) {
 
 std::vector<Shape> Net::layer_input_shapes(size_t i) const {
   std::vector<Shape> shapes;
-  for (size_t b : layer_in_[i]) shapes.push_back(blobs_[b].value.shape());
+  for (size_t b : layer_in_[i]) shapes.push_back(blob_shapes_[b]);
+  return shapes;
+}
+
+std::vector<Shape> Net::layer_output_shapes(size_t i) const {
+  std::vector<Shape> shapes;
+  for (size_t b : layer_out_[i]) shapes.push_back(blob_shapes_[b]);
   return shapes;
 }
 
@@ -176,16 +189,28 @@ std::vector<Shape> Net::reshape_layer(size_t i) {
 }
 
 void Net::infer_shapes() {
+  blob_shapes_.assign(blobs_.size(), Shape{});
   for (const auto& in : input_names_) {
     Shape s = {batch_};
     for (int64_t d : input_shapes_.at(in)) s.push_back(d);
-    blobs_[blob_index_.at(in)].value.resize(s);
+    blob_shapes_[blob_index_.at(in)] = s;
   }
   for (size_t i = 0; i < layers_.size(); ++i) {
-    std::vector<Shape> out = reshape_layer(i);
+    std::vector<Shape> out;
+    try {
+      out = reshape_layer(i);
+    } catch (const std::bad_alloc&) {
+      std::string shapes;
+      for (const Shape& in : layer_input_shapes(i)) shapes += (shapes.empty() ? "" : ", ") + shape_str(in);
+      throw ConfigError(layers_[i]->config().location(), "layer '" + layers_[i]->name() + "' (" +
+                                                             layers_[i]->type() + "): its working buffers for input " +
+                                                             shapes + " do not fit in memory");
+    }
     POSEIDON_CHECK(out.size() == layer_out_[i].size()) << layers_[i]->name();
-    for (size_t k = 0; k < out.size(); ++k) blobs_[layer_out_[i][k]].value.resize(out[k]);
+    for (size_t k = 0; k < out.size(); ++k) blob_shapes_[layer_out_[i][k]] = out[k];
   }
+  if (allocated_)
+    for (size_t b = 0; b < blobs_.size(); ++b) blobs_[b].value.resize(blob_shapes_[b]);
   io_.assign(layers_.size(), LayerIO{});
   for (size_t i = 0; i < layers_.size(); ++i) {
     LayerIO& io = io_[i];
@@ -207,11 +232,11 @@ void Net::mark_gradient_paths() {
   for (size_t i = 0; i < layers_.size(); ++i) {
     for (size_t b : layer_out_[i]) {
       if (layers_[i]->loss_weight() != 0.f) {
-        POSEIDON_REQUIRE(is_scalar_shape(blobs_[b].value.shape()))
+        POSEIDON_REQUIRE(is_scalar_shape(blob_shapes_[b]))
             << "loss layer '" << layers_[i]->name() << "' must output a scalar";
         loss_outputs_.push_back(blobs_[b].name);
         reaches_loss[b] = true;
-      } else if (!layers_[i]->differentiable() && is_scalar_shape(blobs_[b].value.shape())) {
+      } else if (!layers_[i]->differentiable() && is_scalar_shape(blob_shapes_[b])) {
         metric_outputs_.push_back(blobs_[b].name);
       }
     }
@@ -237,7 +262,8 @@ void Net::mark_gradient_paths() {
   }
   for (size_t i = 0; i < layers_.size(); ++i) {
     if (!runs_backward_[i]) continue;
-    for (size_t b : layer_out_[i]) blobs_[b].grad.resize(blobs_[b].value.shape());
+    if (allocated_)
+      for (size_t b : layer_out_[i]) blobs_[b].grad.resize(blob_shapes_[b]);
     for (size_t k = 0; k < layer_in_[i].size(); ++k) {
       Blob& in = blobs_[layer_in_[i][k]];
       io_[i].in_grad[k] = in.needs_grad ? &in.grad : nullptr;

@@ -37,6 +37,11 @@ class Net {
  public:
   // Blobs, parameters and layers live on `device` (GPU layers for "cuda").
   Net(const ConfigNode& model, int64_t batch, Device device = {});
+  // The graph, every blob's shape and the parameters' declarations, with no
+  // blob, gradient or parameter allocated (on the CPU): for estimating what a
+  // model needs before it is built (core/model_summary.h). Not runnable.
+  struct ShapesOnly {};
+  Net(const ConfigNode& model, int64_t batch, ShapesOnly);
 
   const std::string& name() const { return name_; }
   int64_t batch() const { return batch_; }
@@ -74,6 +79,9 @@ class Net {
   Layer& layer(size_t i) { return *layers_[i]; }
   const Layer& layer(size_t i) const { return *layers_[i]; }
   std::vector<Shape> layer_input_shapes(size_t i) const;
+  std::vector<Shape> layer_output_shapes(size_t i) const;
+  // Whether backward needs the gradient of layer i's k-th output.
+  bool output_needs_grad(size_t i, size_t k) const { return blobs_[layer_out_[i][k]].needs_grad; }
   bool runs_backward(size_t i) const { return runs_backward_[i]; }
 
   // Scalar outputs: losses (weighted into forward's result) and metrics.
@@ -86,6 +94,7 @@ class Net {
   int64_t num_learnable() const;  // element count of the learnable parameters
   Tensor& flat_values() { return flat_values_; }
   Tensor& flat_grads() { return flat_grads_; }
+  Tensor& flat_buffers() { return flat_buffers_; }  // every buffer (running statistics)
 
  private:
   void build_graph(const ConfigNode& model);
@@ -103,6 +112,8 @@ class Net {
   std::map<std::string, Shape> input_shapes_;
   std::vector<std::unique_ptr<Layer>> layers_;  // topological order
   std::vector<Blob> blobs_;
+  std::vector<Shape> blob_shapes_;  // as of the last infer_shapes, also when not allocated
+  bool allocated_ = true;           // false: ShapesOnly
   std::map<std::string, size_t> blob_index_;
   std::vector<std::vector<size_t>> layer_in_, layer_out_;  // blob indices
   std::vector<bool> runs_backward_;

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <bit>
+#include <cctype>
 #include <cerrno>
 #include <cmath>
 #include <cstring>
@@ -26,6 +27,9 @@ using nlohmann::json;
 // The reference implementation refuses headers above 100 MB; so do we, so a
 // corrupt length cannot make us allocate the whole file for JSON.
 constexpr uint64_t kMaxHeaderBytes = 100'000'000;
+
+// A file being written is "<path>.tmp.<pid>" until it is renamed to <path>.
+const std::string kTemporaryInfix = ".tmp.";
 
 [[noreturn]] void fail(const std::string& path, const std::string& what) {
   throw Error("safetensors file '" + path + "': " + what);
@@ -304,11 +308,11 @@ void write_safetensors(const std::string& path,
                        const std::vector<std::pair<std::string, const Tensor*>>& tensors,
                        const std::map<std::string, std::string>& metadata) {
   const std::string header = build_header(tensors, metadata, path);
-  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
+  const std::string tmp = path + kTemporaryInfix + std::to_string(::getpid());
   auto give_up = [&](const std::string& step) {
     std::string reason = errno_text();
     ::unlink(tmp.c_str());
-    fail(path, "cannot write (" + step + " '" + tmp + "'): " + reason);
+    fail(path, "cannot write (" + step + " '" + tmp + "'): " + reason + "; the file at this path is unchanged");
   };
 
   FileDescriptor fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
@@ -326,6 +330,13 @@ void write_safetensors(const std::string& path,
   // The rename itself is durable only once the directory entry is synced.
   FileDescriptor dir(::open(parent_directory(path).c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
   if (dir.get() >= 0) ::fsync(dir.get());
+}
+
+bool is_safetensors_temporary(const std::string& file_name) {
+  const size_t at = file_name.rfind(kTemporaryInfix);
+  if (at == std::string::npos || at == 0) return false;
+  const std::string pid = file_name.substr(at + kTemporaryInfix.size());
+  return !pid.empty() && std::all_of(pid.begin(), pid.end(), [](unsigned char c) { return std::isdigit(c); });
 }
 
 }  // namespace poseidon

@@ -29,9 +29,14 @@ struct SafetensorsFile {
 SafetensorsFile read_safetensors(const std::string& path);
 
 // Writes F32 tensors atomically: to "<path>.tmp.<pid>", fsync, rename over
-// path; a crash never leaves a torn file at `path`.
+// path; a crash never leaves a torn file at `path`. A failed write (a full
+// disk) removes the temporary file and leaves `path` as it was.
 void write_safetensors(const std::string& path,
                        const std::vector<std::pair<std::string, const Tensor*>>& tensors,
                        const std::map<std::string, std::string>& metadata);
+
+// True for a file name of the form write_safetensors gives its temporary
+// file: a process killed while writing leaves it behind.
+bool is_safetensors_temporary(const std::string& file_name);
 
 }  // namespace poseidon

@@ -4,16 +4,16 @@
 #include <zlib.h>
 
 #include <algorithm>
-#include <filesystem>
 
 #include "core/error.h"
+#include "core/paths.h"
 
 namespace poseidon {
 
 namespace {
 std::vector<uint8_t> read_maybe_gzip(const std::string& path) {
-  std::error_code unusable;  // a path the system rejects (too long, ...) is not found either
-  if (!std::filesystem::exists(path, unusable)) throw Error(path + ": data file not found");
+  if (const std::string why = why_not_a_file(path); !why.empty())
+    throw Error(path + ": data file " + why);
   gzFile f = gzopen(path.c_str(), "rb");  // reads plain files unchanged
   if (!f) throw Error(path + ": cannot open data file");
   std::vector<uint8_t> out;
@@ -65,7 +65,7 @@ std::vector<int64_t> read_idx(const std::string& path, std::vector<uint8_t>& byt
 
 IdxSource::IdxSource(const std::string& images, const std::string& labels, float scale,
                      float mean, float std, int64_t limit)
-    : scale_(scale), mean_(mean), std_(std) {
+    : labels_path_(labels), scale_(scale), mean_(mean), std_(std) {
   std::vector<int64_t> idims = read_idx(images, pixels_);
   std::vector<int64_t> ldims = read_idx(labels, labels_);
   if (idims.size() < 2) throw Error(images + ": an images file needs at least 2 dimensions");
@@ -85,6 +85,13 @@ int64_t IdxSource::read(int64_t index, float* dst, uint64_t) const {
   const float inv_std = 1.f / std_;
   for (int64_t i = 0; i < n; ++i) dst[i] = (src[i] * scale_ - mean_) * inv_std;
   return labels_[index];
+}
+
+std::string IdxSource::find_label_outside(int64_t classes, int64_t ignored) const {
+  for (int64_t i = 0; i < count_; ++i)
+    if (labels_[i] >= classes && labels_[i] != ignored)
+      return labels_path_ + ": label " + std::to_string(labels_[i]) + " of example " + std::to_string(i);
+  return "";
 }
 
 }  // namespace poseidon

@@ -22,8 +22,10 @@ class IdxSource : public Source {
   Shape sample_shape() const override { return shape_; }
   int64_t num_classes() const override { return classes_; }
   int64_t read(int64_t index, float* dst, uint64_t seed) const override;
+  std::string find_label_outside(int64_t classes, int64_t ignored) const override;
 
  private:
+  std::string labels_path_;
   std::vector<uint8_t> pixels_, labels_;
   Shape shape_;
   int64_t count_ = 0, classes_ = 0;

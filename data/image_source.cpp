@@ -10,6 +10,7 @@
 #include <opencv2/imgcodecs.hpp>
 
 #include "core/error.h"
+#include "core/paths.h"
 
 namespace poseidon {
 
@@ -65,6 +66,7 @@ std::vector<ImageEntry> scan_image_folder(const std::string& root, std::vector<s
 }
 
 std::vector<ImageEntry> read_image_list(const std::string& list, const std::string& root, const std::string& origin) {
+  if (const std::string why = why_not_a_file(list); !why.empty()) throw Error(list + ": the list file " + why);
   std::ifstream in(list);
   if (!in) throw Error(list + ": cannot open the list file");
   std::vector<ImageEntry> entries;
@@ -83,19 +85,20 @@ std::vector<ImageEntry> read_image_list(const std::string& list, const std::stri
       bad("the label '" + label + "' is not a non-negative integer");
     fs::path path = trim(text.substr(0, split));
     if (path.is_relative()) path = fs::path(root) / path;
-    entries.push_back({path.lexically_normal().string(), std::stoll(label)});
+    entries.push_back({path.lexically_normal().string(), std::stoll(label), line});
   }
   if (entries.empty()) throw Error(list + ": the list file names no image");
   return entries;
 }
 
 ImageSource::ImageSource(std::vector<ImageEntry> entries, int64_t num_classes, ImageTransform transform,
-                         bool skip_unreadable, std::string origin)
+                         bool skip_unreadable, std::string origin, std::string list_file)
     : entries_(std::move(entries)),
       num_classes_(num_classes),
       transform_(std::move(transform)),
       skip_unreadable_(skip_unreadable),
       origin_(std::move(origin)),
+      list_file_(std::move(list_file)),
       unreadable_(new std::atomic<bool>[entries_.size()]) {
   POSEIDON_CHECK(!entries_.empty()) << "an image source needs images";
   for (size_t i = 0; i < entries_.size(); ++i) unreadable_[i] = false;
@@ -140,6 +143,16 @@ int64_t ImageSource::read_skipping(int64_t index, float* dst, uint64_t seed, int
     return entries_[j].label;
   }
   throw Error(origin_ + ": none of the " + std::to_string(n) + " images can be decoded");
+}
+
+std::string ImageSource::find_label_outside(int64_t classes, int64_t ignored) const {
+  for (const ImageEntry& e : entries_) {
+    if (e.label < classes || e.label == ignored) continue;
+    const std::string label = "label " + std::to_string(e.label) + " of '" + e.path + "'";
+    if (e.line > 0) return list_file_ + ":" + std::to_string(e.line) + ": " + label;
+    return label + " (its class folder's index)";
+  }
+  return "";
 }
 
 }  // namespace poseidon

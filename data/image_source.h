@@ -17,6 +17,7 @@ namespace poseidon {
 struct ImageEntry {
   std::string path;
   int64_t label = 0;
+  int64_t line = 0;  // in the list file; 0 when found in a folder
 };
 
 // The images under `root` in torchvision's order: class folders sorted by
@@ -35,14 +36,16 @@ class ImageSource : public Source {
   // `origin` (a config location) is quoted in read errors. With
   // `skip_unreadable`, an image that cannot be decoded is replaced by the next
   // decodable one in index order, and counted, instead of failing.
+  // `list_file` is the list the entries come from ("" for a folder).
   ImageSource(std::vector<ImageEntry> entries, int64_t num_classes, ImageTransform transform, bool skip_unreadable,
-              std::string origin);
+              std::string origin, std::string list_file = "");
 
   int64_t size() const override { return static_cast<int64_t>(entries_.size()); }
   Shape sample_shape() const override { return transform_.output_shape(); }
   int64_t num_classes() const override { return num_classes_; }
   int64_t read(int64_t index, float* dst, uint64_t seed) const override;
   int64_t read_skipping(int64_t index, float* dst, uint64_t seed, int64_t& skipped) const override;
+  std::string find_label_outside(int64_t classes, int64_t ignored) const override;
 
  private:
   cv::Mat decode(int64_t index) const;  // empty when unreadable and skipping
@@ -52,6 +55,7 @@ class ImageSource : public Source {
   ImageTransform transform_;
   bool skip_unreadable_;
   std::string origin_;
+  std::string list_file_;
   // Images already found unreadable, so each is decoded (and fails) once.
   std::unique_ptr<std::atomic<bool>[]> unreadable_;
 };

@@ -88,6 +88,7 @@ std::shared_ptr<Source> image_source(const ConfigNode& c, const std::string& kin
   const bool skip = c.get_choice("on_error", {"error", "skip"}, "error") == "skip";
   const std::string origin = c.location().str();
   std::vector<ImageEntry> entries;
+  std::string list_file;
   int64_t classes = 0;
   if (kind == "image_folder") {
     std::vector<std::string> names;
@@ -99,6 +100,7 @@ std::shared_ptr<Source> image_source(const ConfigNode& c, const std::string& kin
     classes = static_cast<int64_t>(names.size());
   } else {
     const std::string list = resolve(c.get_string("list"), base_dir);
+    list_file = list;
     const std::string root =
         c.has("root") ? resolve(c.get_string("root"), base_dir) : std::filesystem::path(list).parent_path().string();
     try {
@@ -110,7 +112,7 @@ std::shared_ptr<Source> image_source(const ConfigNode& c, const std::string& kin
     }
     for (const ImageEntry& e : entries) classes = std::max(classes, e.label + 1);
   }
-  return std::make_shared<ImageSource>(std::move(entries), classes, std::move(transform), skip, origin);
+  return std::make_shared<ImageSource>(std::move(entries), classes, std::move(transform), skip, origin, list_file);
 }
 #else
 std::shared_ptr<Source> image_source(const ConfigNode& c, const std::string& kind, const std::string&) {

@@ -26,6 +26,11 @@ class Source {
   virtual int64_t read_skipping(int64_t index, float* dst, uint64_t seed, int64_t& skipped) const {
     return read(index, dst, seed);
   }
+  // Where the first label outside [0, classes), other than `ignored`, is
+  // ("labels.idx: label 12 of example 7"), for sources that know their
+  // labels without decoding examples; "" when every label is in range or the
+  // source cannot tell cheaply. Lets training reject such data at the start.
+  virtual std::string find_label_outside(int64_t classes, int64_t ignored) const { return ""; }
 };
 
 // Builds a source from a `data.train` / `data.test` config map. Relative

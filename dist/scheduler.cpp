@@ -359,11 +359,11 @@ void Scheduler::average_buffers() {
   });
 }
 
-Solver Scheduler::solver_snapshot() {
+Solver Scheduler::solver_snapshot(int root) {
   sync();
   Solver copy = solver_;
   run([&](const Comm&) {
-    for (PsExchange* ps : ps_exchanges_) ps->gather_state(copy, 0);
+    for (PsExchange* ps : ps_exchanges_) ps->gather_state(copy, root);
   });
   return copy;
 }

@@ -104,8 +104,8 @@ class Scheduler : public GradSink {
   // Sums `values` over all ranks; every rank gets the same result.
   std::vector<double> sum_over_ranks(const std::vector<double>& values);
   // A copy of the solver holding the full optimizer state, PS shards
-  // gathered; complete on rank 0 only. Every rank must call it.
-  Solver solver_snapshot();
+  // gathered; complete on rank `root` only. Every rank must call it.
+  Solver solver_snapshot(int root = 0);
   // Averages the Net's buffers (e.g. batch-norm running statistics, which
   // each rank gathers from its own shard) over the ranks, identically on all.
   void average_buffers();

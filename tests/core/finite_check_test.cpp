@@ -2,8 +2,9 @@
 // gradients; then `poseidon train`, driven in-process, with a NaN injected
 // into one layer's gradient at a chosen iteration: the run stops with exit
 // status 2 and a message naming the iteration, the layer and the tensor, no
-// parameter takes that iteration's update, and the checkpoint of the state
-// before it resumes to the numbers of a run that never failed.
+// parameter takes that iteration's update nor buffer its forward's running
+// statistics, and the checkpoint of the state before it resumes to the
+// numbers of a run that never failed.
 // The injecting layer is registered in this test binary only: the tools
 // tests require every registered layer type to be documented.
 #include "core/finite_check.h"
@@ -79,6 +80,7 @@ const char* kModel = R"(name: guarded
 inputs: {data: [2, 5, 5], label: []}
 layers:
   - {name: conv1, type: conv, inputs: data, num_output: 3, kernel_size: 3}
+  - {name: bn1, type: batch_norm}
   - {name: relu1, type: relu}
   - {name: fc1, type: fc, num_output: 6}
   - {name: inject, type: nan_gradient, nan_at: 5}
@@ -170,9 +172,10 @@ TEST_F(NumericGuard, StateBeforeTheFailureResumesToTheNumbersOfARunThatNeverFail
   ASSERT_EQ(train({"--set", out("a")}), 2) << err_;
   ASSERT_EQ(train({"--set", out("b"), "--set", "net.layers.inject.nan_at=0", "--set", "train.snapshot_interval=4"}), 0)
       << err_;
-  // Parameters, solver state, loader position and RNG state are those after
-  // iteration 4: no layer kept an update from iteration 5, not even those
-  // whose gradients backward reported before reaching the poisoned one.
+  // Parameters, solver state, buffers, loader position and RNG state are
+  // those after iteration 4: no layer kept an update from iteration 5, not
+  // even those whose gradients backward reported before reaching the
+  // poisoned one, and bn1's running statistics are not those of its forward.
   expect_same_checkpoint(file("a/iter_4.safetensors"), file("b/iter_4.safetensors"));
 
   ASSERT_EQ(train({"--set", out("c"), "--set", "net.layers.inject.nan_at=0", "--resume", file("a/iter_4.safetensors")}),

@@ -1,14 +1,27 @@
 // Acceptance of the schemes: LeNet, and VGG19-22K at reduced width and input
-// size, trained 20 iterations on P ranks with K examples each end with
-// parameters that are bitwise identical on every rank and equal, to relative
-// 1e-4 (L2 norm per tensor), to one process trained on the combined batch of
-// P*K; the gathered optimizer state matches too. Each rank computes the
-// single-process reference itself. The "offload" cases hand the all-reduce
-// sums and SFB's rebuild GEMMs to stand-ins of a GPU's (dist::DeviceOffload:
-// a reduce to rank 0 and a broadcast, as NCCL gives every rank the same sum,
-// and the host's gemm), which must change nothing but who computes. Adam,
-// AdamW and RMSprop cases check that their sharded state (moments and step
-// counts) is gathered to the single process's.
+// size (He-initialised, so that gradients rather than weight decay move its
+// deep convolutions), trained 20 iterations on P ranks with K examples each
+// of a data set they learn from. Every iteration is checked in lockstep,
+// against references computed on every rank from the distributed run's own
+// state before it (parameters and the full optimizer state, PS shards
+// gathered to each rank in turn):
+// - what the exchange computes, bit for bit, for PS and all-reduce
+//   parameters: the ranks' gradients summed in the exchange's order (a PS
+//   owner in rank order; a ring from each chunk's rank round), averaged and
+//   applied; the value and the solver state after must equal it exactly, so a
+//   changed summation order fails at P >= 3;
+// - one process on the combined batch of P*K: each update and solver state
+//   within 1e-6 (relative L2 per tensor) for SFB parameters, whose gradient
+//   is rebuilt by one GEMM over the combined batch, and within 1e-4 for all
+//   (the order of the sums over the batch differs); each gradient at least
+//   twice its weight decay; LeNet's loss falls under SGD.
+// Parameters end bitwise identical on every rank. The "offload" cases hand
+// the all-reduce sums and SFB's rebuild GEMMs to stand-ins of a GPU's
+// (dist::DeviceOffload: a reduce to rank 0 and a broadcast, as NCCL gives
+// every rank the same sum, and the host's gemm), which must change nothing
+// but who computes (their sums' order is MPI's: within 1e-4). Adam, AdamW and
+// RMSprop cases check their sharded state (moments and step counts) the same
+// way.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -30,14 +43,16 @@ constexpr int64_t kPerRank = 4;
 constexpr int kIterations = 20;
 
 // "lenet", or "vgg": vgg19_22k's 16 convolutions, 5 pools and 3 FC layers at
-// 32x32, 8 to 16 channels, FC widths 32 and 10 classes, without dropout.
+// 32x32, 8 to 16 channels, FC widths 32 and 10 classes, without dropout; its
+// convolutions He-initialised (with PyTorch's default the deep stack's
+// gradients vanish and weight decay alone moves them).
 ConfigNode model_config(const std::string& model) {
   if (model == "lenet") return ConfigNode::load_file(POSEIDON_SOURCE_DIR "/models/lenet.yaml");
   ConfigNode vgg = ConfigNode::load_file(POSEIDON_SOURCE_DIR "/models/vgg19_22k.yaml");
-  for (const char* o :
-       {"vars.size=32", "vars.num_classes=10", "vars.dropout=0", "layers.0.out=8", "layers.1.out=8", "layers.2.out=16",
-        "layers.3.out=16", "layers.4.out=16", "layers.6.num_output=32", "layers.9.num_output=32"})
-    apply_override(vgg.yaml(), o);
+  vgg.apply_overrides({"vars.size=32", "vars.num_classes=10", "vars.dropout=0", "layers.0.out=8", "layers.1.out=8",
+                       "layers.2.out=16", "layers.3.out=16", "layers.4.out=16", "layers.6.num_output=32",
+                       "layers.9.num_output=32", "blocks.conv_relu.layers.0.weight_init={type: msra}",
+                       "layers.6.weight_init={type: msra}", "layers.9.weight_init={type: msra}"});
   return vgg;
 }
 
@@ -46,7 +61,7 @@ SolverConfig solver_config(const std::string& type) {
   c.type = type;
   c.momentum = type == "sgd" ? 0.9 : 0.0;
   c.weight_decay = 5e-4;
-  c.lr.base_lr = type == "sgd" ? 0.01 : 0.001;
+  c.lr.base_lr = type == "sgd" ? 0.05 : 0.001;
   c.lr.policy = "cosine";
   c.lr.max_iter = kIterations;
   c.max_iter = kIterations;
@@ -54,57 +69,61 @@ SolverConfig solver_config(const std::string& type) {
 }
 
 // Example `e` of an endless synthetic set: label e mod 10, and an image that
-// is its class's fixed pattern plus seeded noise, so the net learns something
-// and its gradients are not dominated by fitting noise.
+// is bright in its class's band of rows, dark elsewhere, plus seeded noise:
+// easy enough that the nets learn within the run, so their gradients carry
+// the data and not noise or weight decay.
 void fill_examples(Net& net, int64_t first) {
   Tensor& data = net.blob("data").value;
   Tensor& label = net.blob("label").value;
-  const int64_t per = data.numel() / data.dim(0);
+  const int64_t height = data.dim(2), width = data.dim(3), per = data.numel() / data.dim(0);
   for (int64_t k = 0; k < data.dim(0); ++k) {
     const int64_t e = first + k, cls = e % 10;
-    std::mt19937 pattern(static_cast<uint32_t>(cls)), noise(static_cast<uint32_t>(1000 + e));
-    std::uniform_real_distribution<float> unit(0.f, 1.f);
-    for (int64_t i = 0; i < per; ++i) data[k * per + i] = unit(pattern) + 0.5f * unit(noise);
+    std::mt19937 noise(static_cast<uint32_t>(1000 + e));
+    std::uniform_real_distribution<float> unit(-0.5f, 0.5f);
+    for (int64_t i = 0; i < per; ++i) {
+      const int64_t band = (i / width % height) * 10 / height;
+      data[k * per + i] = (band == cls ? 1.f : -0.25f) + 0.5f * unit(noise);
+    }
     label[k] = static_cast<float>(cls);
   }
 }
 
-struct Trained {
-  std::vector<float> values;
-  std::map<std::string, std::vector<float>> momentum;  // rank 0's gathered state (distributed)
-  std::map<std::string, int64_t> steps;
+// One parameter's optimizer state: its slots packed as Solver::state_shape
+// says (empty without state), and its step count.
+struct ParamState {
+  std::vector<float> slots;
+  int64_t steps = 0;
+  bool operator==(const ParamState&) const = default;
 };
+using State = std::map<std::string, ParamState>;
 
-Trained copy_of(Net& net, const Solver& solver) {
-  Trained t;
-  t.values.assign(net.flat_values().data(), net.flat_values().data() + net.flat_values().numel());
-  for (const auto& [name, buf] : solver.state()) t.momentum[name].assign(buf.data(), buf.data() + buf.numel());
-  t.steps = solver.steps();
-  return t;
+std::vector<float> values_of(Net& net) {
+  return {net.flat_values().data(), net.flat_values().data() + net.flat_values().numel()};
 }
 
-Trained train_single(const std::string& model, int ranks, const std::string& solver_type) {
-  Net net(model_config(model), kPerRank * ranks);
-  net.init_params(7);
-  Solver solver(solver_config(solver_type));
-  LocalGradSink sink(solver);
-  std::mt19937_64 rng(11);  // dropout layers need one even at ratio 0
-  RunContext ctx{Phase::train, &rng, {}};
-  for (int it = 0; it < kIterations; ++it) {
-    fill_examples(net, it * kPerRank * ranks);
-    solver.set_iteration(it);
-    net.forward(ctx);
-    net.backward(ctx, sink);
+State state_of(const Solver& solver) {
+  State state;
+  for (const auto& [name, buf] : solver.state()) state[name].slots.assign(buf.data(), buf.data() + buf.numel());
+  for (const auto& [name, steps] : solver.steps()) state[name].steps = steps;
+  return state;
+}
+
+void set_state(Solver& solver, const State& state, Net& net) {
+  solver.state().clear();
+  solver.steps().clear();
+  for (const auto& [name, s] : state) {
+    if (!s.slots.empty()) {
+      Tensor t(solver.state_shape(net.find_param(name)->shape));
+      std::copy(s.slots.begin(), s.slots.end(), t.data());
+      solver.state()[name] = t;
+    }
+    if (solver.counts_steps()) solver.steps()[name] = s.steps;
   }
-  return copy_of(net, solver);
 }
 
-struct DistRun {
-  Trained trained;
-  std::vector<uint64_t> hashes;  // of every rank's parameters
-  dist::CommStats stats;
-  int device_sums = 0, device_rebuilds = 0;  // calls of the offload's stand-ins
-};
+void set_values(Net& net, const std::vector<float>& values) {
+  std::copy(values.begin(), values.end(), net.flat_values().data());
+}
 
 // A stand-in for NCCL on the host: the sum reduced to rank 0, then broadcast
 // (every rank gets rank 0's bits), driven by the test of whether it landed.
@@ -133,6 +152,147 @@ uint64_t hash_of(const std::vector<float>& v) {
   const auto* p = reinterpret_cast<const unsigned char*>(v.data());
   for (size_t i = 0; i < v.size() * sizeof(float); ++i) h = (h ^ p[i]) * 1099511628211ull;
   return h;
+}
+
+double relative_l2(const float* a, const float* b, int64_t n) {
+  double diff = 0, norm = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    diff += (double(a[i]) - b[i]) * (double(a[i]) - b[i]);
+    norm += double(b[i]) * b[i];
+  }
+  return std::sqrt(diff) / std::max(std::sqrt(norm), 1e-30);
+}
+
+double l2(const float* a, int64_t n) {
+  double sum = 0;
+  for (int64_t i = 0; i < n; ++i) sum += double(a[i]) * a[i];
+  return std::sqrt(sum);
+}
+
+struct Case {
+  std::string model;
+  std::string scheme;
+  bool wfbp;
+  std::string order = "backward";
+  bool offload = false;
+  std::string solver = "sgd";
+};
+
+// The references of one iteration, computed on every rank from the
+// distributed run's state before it.
+class Lockstep {
+ public:
+  Lockstep(const std::string& model, int ranks, const std::string& solver)
+      : ranks_(ranks), solver_type_(solver), combined_(model_config(model), kPerRank * ranks),
+        local_(model_config(model), kPerRank), solver_(solver_config(solver)) {}
+
+  // One process on the combined batch from `before` and `state`: its loss
+  // and gradients there, and its parameters and state after the update.
+  void train_combined(int it, const std::vector<float>& before, const State& state) {
+    set_values(combined_, before);
+    set_state(solver_, state, combined_);
+    solver_.set_iteration(it);
+    fill_examples(combined_, int64_t(it) * ranks_ * kPerRank);
+    LocalGradSink sink(solver_);
+    std::mt19937_64 rng(11);  // dropout layers need one even at ratio 0
+    RunContext ctx{Phase::train, &rng, {}};
+    loss = combined_.forward(ctx);
+    combined_.backward(ctx, sink);
+    grads.assign(combined_.flat_grads().data(), combined_.flat_grads().data() + combined_.flat_grads().numel());
+    after = values_of(combined_);
+    state_after = state_of(solver_);
+  }
+
+  // What data parallelism computes for one parameter from `before` and
+  // `state`: the ranks' gradients summed, element i in rank order from rank
+  // first[i] round (0 for a PS owner; an all-reduce ring starts each chunk's
+  // sum at the rank of the chunk's index), averaged, and the solver's step on
+  // it applied to each of `blocks` (a PS parameter's, else the whole) with the
+  // blocks' state slot after slot. Its value and state after: bit for bit
+  // what the exchange computes.
+  struct Step {
+    std::vector<float> value;
+    ParamState state;
+  };
+  Step rank_sum_step(int it, const dist::PlannedParam& planned, const std::vector<int>& first,
+                     const std::vector<dist::PsBlock>& blocks, const std::vector<float>& before, const State& state) {
+    const int64_t n = planned.param->value.numel();
+    std::vector<float> sum(n);
+    for (int64_t i = 0; i < n; ++i)
+      for (int k = 0; k < ranks_; ++k) {
+        const float g = local_gradients(it, (first[i] + k) % ranks_, before)[planned.offset + i];
+        sum[i] = k == 0 ? g : sum[i] + g;
+      }
+    const float scale = 1.f / static_cast<float>(ranks_);
+    for (float& x : sum) x *= scale;
+    Solver solver(solver_config(solver_type_));
+    solver.set_iteration(it);
+    const size_t slots = solver.keeps_state() ? solver.state_names().size() : 0;
+    Step step{{before.begin() + planned.offset, before.begin() + planned.offset + n}, {}};
+    auto known = state.find(planned.param->name);
+    if (known != state.end()) step.state = known->second;
+    if (step.state.slots.empty()) step.state.slots.assign(slots * n, 0.f);
+    step.state.steps += solver.counts_steps() ? 1 : 0;
+    std::vector<float> packed;
+    for (const dist::PsBlock& b : blocks) {
+      packed.resize(slots * b.count);
+      for (size_t s = 0; s < slots; ++s)
+        std::copy_n(step.state.slots.begin() + s * n + b.begin, b.count, packed.begin() + s * b.count);
+      solver.update_block(step.value.data() + b.begin, sum.data() + b.begin, slots ? packed.data() : nullptr, b.count,
+                          planned.param->lr_mult, planned.param->decay_mult, step.state.steps);
+      for (size_t s = 0; s < slots; ++s)
+        std::copy_n(packed.begin() + s * b.count, b.count, step.state.slots.begin() + s * n + b.begin);
+    }
+    return step;
+  }
+
+  float loss = 0;
+  std::vector<float> grads, after;
+  State state_after;
+
+ private:
+  // Rank r's gradients in iteration `it` at `before` (each computed once).
+  const std::vector<float>& local_gradients(int it, int r, const std::vector<float>& before) {
+    if (local_it_ != it) local_grads_.clear(), local_it_ = it;
+    std::vector<float>& g = local_grads_[r];
+    if (!g.empty()) return g;
+    set_values(local_, before);
+    fill_examples(local_, (int64_t(it) * ranks_ + r) * kPerRank);
+    Solver unused(solver_config(solver_type_));
+    LocalGradSink held(unused, true);
+    std::mt19937_64 rng(11);
+    RunContext ctx{Phase::train, &rng, {}};
+    local_.forward(ctx);
+    local_.backward(ctx, held);
+    g.assign(local_.flat_grads().data(), local_.flat_grads().data() + local_.flat_grads().numel());
+    return g;
+  }
+
+  int ranks_;
+  std::string solver_type_;
+  Net combined_, local_;
+  Solver solver_;
+  int local_it_ = -1;
+  std::map<int, std::vector<float>> local_grads_;
+};
+
+struct DistRun {
+  std::vector<uint64_t> hashes;  // of every rank's final parameters
+  dist::CommStats stats;
+  int device_sums = 0, device_rebuilds = 0;  // calls of the offload's stand-ins
+  std::vector<float> losses;                 // the combined reference's, per iteration
+  int exact_checks = 0;  // updates checked bit for bit
+};
+
+// The full optimizer state as this rank holds it: its own (all-reduce and
+// SFB parameters) and the owners' PS shards, gathered here.
+State full_state(dist::Scheduler& scheduler) {
+  State mine;
+  for (int root = 0; root < scheduler.size(); ++root) {
+    Solver snapshot = scheduler.solver_snapshot(root);
+    if (root == scheduler.rank()) mine = state_of(snapshot);
+  }
+  return mine;
 }
 
 DistRun train_distributed(const std::string& model, const dist::DistConfig& config, bool offload,
@@ -167,18 +327,79 @@ DistRun train_distributed(const std::string& model, const dist::DistConfig& conf
   options.config = config;
   options.offload = device;
   dist::Scheduler scheduler(net, solver, world, std::move(plan), std::move(options));
+  Lockstep reference(model, world.size(), solver_type);
   std::mt19937_64 rng(11);  // dropout layers need one even at ratio 0
   RunContext ctx{Phase::train, &rng, {}};
+  const std::string where = "rank " + std::to_string(world.rank()) + ", iteration ";
   for (int it = 0; it < kIterations; ++it) {
+    const State state_before = full_state(scheduler);  // syncs: the iteration before is complete
+    const std::vector<float> before = values_of(net);
     fill_examples(net, (it * world.size() + world.rank()) * kPerRank);
     net.forward(ctx, &scheduler);
     net.backward(ctx, scheduler);
+    const State state_after = full_state(scheduler);
+    const std::vector<float> after = values_of(net);
+
+    reference.train_combined(it, before, state_before);
+    run.losses.push_back(reference.loss);
+    const dist::CommPlan& plan = scheduler.plan();
+    for (const dist::SyncGroup& unit : plan.groups) {
+      for (size_t k : unit.params) {
+        const dist::PlannedParam& p = plan.params[k];
+        const int64_t n = p.param->value.numel(), at = p.offset;
+        const std::string name = where + std::to_string(it) + ": " + p.param->name;
+        // Where each element's sum starts, and the update's blocks.
+        std::vector<int> first(n, 0);
+        std::vector<dist::PsBlock> blocks = unit.blocks;
+        if (unit.scheme != dist::Scheme::ps) blocks = {dist::PsBlock{0, n, 0, 0}};
+        if (unit.scheme == dist::Scheme::allreduce) {
+          const int64_t count = unit.end - unit.begin, ranks = world.size();
+          for (int64_t i = 0; i < n; ++i) {
+            const int64_t j = at + i - unit.begin;  // in the bucket, cut into chunks of count / P (+1 for the first)
+            const int64_t big = count / ranks + 1, bigs = count % ranks;
+            first[i] = static_cast<int>(j < bigs * big ? j / big : bigs + (j - bigs * big) / (count / ranks));
+          }
+        }
+        const Lockstep::Step step = reference.rank_sum_step(it, p, first, blocks, before, state_before);
+        std::vector<float> update(n), combined(n);
+        for (int64_t i = 0; i < n; ++i) {
+          update[i] = after[at + i] - before[at + i];
+          combined[i] = reference.after[at + i] - before[at + i];
+        }
+        if (!state_after.count(p.param->name) && !step.state.slots.empty()) {
+          ADD_FAILURE() << name << ": solver state missing";
+          continue;
+        }
+        const ParamState& state = state_after.count(p.param->name) ? state_after.at(p.param->name) : ParamState{};
+        const ParamState& combined_state = reference.state_after[p.param->name];
+        const int64_t slots = static_cast<int64_t>(state.slots.size());
+        if (unit.scheme == dist::Scheme::sfb) {
+          // Rebuilt from the ranks' factors by one GEMM over the combined batch.
+          EXPECT_LE(relative_l2(update.data(), combined.data(), n), 1e-6) << name << ": update";
+          EXPECT_LE(relative_l2(state.slots.data(), combined_state.slots.data(), slots), 1e-6) << name << ": state";
+        } else if (unit.scheme == dist::Scheme::allreduce && offload) {
+          // Summed by the offload's stand-in (MPI_Reduce), in an order of MPI's.
+          std::vector<float> rank_sum(n);
+          for (int64_t i = 0; i < n; ++i) rank_sum[i] = step.value[i] - before[at + i];
+          EXPECT_LE(relative_l2(update.data(), rank_sum.data(), n), 1e-4) << name << ": update";
+        } else {
+          EXPECT_TRUE(std::equal(step.value.begin(), step.value.end(), after.begin() + at))
+              << name << ": not the exchange's sum of the ranks' gradients, in its order, applied";
+          EXPECT_TRUE(state == step.state) << name << ": solver state or step count";
+          ++run.exact_checks;
+        }
+        // One process on the combined batch differs only by the order of its sums.
+        EXPECT_LE(relative_l2(update.data(), combined.data(), n), 1e-4) << name << ": update vs the combined batch";
+        EXPECT_LE(relative_l2(state.slots.data(), combined_state.slots.data(), slots), 1e-4)
+            << name << ": solver state vs the combined batch";
+        EXPECT_EQ(state.steps, combined_state.steps) << name << ": step count";
+        EXPECT_GT(l2(reference.grads.data() + at, n), 2 * solver.config().weight_decay * l2(before.data() + at, n))
+            << name << ": weight decay, not its gradient, moves it";
+      }
+    }
   }
-  scheduler.sync();
   run.stats = scheduler.take_stats();
-  Solver snapshot = scheduler.solver_snapshot();
-  run.trained = copy_of(net, snapshot);
-  const uint64_t mine = hash_of(run.trained.values);
+  const uint64_t mine = hash_of(values_of(net));
   run.hashes.resize(world.size());
   scheduler.run([&](const dist::Comm& c) {
     POSEIDON_MPI(MPI_Allgather(&mine, 1, MPI_UINT64_T, run.hashes.data(), 1, MPI_UINT64_T, c.handle()));
@@ -186,60 +407,32 @@ DistRun train_distributed(const std::string& model, const dist::DistConfig& conf
   return run;
 }
 
-double relative_l2(const float* a, const float* b, int64_t n) {
-  double diff = 0, norm = 0;
-  for (int64_t i = 0; i < n; ++i) {
-    diff += (double(a[i]) - b[i]) * (double(a[i]) - b[i]);
-    norm += double(b[i]) * b[i];
-  }
-  return std::sqrt(diff) / std::max(std::sqrt(norm), 1e-30);
-}
-
-struct Case {
-  std::string model;
-  std::string scheme;
-  bool wfbp;
-  std::string order = "backward";
-  bool offload = false;
-  std::string solver = "sgd";
-};
-
 class Replicas : public ::testing::TestWithParam<Case> {};
 
-TEST_P(Replicas, IdenticalOnEveryRankAndEqualToTheCombinedBatch) {
+TEST_P(Replicas, EachUpdateMatchesTheCombinedBatchAndTheOwnersSum) {
   dist::DistConfig config;
   config.scheme = dist::parse_scheme_choice(GetParam().scheme);
   config.wfbp = GetParam().wfbp;
   config.order = dist::parse_send_order(GetParam().order);
   config.block_bytes = 64 << 10;   // lenet's fc1.weight spans many blocks and every owner
   config.bucket_bytes = 64 << 10;  // several buckets
-  const std::string& model = GetParam().model;
-  DistRun run = train_distributed(model, config, GetParam().offload, GetParam().solver);
-  Trained single = train_single(model, test_world().size(), GetParam().solver);
+  DistRun run = train_distributed(GetParam().model, config, GetParam().offload, GetParam().solver);
 
   for (size_t r = 1; r < run.hashes.size(); ++r)
     EXPECT_EQ(run.hashes[r], run.hashes[0]) << "rank " << r << "'s parameters differ from rank 0's";
-  Net shapes(model_config(model), 1);
-  for (Param* p : shapes.params()) {
-    const int64_t at = p->value.data() - shapes.flat_values().data();
-    EXPECT_LE(relative_l2(run.trained.values.data() + at, single.values.data() + at, p->value.numel()), 1e-4)
-        << p->name;
-    if (test_world().rank() != 0) continue;
-    ASSERT_TRUE(run.trained.momentum.count(p->name)) << "momentum of " << p->name << " missing from the snapshot";
-    EXPECT_LE(
-        relative_l2(run.trained.momentum.at(p->name).data(), single.momentum.at(p->name).data(), p->value.numel()),
-        1e-4)
-        << "momentum of " << p->name;
-    if (single.steps.count(p->name)) {
-      EXPECT_EQ(run.trained.steps[p->name], single.steps.at(p->name)) << "step count of " << p->name;
-    }
+  // LeNet learns within the run (VGG's 16 convolutions need more than 20
+  // iterations; that gradients, not weight decay, move each of its tensors
+  // is checked at every iteration).
+  ASSERT_EQ(run.losses.size(), static_cast<size_t>(kIterations));
+  if (GetParam().model == "lenet" && GetParam().solver == "sgd") {
+    EXPECT_LT(run.losses.back(), 0.8f * run.losses.front());
   }
-  // The parameters moved: training happened.
-  Net fresh(model_config(model), 1);
-  fresh.init_params(7);
-  EXPECT_GT(relative_l2(run.trained.values.data(), fresh.flat_values().data(), fresh.flat_values().numel()), 1e-3);
+  const std::string& scheme = GetParam().scheme;
+  if (scheme == "ps" || (scheme == "allreduce" && !GetParam().offload)) {
+    EXPECT_GT(run.exact_checks, 0);
+  }
   EXPECT_EQ(run.stats.iterations, kIterations);
-  const bool summed_elsewhere = GetParam().offload && GetParam().scheme == "allreduce";
+  const bool summed_elsewhere = GetParam().offload && scheme == "allreduce";
   if (test_world().size() > 1) {
     // MPI moves the bytes the scheduler counts, unless the sums went elsewhere.
     if (summed_elsewhere) {
@@ -248,7 +441,7 @@ TEST_P(Replicas, IdenticalOnEveryRankAndEqualToTheCombinedBatch) {
       EXPECT_GT(run.stats.bytes_sent, 0);
     }
   }
-  if (GetParam().offload && GetParam().scheme == "sfb") {
+  if (GetParam().offload && scheme == "sfb") {
     EXPECT_GT(run.device_rebuilds, 0);
   }
   if (!GetParam().offload) {

@@ -2,6 +2,7 @@
 // stderr naming the file and the line or key at fault; nothing crashes.
 #include <gtest/gtest.h>
 
+#include <filesystem>
 #include <fstream>
 #include <functional>
 
@@ -123,7 +124,7 @@ std::vector<Case> cases() {
        "config.yaml", ":1", "absent.yaml"},
       {"unknown_override_key",
        [](TempDir& d) { return standard(d, kModel, config_text(d), " --set solver.learning_rate=0.1"); },
-       "config.yaml", "learning_rate", "unknown key"},
+       "--set solver.learning_rate=0.1", "key 'solver.learning_rate'", "unknown key"},
       {"bad_device",
        [](TempDir& d) { return standard(d, kModel, config_text(d) + "device: gpu7\n"); },
        "config.yaml", ":8", "unknown device"},
@@ -139,7 +140,7 @@ std::vector<Case> cases() {
          write_idx_dataset(d.file("img.idx"), d.file("lbl.idx"), 16, 12, 3);  // labels up to 11, 10 classes
          return args;
        },
-       "config.yaml", "data.train", "label 10"},
+       "lbl.idx", "config.yaml:5", "out of range for layer 'loss' (softmax_loss), which takes 10 classes"},
       {"empty_config", [](TempDir& d) { return standard(d, kModel, ""); }, "config.yaml", "model",
        "missing required key"},
       {"idx_payload_truncated",
@@ -184,6 +185,78 @@ std::vector<Case> cases() {
          return standard(d, kModel, config_text(d), " --resume " + d.file("w.safetensors"));
        },
        "w.safetensors", "w.safetensors", "shorter"},
+      // YAML parsers keep the first of two equal keys; both places are named.
+      {"duplicate_config_key", [](TempDir& d) { return standard(d, kModel, config_text(d) + "seed: 3\n"); },
+       "config.yaml", ":8:1: key 'seed'", "duplicate key 'seed' (first at line 2, column 1)"},
+      {"duplicate_layer_key",
+       [](TempDir& d) {
+         return standard(d, replace(kModel, "num_output: 10}", "num_output: 10, num_output: 12}"), config_text(d));
+       },
+       "model.yaml", ":6:43: key 'layers.fc1.num_output'", "duplicate key 'num_output' (first at line 6, column 27)"},
+      {"duplicate_key_in_override",
+       [](TempDir& d) { return standard(d, kModel, config_text(d), " --set 'solver={lr: 0.1, lr: 0.2}'"); },
+       "--set solver={lr: 0.1, lr: 0.2}", "key 'lr'", "duplicate key 'lr'"},
+      // Values from --set are reported at the override, not at a line of the file.
+      {"override_wrong_type",
+       [](TempDir& d) { return standard(d, kModel, config_text(d), " --set solver.lr=abc"); },
+       "--set solver.lr=abc", "key 'solver.lr'", "expected a number, found 'abc'"},
+      {"net_override_wrong_type",
+       [](TempDir& d) { return standard(d, kModel, config_text(d), " --set net.layers.fc1.num_output=abc"); },
+       "--set net.layers.fc1.num_output=abc", "key 'layers.fc1.num_output'", "expected an integer, found 'abc'"},
+      {"config_is_a_directory",
+       [](TempDir& d) {
+         std::filesystem::create_directories(d.file("conf.d"));
+         return "train " + d.file("conf.d") + " --quiet";
+       },
+       "conf.d", "conf.d:", "is a directory, not a file"},
+      {"model_is_a_directory",
+       [](TempDir& d) {
+         std::filesystem::create_directories(d.file("models"));
+         return standard(d, kModel, config_text(d, "models"));
+       },
+       "config.yaml", ":1:8: key 'model'", "is a directory, not a file"},
+      {"data_file_is_a_directory",
+       [](TempDir& d) {
+         std::string args = standard(d, kModel, config_text(d));
+         std::filesystem::remove(d.file("img.idx"));
+         std::filesystem::create_directories(d.file("img.idx"));
+         return args;
+       },
+       "img.idx", "config.yaml:5", "data file is a directory, not a file"},
+      {"output_dir_is_a_file",
+       [](TempDir& d) {
+         d.write("out", "a file where the run's folder should be");
+         return standard(d, kModel, config_text(d));
+       },
+       "config.yaml", ":7:33: key 'train.output_dir'", "is a file, not a directory"},
+      {"output_dir_under_a_file",
+       [](TempDir& d) {
+         d.write("taken", "a file");
+         return standard(d, kModel, replace(config_text(d), d.file("out"), d.file("taken") + "/run"));
+       },
+       "config.yaml", "key 'train.output_dir'", "taken' is a file, not a directory"},
+      // Sizes beyond the machine's memory, with the bytes needed, before any work.
+      {"parameters_beyond_memory",
+       [](TempDir& d) {
+         std::string m = replace(kModel, "{name: fc1, type: fc, num_output: 10}",
+                                 "{name: fc1, type: fc, num_output: 2000000000}\n  - {name: fc2, type: fc, num_output: 10}");
+         return standard(d, replace(m, "inputs: [fc1, label]", "inputs: [fc2, label]"), config_text(d));
+       },
+       "model.yaml", ":6:5: key 'layers.fc1'", "the largest part is layer 'fc1'"},
+      {"batch_beyond_memory",
+       [](TempDir& d) {
+         return standard(d, kModel, config_text(d), " --set data.train.batch_size=1000000000");
+       },
+       "model.yaml", ":4:5: key 'layers.conv1'", "training 'tiny' at batch 1000000000 needs about"},
+      {"list_label_out_of_range",
+       [](TempDir& d) {
+         d.write("list.txt", "a.png 1\nb.png 0\n\nc.png 12\nd.png 3\n");
+         std::string m = replace(kModel, "[1, 28, 28]", "[3, 28, 28]");
+         std::string c = replace(config_text(d), "source: idx, images: " + d.file("img.idx") + ", labels: " + d.file("lbl.idx"),
+                                 "source: image_list, list: list.txt, crop: 28");
+         return standard(d, m, c);
+       },
+       "list.txt:4", "config.yaml:5", "label 12 of '"},
   };
 }
 
@@ -213,5 +286,20 @@ INSTANTIATE_TEST_SUITE_P(Cli, BadInput, ::testing::ValuesIn(cases()),
                          [](const auto& info) { return info.param.name; });
 
 TEST(BadInput, AtLeastFifteenCases) { EXPECT_GE(cases().size(), 15u); }
+
+// A warm-up as long as the run is allowed but almost certainly not meant.
+TEST(BadInput, WarmupLongerThanTheRunIsAWarning) {
+  TempDir d;
+  std::string args = standard(d, kModel, replace(config_text(d), "max_iter: 2}", "max_iter: 2, warmup_iters: 5}"));
+  CliResult r = run_poseidon(args);
+  EXPECT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.err.find("warning: " + d.file("config.yaml") + ":6:"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("key 'solver.warmup_iters': the warm-up (5 iterations) is not shorter than the run"),
+            std::string::npos)
+      << r.err;
+  CliResult shorter = run_poseidon(args + " --set solver.warmup_iters=1");
+  EXPECT_EQ(shorter.status, 0) << shorter.err;
+  EXPECT_EQ(shorter.err.find("warning"), std::string::npos) << shorter.err;
+}
 
 }  // namespace poseidon::testing

@@ -53,7 +53,7 @@ TEST(Plugin, TrainingConfigListLoadsItAndItsParameterIsCheckpointed) {
 
   CliResult missing = run_poseidon("train " + config + " --set plugins=[nowhere.so]");
   EXPECT_EQ(missing.status, 2);
-  EXPECT_NE(missing.err.find("train.yaml"), std::string::npos) << missing.err;
+  EXPECT_NE(missing.err.find("--set plugins=[nowhere.so]"), std::string::npos) << missing.err;  // where it came from
   EXPECT_NE(missing.err.find("nowhere.so': file not found"), std::string::npos) << missing.err;
 }
 

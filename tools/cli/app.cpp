@@ -56,10 +56,11 @@ int run_cli(int argc, char** argv) {
   ti->add_flag("--json", time.json, "machine-readable output");
 
   SummaryArgs summary;
-  auto* s = app.add_subcommand("summary", "per-layer output shapes, parameters and FLOPs");
+  auto* s = app.add_subcommand(
+      "summary", "per-layer output shapes, parameters, FLOPs and the memory training needs (at --batch)");
   s->add_option("file", summary.file, "model or training config (YAML)")->required();
   s->add_option("--set", summary.overrides, "override a key");
-  s->add_option("--batch", summary.batch, "batch size for shapes and FLOPs")->check(CLI::PositiveNumber);
+  s->add_option("--batch", summary.batch, "batch size for shapes, FLOPs and memory")->check(CLI::PositiveNumber);
   s->add_flag("--json", summary.json, "machine-readable output");
 
   PlanArgs plan;

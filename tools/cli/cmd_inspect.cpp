@@ -9,6 +9,7 @@
 #include "core/device_memory.h"
 #include "core/finite_check.h"
 #include "core/math.h"
+#include "core/model_summary.h"
 #include "core/net.h"
 #include "core/registry.h"
 #include "core/solver.h"
@@ -28,12 +29,13 @@ struct LoadedModel {
   int threads = 0;
   Device device;
   Precision precision = Precision::fp32;
+  bool momentum = true;  // a model file alone: assume the usual momentum buffers
 };
 
 LoadedModel load_any(const std::string& file, const std::vector<std::string>& overrides, int64_t default_batch) {
   if (is_train_config(file)) {
     TrainConfig c = TrainConfig::load(file, overrides);
-    return {c.model, c.train_data.batch_size, c.threads, c.device, c.precision};
+    return {c.model, c.train_data.batch_size, c.threads, c.device, c.precision, c.solver.momentum != 0};
   }
   return {load_model(file, overrides), default_batch, 0, Device{}, Precision::fp32};
 }
@@ -69,6 +71,7 @@ int cmd_time(const TimeArgs& args) {
   set_num_threads(args.threads > 0 ? args.threads : m.threads);
   const Device device = args.device.empty() ? m.device : Device::parse(args.device);
   device_memory::require(device);
+  require_memory(summarize_model(m.model, batch, true), device, device_memory_bytes(device));
   Net net(m.model, batch, device);
   net.set_precision(args.precision.empty() ? m.precision : parse_precision(args.precision));
   net.init_params(1);
@@ -157,39 +160,47 @@ int cmd_time(const TimeArgs& args) {
 
 int cmd_summary(const SummaryArgs& args) {
   LoadedModel m = load_any(args.file, args.overrides, args.batch);
-  Net net(m.model, args.batch);
-  int64_t total_params = 0, total_flops = 0;
+  const ModelSummary summary = summarize_model(m.model, args.batch, m.momentum);
+  auto bytes = [](double b) { return static_cast<int64_t>(b); };
+  auto memory_json = [&](const LayerMemory& mem) {
+    return nlohmann::json{{"parameters", bytes(mem.parameters)}, {"gradients", bytes(mem.gradients)},
+                          {"solver_state", bytes(mem.solver_state)}, {"activations", bytes(mem.activations)},
+                          {"total", bytes(mem.total())}};
+  };
   nlohmann::json layers = nlohmann::json::array();
-  if (!args.json) std::printf("%-24s %-14s %-26s %14s %14s\n", "layer", "type", "output", "params", "FLOPs");
-  for (size_t i = 0; i < net.num_layers(); ++i) {
-    const Layer& l = net.layer(i);
-    int64_t params = 0;
-    for (const auto& p : l.params())
-      if (p.learnable) params += shape_numel(p.shape);
-    int64_t flops = l.forward_flops(net.layer_input_shapes(i));
-    total_params += params;
-    total_flops += flops;
-    nlohmann::json outputs = nlohmann::json::array();
+  if (!args.json)
+    std::printf("%-24s %-14s %-26s %14s %14s %14s\n", "layer", "type", "output", "params", "FLOPs", "train memory");
+  for (const LayerSummary& l : summary.layers) {
     std::string out_str;
-    for (const auto& o : l.outputs()) {
-      outputs.push_back(net.blob(o).value.shape());
-      out_str += (out_str.empty() ? "" : " ") + shape_str(net.blob(o).value.shape());
-    }
-    layers.push_back({{"name", l.name()}, {"type", l.type()}, {"outputs", outputs}, {"params", params},
-                      {"flops", flops}});
+    for (const Shape& o : l.outputs) out_str += (out_str.empty() ? "" : " ") + shape_str(o);
+    layers.push_back({{"name", l.name}, {"type", l.type}, {"outputs", l.outputs}, {"params", l.params},
+                      {"flops", static_cast<int64_t>(l.flops)}, {"memory_bytes", memory_json(l.memory)}});
     if (!args.json)
-      std::printf("%-24s %-14s %-26s %14lld %14s\n", l.name().c_str(), l.type().c_str(), out_str.c_str(),
-                  static_cast<long long>(params), human(static_cast<double>(flops)).c_str());
+      std::printf("%-24s %-14s %-26s %14lld %14s %14s\n", l.name.c_str(), l.type.c_str(), out_str.c_str(),
+                  static_cast<long long>(l.params), human(l.flops).c_str(), bytes_text(l.memory.total()).c_str());
   }
+  const LayerMemory memory = summary.memory();
   if (args.json) {
-    nlohmann::json out = {{"model", net.name()}, {"batch", args.batch}, {"layers", layers},
-                          {"total_params", total_params}, {"total_flops", total_flops}};
+    nlohmann::json out = {{"model", summary.name},
+                          {"batch", args.batch},
+                          {"layers", layers},
+                          {"total_params", summary.params()},
+                          {"total_flops", static_cast<int64_t>(summary.flops())},
+                          {"solver_state_counted", summary.momentum},
+                          {"inputs_memory_bytes", bytes(summary.inputs.total())},
+                          {"memory_bytes", memory_json(memory)}};
     std::printf("%s\n", out.dump(2).c_str());
-  } else {
-    std::printf("total: %lld parameters (%s), %s FLOPs per forward pass at batch %lld\n",
-                static_cast<long long>(total_params), human(static_cast<double>(total_params)).c_str(),
-                human(static_cast<double>(total_flops)).c_str(), static_cast<long long>(args.batch));
+    return 0;
   }
+  std::printf("total: %lld parameters (%s), %s FLOPs per forward pass at batch %lld\n",
+              static_cast<long long>(summary.params()), human(static_cast<double>(summary.params())).c_str(),
+              human(summary.flops()).c_str(), static_cast<long long>(args.batch));
+  std::printf("training memory at batch %lld: %s (parameters %s, gradients %s, solver state %s, activations %s "
+              "of which inputs %s; layers' working buffers not counted)\n",
+              static_cast<long long>(args.batch), bytes_text(memory.total()).c_str(),
+              bytes_text(memory.parameters).c_str(), bytes_text(memory.gradients).c_str(),
+              bytes_text(memory.solver_state).c_str(), bytes_text(memory.activations).c_str(),
+              bytes_text(summary.inputs.total()).c_str());
   return 0;
 }
 

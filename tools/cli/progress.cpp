@@ -3,8 +3,10 @@
 
 #include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 
 #include "core/error.h"
@@ -12,7 +14,7 @@
 
 namespace poseidon {
 
-MetricsLog::MetricsLog(const std::string& path) {
+MetricsLog::MetricsLog(const std::string& path) : path_(path) {
   auto dir = std::filesystem::path(path).parent_path();
   if (!dir.empty()) std::filesystem::create_directories(dir);
   out_.open(path, std::ios::app);
@@ -22,6 +24,7 @@ MetricsLog::MetricsLog(const std::string& path) {
 void MetricsLog::write(const nlohmann::json& record) {
   out_ << record.dump() << '\n';
   out_.flush();
+  if (!out_) throw Error(path_ + ": cannot write the metrics file (" + std::strerror(errno) + ")");
 }
 
 double Progress::steady_seconds() {

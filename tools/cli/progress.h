@@ -19,9 +19,11 @@ class MetricsLog {
  public:
   // Appends to `path` (resumed runs continue the same log).
   explicit MetricsLog(const std::string& path);
+  // Throws an Error when the record cannot be written (a full disk).
   void write(const nlohmann::json& record);
 
  private:
+  std::string path_;
   std::ofstream out_;
 };
 

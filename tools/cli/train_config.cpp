@@ -4,8 +4,10 @@
 #include <filesystem>
 
 #include "core/device_memory.h"
-#include "core/plugin.h"
 #include "core/config_blocks.h"
+#include "core/paths.h"
+#include "core/plugin.h"
+#include "core/safetensors.h"
 
 namespace poseidon {
 
@@ -37,11 +39,12 @@ void load_config_plugins(const ConfigNode& root, const std::string& file) {
 }
 }  // namespace
 
-ConfigNode load_model(const std::string& file, const std::vector<std::string>& overrides) {
+ConfigNode load_model(const std::string& file, const std::vector<std::string>& overrides,
+                      const std::string& shown_prefix) {
   ConfigNode model = ConfigNode::load_file(file);
   if (!model.is_map()) model.fail("expected a model: a map with inputs and layers");
   load_config_plugins(model, file);
-  apply_model_overrides(model, overrides);
+  apply_model_overrides(model, overrides, shown_prefix);
   return model;
 }
 
@@ -68,22 +71,23 @@ TrainConfig TrainConfig::load(const std::string& file, const std::vector<std::st
   TrainConfig c;
   c.file = file;
   c.base_dir = std::filesystem::path(file).parent_path().string();
+  c.output_dir_location = {file, 0, 0, "train.output_dir"};
   ConfigNode root = ConfigNode::load_file(file);
-  std::vector<std::string> net_overrides;
+  std::vector<std::string> net_overrides, config_overrides;
   for (const auto& o : overrides) {
     if (o.rfind("net.", 0) == 0) net_overrides.push_back(o.substr(4));
-    else apply_override(root.yaml(), o);
+    else config_overrides.push_back(o);
   }
+  root.apply_overrides(config_overrides);
   load_config_plugins(root, file);
   root.check_keys({"model", "seed", "threads", "device", "precision", "data", "solver", "train", "dist"});
 
   std::filesystem::path model_path(root.get_string("model"));
   if (model_path.is_relative() && !c.base_dir.empty()) model_path = std::filesystem::path(c.base_dir) / model_path;
   c.model_file = model_path.lexically_normal().string();
-  std::error_code missing;  // an unusable path (too long, ...) is "not found", not an exception
-  if (!std::filesystem::exists(c.model_file, missing))
-    root.child("model").fail("model file '" + c.model_file + "' not found");
-  c.model = load_model(c.model_file, net_overrides);
+  if (const std::string why = why_not_a_file(c.model_file); !why.empty())
+    root.child("model").fail("model file '" + c.model_file + "' " + why);
+  c.model = load_model(c.model_file, net_overrides, "net.");
 
   c.seed = static_cast<uint64_t>(root.get_int("seed", 1));
   c.threads = static_cast<int>(non_negative(root, "threads", 0));
@@ -115,6 +119,12 @@ TrainConfig TrainConfig::load(const std::string& file, const std::vector<std::st
   if (auto test = data.find("test")) c.test_data = parse_data(*test, 100, false);
 
   c.solver = SolverConfig::parse(root.child("solver"));
+  if (c.solver.lr.warmup_iters >= c.solver.max_iter) {
+    const ConfigNode warmup = root.child("solver").child("warmup_iters");
+    c.warnings.push_back(warmup.location().str() + ": the warm-up (" + std::to_string(c.solver.lr.warmup_iters) +
+                         " iterations) is not shorter than the run (solver.max_iter " +
+                         std::to_string(c.solver.max_iter) + "): the learning rate never reaches solver.lr");
+  }
 
   if (auto train = root.find("train")) {
     train->check_keys(
@@ -125,9 +135,22 @@ TrainConfig TrainConfig::load(const std::string& file, const std::vector<std::st
     c.snapshot_interval = non_negative(*train, "snapshot_interval", 0);
     c.final_checkpoint = train->get_bool("final_checkpoint", true);
     c.output_dir = train->get_string("output_dir", c.output_dir);
+    if (auto dir = train->find("output_dir")) c.output_dir_location = dir->location();
   }
   if (auto dist = root.find("dist")) c.dist = dist::DistConfig::parse(*dist);
   return c;
+}
+
+std::vector<std::string> prepare_output_dir(const TrainConfig& c) {
+  if (const std::string why = make_directory(c.output_dir); !why.empty())
+    throw ConfigError(c.output_dir_location, "output directory '" + c.output_dir + "': " + why);
+  std::vector<std::string> removed;
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator(c.output_dir, ec)) {
+    if (!entry.is_regular_file(ec) || !is_safetensors_temporary(entry.path().filename().string())) continue;
+    if (std::filesystem::remove(entry.path(), ec)) removed.push_back(entry.path().string());
+  }
+  return removed;
 }
 
 }  // namespace poseidon

@@ -52,15 +52,27 @@ struct TrainConfig {
   int64_t snapshot_interval = 0;
   bool final_checkpoint = true;  // false: no final.safetensors (benchmarks that only time training)
   std::string output_dir = "runs/default";
+  SourceLocation output_dir_location;  // train.output_dir in the file (or its override)
   dist::DistConfig dist;  // how ranks synchronise when the job has several
+  // Settings that are allowed but almost certainly not meant (a warm-up
+  // longer than the run), one located line each, for the CLI to print.
+  std::vector<std::string> warnings;
 
   // Loads `file`; each override is "key=value" for the config ("solver.lr=0.1")
   // or, prefixed "net.", for the model ("net.layers.fc2.num_output=5").
   static TrainConfig load(const std::string& file, const std::vector<std::string>& overrides);
 };
 
-// Loads a model file with overrides applied to its tree.
-ConfigNode load_model(const std::string& file, const std::vector<std::string>& overrides);
+// Loads a model file with overrides applied to its tree; errors in their
+// values name "--set <shown_prefix><override>".
+ConfigNode load_model(const std::string& file, const std::vector<std::string>& overrides,
+                      const std::string& shown_prefix = "");
+
+// Makes train.output_dir usable before any work (ConfigError at the key when
+// a file is in the way or it cannot be created or written) and removes the
+// temporary checkpoint files a run killed while writing left there. Returns
+// the paths removed.
+std::vector<std::string> prepare_output_dir(const TrainConfig& config);
 
 // True when the YAML file is a training config (has `model:`), false for a model file.
 bool is_train_config(const std::string& file);

@@ -13,6 +13,7 @@
 #include "core/math.h"
 #include "core/units.h"
 #include "dist/device_choice.h"
+#include "tools/cli/label_check.h"
 #include "tools/cli/progress.h"
 #include "tools/cli/run_summary.h"
 #include "tools/cli/stop_signal.h"
@@ -41,6 +42,7 @@ void check_sample_shape(Net& net, const Source& source, const ConfigNode& where)
                     : ""));
   if (net.input_names().size() < 2)
     where.fail("the model needs a second input for the labels (e.g. inputs: {data: [...], label: []})");
+  check_labels(net, source, where);
 }
 
 void feed_batch(Net& net, Loader& loader, Tensor& staged_data, Tensor& staged_labels) {
@@ -377,10 +379,13 @@ EvalResult Trainer::run() {
 
   const auto start = std::chrono::steady_clock::now();
   std::mt19937_64 rng_before;  // the RNG state this iteration starts from
+  // and its buffers (forward updates running statistics before the guard looks)
+  Tensor buffers_before = hold_updates ? Tensor(net_->flat_buffers().shape(), config_.device) : Tensor();
   while (iter_ < max_iter) {
     const LoaderPosition position = train_loader_->position();
     const int64_t epoch = position.epoch;
     rng_before = rng_;
+    if (hold_updates) buffers_before.copy_from(net_->flat_buffers());
     on_lane(dist::Timeline::data, "batch", [&] { feed_batch(*net_, *train_loader_, staged_data_, staged_labels_); });
     // The scheduler sets the solver's iteration itself, on its own thread.
     if (!session_) solver_->set_iteration(iter_);
@@ -404,6 +409,7 @@ EvalResult Trainer::run() {
     }
     if (!std::isfinite(loss) || bad_gradient) {
       progress.finish();
+      if (hold_updates) net_->flat_buffers().copy_from(buffers_before);
       stop_non_finite(bad_gradient ? bad_gradient->describe("non-finite gradient")
                                    : "non-finite loss (" + non_finite_text(loss) + ")",
                       epoch, position, rng_before);

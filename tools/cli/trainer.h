@@ -77,8 +77,9 @@ class Trainer {
   void restore(const std::string& path);
   // Throws the Error for a non-finite `what` found in the iteration after
   // iter_, saving first the state from before it: parameters and solver
-  // state (untouched by that iteration), the loader position `pos` and RNG
-  // state `rng` it started from.
+  // state (untouched by that iteration), buffers (restored by run() to those
+  // before its forward), the loader position `pos` and RNG state `rng` it
+  // started from.
   // In an MPI job every rank stops together and nothing is saved (the
   // optimizer state is sharded across ranks).
   [[noreturn]] void stop_non_finite(const std::string& what, int64_t epoch, const LoaderPosition& pos,
