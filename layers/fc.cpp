@@ -59,7 +59,7 @@ void FcLayer::forward(LayerIO& io, RunContext&) {
     return;
   }
   gemm(false, true, batch_, num_output_, features_, 1.f, x, w, 0.f, y);
-  if (has_bias_) add_bias(y);
+  if (has_bias_) add_bias_on_host(y);
 }
 
 void FcLayer::backward(LayerIO& io, RunContext&) {
@@ -73,12 +73,12 @@ void FcLayer::backward(LayerIO& io, RunContext&) {
     dnnl_->backward(x, w, dy, dx, dw, db);
     return;
   }
-  if (db) bias_grad(dy, db);
+  if (db) bias_grad_on_host(dy, db);
   if (dw) gemm(true, false, num_output_, features_, batch_, 1.f, dy, x, 0.f, dw);
   if (dx) gemm(false, false, batch_, features_, num_output_, 1.f, dy, w, 1.f, dx);
 }
 
-void FcLayer::add_bias(float* y) {
+void FcLayer::add_bias_on_host(float* y) {
   const float* b = param(1).value.data();
 #pragma omp parallel for if (batch_ * num_output_ > 32768)
   for (int64_t n = 0; n < batch_; ++n) {
@@ -88,7 +88,7 @@ void FcLayer::add_bias(float* y) {
   }
 }
 
-void FcLayer::bias_grad(const float* dy, float* db) {
+void FcLayer::bias_grad_on_host(const float* dy, float* db) {
   std::fill(db, db + num_output_, 0.f);
   for (int64_t n = 0; n < batch_; ++n) {
     const float* row = dy + n * num_output_;

@@ -42,8 +42,8 @@ class FcLayer : public Layer {
 
  private:
   void prepare_cpu_engine();
-  void add_bias(float* y);
-  void bias_grad(const float* dy, float* db);
+  void add_bias_on_host(float* y);
+  void bias_grad_on_host(const float* dy, float* db);
 
   bool blas_only_ = false;
   // oneDNN's primitives per batch size and precision, kept so that switching
