@@ -5,9 +5,13 @@ The engine runs as `poseidon time ... --json`; PyTorch runs in this process.
 Measurements of the two alternate, round after round, so that a noisy
 machine slows both alike. Other work on the machine only ever slows a run, so
 the table reports each side's fastest round, the closest to the machine's own
-speed, next to the median of the per-round ratios."""
+speed, next to the median of the per-round ratios. With --precision bf16
+PyTorch runs forward and loss under torch.autocast("cpu", dtype=torch.bfloat16)
+and the engine gets `poseidon time --precision bf16`; in fp32 the engine is
+called without the flag."""
 
 import argparse
+import contextlib
 import datetime
 import json
 import math
@@ -19,10 +23,20 @@ import sys
 import time
 from pathlib import Path
 
-import torch
-import torch.nn.functional as F
+# PyTorch runs in its own default setting unless --passive-peer is given: its
+# bundled OpenMP then waits passively like the engine (whose default that
+# is). On cores shared with other busy work PyTorch's spinning threads run
+# several times slower, which compares wait policies, not engines; the flag
+# is for such a machine and the table says which was used. It must be set
+# before torch loads its OpenMP runtime, hence read from argv here.
+PASSIVE_PEER = "--passive-peer" in sys.argv
+if PASSIVE_PEER:
+    os.environ["OMP_WAIT_POLICY"] = "PASSIVE"
 
-from torch_models import MODELS
+import torch  # noqa: E402 (after the environment it reads while loading)
+import torch.nn.functional as F  # noqa: E402
+
+from torch_models import MODELS  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 # The engine's `time` verb trains with this step and momentum; the same here
@@ -45,14 +59,18 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--rounds", type=int, default=7, help="alternating measurements per side")
     p.add_argument("--seconds", type=float, default=2.0, help="least length of one measurement")
     p.add_argument("--min-iters", type=int, default=3)
+    p.add_argument("--precision", choices=["fp32", "bf16"], default="fp32",
+                   help="bf16: mixed precision on both sides (PyTorch autocast, the engine's --precision bf16)")
     p.add_argument("--json", type=Path, help="also write every measurement here")
+    p.add_argument("--passive-peer", action="store_true",
+                   help="PyTorch waits passively too (for cores shared with other work)")
     return p.parse_args()
 
 
 class TorchTrainer:
     """One model with synthetic data and its optimizer, ready to step."""
 
-    def __init__(self, name: str, batch: int):
+    def __init__(self, name: str, batch: int, precision: str):
         bench = MODELS[name]
         torch.manual_seed(1)
         self.model = bench.build().train()
@@ -60,11 +78,18 @@ class TorchTrainer:
         self.label = torch.randint(0, bench.classes, (batch,))
         self.has_accuracy = bench.has_accuracy
         self.optimizer = torch.optim.SGD(self.model.parameters(), lr=LEARNING_RATE, momentum=MOMENTUM)
+        self.precision = precision
+
+    def autocast(self):
+        if self.precision == "bf16":
+            return torch.autocast("cpu", dtype=torch.bfloat16)
+        return contextlib.nullcontext()
 
     def step(self) -> None:
         self.optimizer.zero_grad()
-        logits = self.model(self.data)
-        loss = F.cross_entropy(logits, self.label)
+        with self.autocast():
+            logits = self.model(self.data)
+            loss = F.cross_entropy(logits, self.label)
         if self.has_accuracy:  # the model files compute it too
             with torch.no_grad():
                 self.accuracy = (logits.argmax(dim=1) == self.label).float().mean()
@@ -83,10 +108,12 @@ class TorchTrainer:
         return (time.perf_counter() - start) * 1000.0 / iters
 
 
-def run_engine(binary: Path, model: str, batch: int, threads: int, iters: int, warmup: int) -> dict:
+def run_engine(binary: Path, model: str, batch: int, threads: int, iters: int, warmup: int, precision: str) -> dict:
     bench = MODELS[model]
     cmd = [str(binary), "time", str(ROOT / "models" / bench.model_file), "--batch", str(batch),
            "--iters", str(iters), "--warmup", str(warmup), "--threads", str(threads), "--json"]
+    if precision != "fp32":
+        cmd += ["--precision", precision]
     for override in bench.overrides:
         cmd += ["--set", override]
     done = subprocess.run(cmd, capture_output=True, text=True)
@@ -126,10 +153,11 @@ def measure(args: argparse.Namespace) -> dict:
     trainers = {}
     batch = {name: MODELS[name].batch or args.batch for name in args.models}
     for name in args.models:
-        trainers[name] = TorchTrainer(name, batch[name])
+        trainers[name] = TorchTrainer(name, batch[name], args.precision)
         results[name] = {"ours": [], "torch": [], "ours_json": [], "error": None}
         try:
-            probe = run_engine(args.poseidon, name, batch[name], args.threads, iters=2, warmup=1)
+            probe = run_engine(args.poseidon, name, batch[name], args.threads, iters=2, warmup=1,
+                               precision=args.precision)
             results[name]["fastest_ms"] = probe["iteration_ms"]
         except EngineError as e:
             results[name]["error"] = str(e)
@@ -149,7 +177,8 @@ def measure(args: argparse.Namespace) -> dict:
                     # so far, so that a busy moment does not shorten later runs.
                     iters = max(args.min_iters, math.ceil(args.seconds * 1000.0 / entry["fastest_ms"]))
                     try:
-                        out = run_engine(args.poseidon, name, batch[name], args.threads, iters, warmup=2)
+                        out = run_engine(args.poseidon, name, batch[name], args.threads, iters, warmup=2,
+                                         precision=args.precision)
                     except EngineError as e:
                         entry["error"] = str(e)
                         log(f"{name}: engine failed: {e}")
@@ -165,7 +194,9 @@ def measure(args: argparse.Namespace) -> dict:
 def print_table(args: argparse.Namespace, results: dict) -> None:
     print(f"date {datetime.datetime.now(datetime.timezone.utc).date()}, {os.cpu_count()} CPUs ({cpu_model()}), "
           f"torch {torch.__version__} ({torch_source()}), batch {args.batch} unless the table says, "
-          f"{args.threads} threads, "
+          f"{args.threads} threads (PyTorch's waits: {'passive, --passive-peer' if PASSIVE_PEER else 'its default'}; "
+          f"the engine's: {os.environ.get('OMP_WAIT_POLICY', 'passive, its default')}), {args.precision}"
+          f"{' (PyTorch: autocast bf16)' if args.precision == 'bf16' else ''}, "
           f"fastest of {args.rounds} rounds")
     print()
     print("| model | batch | ours img/s | PyTorch img/s | ours / PyTorch | per-round ratio: median (range) |")
@@ -218,7 +249,7 @@ def main() -> int:
           f"(other work on the machine makes both sides slower and the ratio noisier)")
     print_layers(results)
     if args.json:
-        args.json.write_text(json.dumps({"torch": torch.__version__, "batch": args.batch,
+        args.json.write_text(json.dumps({"torch": torch.__version__, "batch": args.batch, "precision": args.precision,
                                          "threads": args.threads, "results": results}, indent=2))
     return 0 if all(e["error"] is None for e in results.values()) else 1
 

@@ -11,11 +11,19 @@
 # Usage: bench/ddp.sh [--bin POSEIDON] [--models vgg19_22k_32,cifar10_quick] [--hosts 1,2,4]
 #                     [--bandwidth 1gbit] [--threads 1] [--momentum 0.9] [--warmup N] [--iters N]
 #                     [--rounds 1] [--subnet 10.219.0] [--out DIR] [--python PYTHON] [--run-timeout S]
+#                     [--compression none|bf16|lowrank] [--rank R] [--planner-link GBPS,US,GFLOPS]
 #   models: vgg19_22k_32 (models/vgg19_22k.yaml at 32x32: all 229M parameters,
 #           batch 32) and cifar10_quick (batch 64), bench/torch_models.py's twins
 #   --warmup/--iters: untimed and timed iterations for every model (defaults
 #           per model: 2/4 for vgg19_22k_32, 10/50 for cifar10_quick)
 #   --hosts: 1 is the same run on a one-host cluster: each side's speed alone
+#   --compression: gradients compressed on both sides (docs/COMPRESSION.md):
+#           bf16: ours dist.wire=bf16, DDP's fp16_compress_hook (the same
+#           bytes); lowrank: ours dist.lowrank (the planner picks the layers)
+#           at rank R, DDP's powerSGD_hook at rank R (every matrix)
+#   --planner-link: the link figures our planner assumes (dist.bandwidth_gbps,
+#           latency_us, gemm_gflops) instead of its start-up probe, which
+#           moves with the machine's load and with it the plan
 #   --rounds: pairs of runs per setting; the table keeps each side's fastest
 #           (other work on the machine only slows a run)
 # Writes DIR/results.jsonl (one line per run), DIR/logs/, DIR/table.md
@@ -37,6 +45,9 @@ subnet=10.219.0
 out=/tmp/poseidon_ddp
 python=/usr/bin/python3
 run_timeout=1200
+compression=none
+rank=4
+planner_link=""
 usage() { sed -n '/^# Usage/,/^# Debian/p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
 while [[ $# -gt 0 ]]; do
   case $1 in
@@ -53,10 +64,23 @@ while [[ $# -gt 0 ]]; do
     --out) out=$2; shift 2 ;;
     --python) python=$2; shift 2 ;;
     --run-timeout) run_timeout=$2; shift 2 ;;
+    --compression) compression=$2; shift 2 ;;
+    --rank) rank=$2; shift 2 ;;
+    --planner-link) planner_link=$2; shift 2 ;;
     -h|--help) usage ;;
     *) echo "ddp.sh: unknown option $1" >&2; usage ;;
   esac
 done
+case $compression in
+  none) dist_extra="" ddp_hook=none ;;
+  bf16) dist_extra=", wire: bf16" ddp_hook=fp16 ;;
+  lowrank) dist_extra=", lowrank: true, lowrank_rank: $rank" ddp_hook=powersgd ;;
+  *) echo "ddp.sh: unknown compression $compression (none, bf16, lowrank)" >&2; exit 2 ;;
+esac
+if [[ -n $planner_link ]]; then
+  IFS=, read -r link_gbps link_us link_gflops <<<"$planner_link"
+  dist_extra+=", bandwidth_gbps: $link_gbps, latency_us: $link_us, gemm_gflops: $link_gflops"
+fi
 [[ -x $bin ]] || { echo "ddp.sh: no engine binary at $bin (build it, or pass --bin)" >&2; exit 2; }
 "$python" -c "import torch, torchvision" 2>/dev/null ||
   { echo "ddp.sh: $python cannot import torch and torchvision (apt-get install python3-torch python3-torchvision)" >&2; exit 2; }
@@ -98,7 +122,7 @@ data:
   train: {source: synthetic, shape: [3, 32, 32], num_classes: $classes, size: 1000000, batch_size: $batch, workers: 1}
 solver: {type: sgd, lr: $lr, momentum: $momentum, weight_decay: 0, lr_policy: fixed, max_iter: $((warmup + iters))}
 train: {display: $(gcd "$warmup" "$iters"), output_dir: $dir}
-dist: {scheme: hybrid, wfbp: true}
+dist: {scheme: hybrid, wfbp: true$dist_extra}
 EOF
   echo "== ours $model P=$p round $round: $(date +%T), $(memory_note)" >&2
   timeout "$run_timeout" "$root/tools/cluster" --hosts "$p" --bandwidth "$bandwidth" --subnet "$subnet" -- \
@@ -114,7 +138,8 @@ run_ddp() {  # run_ddp MODEL P ROUND
   echo "== DDP $model P=$p round $round: $(date +%T), $(memory_note)" >&2
   timeout "$run_timeout" "$root/tools/cluster" --hosts "$p" --bandwidth "$bandwidth" --subnet "$subnet" -- \
     "$python" "$root/bench/ddp_torch.py" --model "$model" --batch "$batch" --warmup "$warmup" --iters "$iters" \
-    --threads "$threads" --lr "$lr" --momentum "$momentum" --master-addr "$subnet.1" >"$log" 2>&1 || status=$?
+    --threads "$threads" --lr "$lr" --momentum "$momentum" --master-addr "$subnet.1" \
+    --comm-hook "$ddp_hook" --powersgd-rank "$rank" >"$log" 2>&1 || status=$?
   if ! grep -h '^{"side": "ddp"' "$log" >>"$out/results.jsonl"; then
     printf '{"side": "ddp", "model": "%s", "hosts": %d, "batch": %d, "status": %d, "error": "no result, see %s"}\n' \
       "$model" "$p" "$batch" "$status" "$log" >>"$out/results.jsonl"
@@ -125,7 +150,7 @@ run_ddp() {  # run_ddp MODEL P ROUND
 : >"$out/results.jsonl"
 IFS=, read -r -a model_names <<<"$models"
 IFS=, read -r -a host_counts <<<"$hosts_list"
-echo "ddp.sh: $(date), $bandwidth links, $threads thread(s) per rank, SGD momentum $momentum, $("$python" -c 'import torch; print("torch", torch.__version__)')" >&2
+echo "ddp.sh: $(date), $bandwidth links, $threads thread(s) per rank, SGD momentum $momentum, compression $compression, $("$python" -c 'import torch; print("torch", torch.__version__)')" >&2
 for model in "${model_names[@]}"; do
   setup_model "$model"
   for p in "${host_counts[@]}"; do

@@ -39,7 +39,23 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--master-addr", required=True, help="rank 0's address")
     p.add_argument("--master-port", type=int, default=29517)
     p.add_argument("--ifname", default="eth0", help="network interface gloo uses (the cluster hosts' link)")
+    # Compression, against ours (docs/COMPRESSION.md): DDP's fp16 hook, or its
+    # PowerSGD hook at --powersgd-rank (error feedback and warm start on, as ours).
+    p.add_argument("--comm-hook", choices=["none", "fp16", "powersgd"], default="none")
+    p.add_argument("--powersgd-rank", type=int, default=4)
     return p.parse_args()
+
+
+def register_hook(model: DistributedDataParallel, args: argparse.Namespace) -> None:
+    from torch.distributed.algorithms.ddp_comm_hooks import default_hooks, powerSGD_hook
+
+    if args.comm_hook == "fp16":
+        model.register_comm_hook(None, default_hooks.fp16_compress_hook)
+    elif args.comm_hook == "powersgd":
+        # Compression from the first iteration, as ours; 1-D tensors (biases) stay uncompressed in both.
+        state = powerSGD_hook.PowerSGDState(process_group=None, matrix_approximation_rank=args.powersgd_rank,
+                                            start_powerSGD_iter=2, use_error_feedback=True, warm_start=True)
+        model.register_comm_hook(state, powerSGD_hook.powerSGD_hook)
 
 
 def rank_and_size() -> tuple:
@@ -65,6 +81,7 @@ def main() -> None:
     # gradients share storage with its buckets (no copy in and out of them),
     # the option its documentation recommends for speed and memory.
     model = DistributedDataParallel(bench.build().train(), gradient_as_bucket_view=True)
+    register_hook(model, args)
     optimizer = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=args.momentum,
                                 weight_decay=args.weight_decay)
     generator = torch.Generator().manual_seed(1000 + rank)
@@ -101,7 +118,9 @@ def main() -> None:
                           "iteration_s": seconds / args.iters,
                           "images_per_sec": world * args.batch * args.iters / seconds,
                           "compute_only_iteration_s": compute_s, "torch": torch.__version__,
-                          "momentum": args.momentum}), flush=True)
+                          "momentum": args.momentum, "comm_hook": args.comm_hook,
+                          "powersgd_rank": args.powersgd_rank if args.comm_hook == "powersgd" else None}),
+              flush=True)
     # Every rank is done with the others here. gloo's teardown
     # (destroy_process_group, or the interpreter's exit) sometimes blocks for
     # minutes once a peer has gone, so the process ends without it.

@@ -1,7 +1,8 @@
-"""PyTorch twins of models/lenet.yaml, models/cifar10_quick.yaml and
-models/vgg_small.yaml: the same layers, shapes and pooling semantics
-(Caffe's ceil-mode pooling in cifar10_quick), so that training speed can be
-compared layer for layer with the engine; and of reduced versions of
+"""PyTorch twins of models/lenet.yaml, models/cifar10_quick.yaml,
+models/vgg_small.yaml, models/mlp_2048.yaml and models/resnet_small.yaml:
+the same layers, shapes and pooling semantics (Caffe's ceil-mode pooling in
+cifar10_quick), so that training speed can be compared layer for layer with
+the engine; and of reduced versions of
 models/vgg19_22k.yaml and models/inception_v3.yaml, which are written under
 torchvision's names and so are torchvision's own models."""
 
@@ -53,6 +54,48 @@ def vgg_small() -> nn.Module:
     )
 
 
+def mlp_2048() -> nn.Module:
+    return nn.Sequential(
+        nn.Flatten(),
+        nn.Linear(3 * 32 * 32, 2048), nn.ReLU(),
+        nn.Linear(2048, 2048), nn.ReLU(),
+        nn.Linear(2048, 2048), nn.ReLU(),
+        nn.Linear(2048, 10),
+    )
+
+
+class BasicBlock(nn.Module):
+    """torchvision's BasicBlock: two 3x3 convolutions with batch norm, and a
+    1x1 projection shortcut where the stride or width changes."""
+
+    def __init__(self, in_channels: int, width: int, stride: int = 1):
+        super().__init__()
+        self.conv1 = nn.Conv2d(in_channels, width, 3, stride, 1, bias=False)
+        self.bn1 = nn.BatchNorm2d(width)
+        self.relu1 = nn.ReLU()
+        self.conv2 = nn.Conv2d(width, width, 3, 1, 1, bias=False)
+        self.bn2 = nn.BatchNorm2d(width)
+        self.downsample = None
+        if stride != 1 or in_channels != width:
+            self.downsample = nn.Sequential(nn.Conv2d(in_channels, width, 1, stride, bias=False), nn.BatchNorm2d(width))
+        self.relu = nn.ReLU()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        shortcut = x if self.downsample is None else self.downsample(x)
+        return self.relu(self.bn2(self.conv2(self.relu1(self.bn1(self.conv1(x))))) + shortcut)
+
+
+def resnet_small() -> nn.Module:
+    return nn.Sequential(
+        nn.Conv2d(3, 32, 3, 1, 1, bias=False), nn.BatchNorm2d(32), nn.ReLU(),
+        BasicBlock(32, 32), BasicBlock(32, 32),
+        BasicBlock(32, 64, 2), BasicBlock(64, 64),
+        BasicBlock(64, 128, 2), BasicBlock(128, 128),
+        nn.AdaptiveAvgPool2d(1), nn.Flatten(),
+        nn.Linear(128, 10),
+    )
+
+
 def vgg19_22k() -> nn.Module:
     import torchvision
     return torchvision.models.vgg19(weights=None, num_classes=21841)
@@ -78,11 +121,15 @@ class Bench:
 # The reduced benchmark models keep what makes them what they are: every one
 # of VGG19-22K's 229M parameters (its convolutions at 32x32 are cheap, its
 # classifier is not) and all of Inception-V3's modules (at the smallest input
-# they accept). Batch 32 per worker is the reference design's setting.
+# they accept). Batch 32 per worker is the reference design's setting. The
+# MLP runs at batch 128, where its matrix products are large enough to be
+# compute-bound.
 MODELS = {
     "lenet": Bench(lenet, (1, 28, 28), 10, True, "lenet.yaml"),
     "cifar10_quick": Bench(cifar10_quick, (3, 32, 32), 10, True, "cifar10_quick.yaml"),
     "vgg_small": Bench(vgg_small, (3, 32, 32), 10, False, "vgg_small.yaml"),
+    "mlp_2048": Bench(mlp_2048, (3, 32, 32), 10, False, "mlp_2048.yaml", batch=128),
+    "resnet_small": Bench(resnet_small, (3, 32, 32), 10, False, "resnet_small.yaml"),
     "vgg19_22k_32": Bench(vgg19_22k, (3, 32, 32), 21841, False, "vgg19_22k.yaml", ["vars.size=32"], 32),
     "inception_v3_75": Bench(inception_v3_no_aux, (3, 75, 75), 10, False, "inception_v3.yaml",
                              ["vars.size=75", "vars.aux=false", "vars.num_classes=10"], 32),

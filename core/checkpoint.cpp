@@ -104,7 +104,8 @@ void read_solver_state(const std::string& path, const SafetensorsFile& file, Net
 }  // namespace
 
 void save_checkpoint(const std::string& path, Net& net, const Solver* solver,
-                     const std::map<std::string, std::string>& metadata) {
+                     const std::map<std::string, std::string>& metadata,
+                     const std::vector<std::pair<std::string, Tensor>>& compression) {
   // GPU tensors are written from host copies.
   std::vector<std::pair<std::string, Tensor>> host;
   for (Param* p : net.params()) host.emplace_back(p->name, p->value.to(Device{}));
@@ -127,17 +128,23 @@ void save_checkpoint(const std::string& path, Net& net, const Solver* solver,
       host.emplace_back(kOptimizerPrefix + name + "." + kStepName, count);
     }
   }
+  for (const auto& [name, tensor] : compression) {
+    POSEIDON_CHECK(starts_with(name, kCompressionPrefix)) << name;
+    host.emplace_back(name, tensor);
+  }
   std::vector<std::pair<std::string, const Tensor*>> entries;
   for (const auto& [name, tensor] : host) entries.emplace_back(name, &tensor);
   write_safetensors(path, entries, metadata);
 }
 
-std::map<std::string, std::string> load_checkpoint(const std::string& path, Net& net, Solver* solver) {
+std::map<std::string, std::string> load_checkpoint(const std::string& path, Net& net, Solver* solver,
+                                                   std::map<std::string, Tensor>* compression) {
   SafetensorsFile file = read_safetensors(path);
 
   std::vector<std::string> unknown;
   for (const auto& [name, tensor] : file.tensors)
-    if (!net.find_param(name) && !starts_with(name, kOptimizerPrefix) && !ends_with(name, "num_batches_tracked"))
+    if (!net.find_param(name) && !starts_with(name, kOptimizerPrefix) && !starts_with(name, kCompressionPrefix) &&
+        !ends_with(name, "num_batches_tracked"))
       unknown.push_back(name);
   if (!unknown.empty())
     fail(path, "the model has no parameter for tensors " + name_list(unknown) +
@@ -150,6 +157,15 @@ std::map<std::string, std::string> load_checkpoint(const std::string& path, Net&
   if (solver) read_solver_state(path, file, net, *solver, state, steps);
 
   for (auto& [param, tensor] : loads) copy_into(param->value, *tensor);
+  if (compression) {
+    compression->clear();
+    for (const auto& [name, tensor] : file.tensors)
+      if (starts_with(name, kCompressionPrefix)) {
+        Tensor t(tensor.shape);
+        copy_into(t, tensor);
+        (*compression)[name] = t;
+      }
+  }
   if (solver) {
     solver->state() = std::move(state);
     solver->steps() = std::move(steps);

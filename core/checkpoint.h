@@ -4,10 +4,14 @@
 // "fc1.weight" [out, in], "bn1.running_mean"), so weights move both ways.
 // Solver state is stored under PyTorch's names, "optimizer.<param
 // name>.<state name>" ("momentum_buffer"; "exp_avg", "exp_avg_sq" and "step"; ...).
+// Entries named "compression.*" are the state of gradient compression
+// (dist/lowrank.h), which the caller gives and takes back as they are.
 #pragma once
 
 #include <map>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "core/net.h"
 #include "core/solver.h"
@@ -17,13 +21,19 @@ namespace poseidon {
 // Saves every parameter and buffer of `net`, the state of `solver` when it is
 // not null, and `metadata`. Atomic: a crash never leaves a torn file at `path`.
 void save_checkpoint(const std::string& path, Net& net, const Solver* solver,
-                     const std::map<std::string, std::string>& metadata);
+                     const std::map<std::string, std::string>& metadata,
+                     const std::vector<std::pair<std::string, Tensor>>& compression = {});
+
+// The prefix of compression state entries.
+inline const std::string kCompressionPrefix = "compression.";
 
 // Loads every parameter and buffer of `net` (each must be present with the
 // same shape) and, when `solver` is not null, replaces its state with the
 // file's "optimizer.*" entries. Tensors the net does not have are an error
 // unless they are PyTorch's "*num_batches_tracked" or "optimizer.*" entries.
-// Nothing is changed when the file does not fit. Returns the metadata.
-std::map<std::string, std::string> load_checkpoint(const std::string& path, Net& net, Solver* solver);
+// Nothing is changed when the file does not fit. Returns the metadata; the
+// "compression.*" entries go to `compression` when it is not null.
+std::map<std::string, std::string> load_checkpoint(const std::string& path, Net& net, Solver* solver,
+                                                   std::map<std::string, Tensor>* compression = nullptr);
 
 }  // namespace poseidon

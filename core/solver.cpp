@@ -29,6 +29,23 @@ void for_each_element(int64_t n, Element element) {
   for (int64_t i = 0; i < n; ++i) element(i);
 }
 
+// SGD's loops written out rather than through for_each_element's lambda:
+// GCC vectorised neither that way (measured: 60 ms for the 14.7M parameters
+// of models/mlp_2048.yaml, a fifth of its training step). The arithmetic is
+// update_rules.h's, element for element.
+void sgd_loop(const UpdateStep& step, float* w, const float* g, int64_t n) {
+  const UpdateStep s = step;
+#pragma omp parallel for simd if (n > 65536)
+  for (int64_t i = 0; i < n; ++i) sgd_element(s, w, g, nullptr, i);
+}
+
+template <bool Nesterov>
+void sgd_momentum_loop(const UpdateStep& step, float* w, const float* g, float* buf, int64_t n) {
+  const UpdateStep s = step;
+#pragma omp parallel for simd if (n > 65536)
+  for (int64_t i = 0; i < n; ++i) sgd_momentum_element<Nesterov>(s, w, g, buf, i);
+}
+
 }  // namespace
 
 const std::vector<std::string>& SolverConfig::keys() {
@@ -177,8 +194,9 @@ void Solver::update_block(float* w, const float* g, float* state, int64_t n, flo
   const UpdateStep s = step_numbers(lr_mult, decay_mult, step);
   switch (rule_) {
     case UpdateRule::sgd:
-      if (!state) return for_each_element(n, [&](int64_t i) { sgd_element(s, w, g, nullptr, i); });
-      return for_each_element(n, [&](int64_t i) { sgd_element(s, w, g, state, i); });
+      if (!state) return sgd_loop(s, w, g, n);
+      if (s.nesterov) return sgd_momentum_loop<true>(s, w, g, state, n);
+      return sgd_momentum_loop<false>(s, w, g, state, n);
     case UpdateRule::adam:
       return for_each_element(n, [&](int64_t i) { adam_element(s, w, g, state, state + n, i); });
     case UpdateRule::rmsprop: {

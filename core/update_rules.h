@@ -30,17 +30,24 @@ struct UpdateStep {
   bool centered = false;
 };
 
-// torch.optim.SGD: d = g + decay * w; buf = momentum * buf + d;
-// w -= lr * (nesterov ? d + momentum * buf : buf). `buf` is null without momentum.
-POSEIDON_HOST_DEVICE inline void sgd_element(const UpdateStep& s, float* w, const float* g, float* buf, int64_t i) {
+// torch.optim.SGD with momentum: d = g + decay * w; buf = momentum * buf + d;
+// w -= lr * (nesterov ? d + momentum * buf : buf). Apart from sgd_element,
+// with s.nesterov as a template argument, so that a CPU loop over it has no
+// branch and vectorises.
+template <bool Nesterov>
+POSEIDON_HOST_DEVICE inline void sgd_momentum_element(const UpdateStep& s, float* w, const float* g, float* buf,
+                                                      int64_t i) {
   const float d = g[i] + s.decay * w[i];
-  float step = d;
-  if (buf) {
-    const float b = s.momentum * buf[i] + d;
-    buf[i] = b;
-    step = s.nesterov ? d + s.momentum * b : b;
-  }
-  w[i] -= s.lr * step;
+  const float b = s.momentum * buf[i] + d;
+  buf[i] = b;
+  w[i] -= s.lr * (Nesterov ? d + s.momentum * b : b);
+}
+
+// torch.optim.SGD; `buf` is null without momentum: w -= lr * (g + decay * w).
+POSEIDON_HOST_DEVICE inline void sgd_element(const UpdateStep& s, float* w, const float* g, float* buf, int64_t i) {
+  if (buf)
+    return s.nesterov ? sgd_momentum_element<true>(s, w, g, buf, i) : sgd_momentum_element<false>(s, w, g, buf, i);
+  w[i] -= s.lr * (g[i] + s.decay * w[i]);
 }
 
 // torch.optim.Adam and AdamW: m and v are the first and second moments

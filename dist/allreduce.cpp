@@ -6,9 +6,8 @@
 
 namespace poseidon::dist {
 
-AllreduceExchange::AllreduceExchange(Comm comm, Solver& solver, ExchangeCompute& compute,
-                                     std::vector<Param*> params, float* grads, int64_t count, std::string label,
-                                     DeviceSum device_sum)
+AllreduceExchange::AllreduceExchange(Comm comm, Solver& solver, ExchangeCompute& compute, std::vector<Param*> params,
+                                     float* grads, int64_t count, std::string label, DeviceSum device_sum, Wire wire)
     : comm_(std::move(comm)),
       solver_(solver),
       compute_(compute),
@@ -16,7 +15,8 @@ AllreduceExchange::AllreduceExchange(Comm comm, Solver& solver, ExchangeCompute&
       grads_(grads),
       count_(count),
       label_(std::move(label)),
-      device_sum_(std::move(device_sum)) {
+      device_sum_(std::move(device_sum)),
+      wire_(wire) {
   const int p = comm_.size();
   if (count_ / p + 1 > std::numeric_limits<int>::max())
     throw CommError("all-reduce bucket of " + label_ + " has " + std::to_string(count_) +
@@ -28,6 +28,10 @@ AllreduceExchange::AllreduceExchange(Comm comm, Solver& solver, ExchangeCompute&
     at += counts_.back();
   }
   incoming_.resize(std::max<int64_t>(1, counts_[0]));
+  if (wire_ == Wire::bf16) {
+    wire_out_.resize(incoming_.size());
+    wire_in_.resize(incoming_.size());
+  }
 }
 
 int AllreduceExchange::chunk_sent(int step) const {
@@ -63,6 +67,17 @@ void AllreduceExchange::post_step(InFlight& in_flight) {
   // which the connection carries nothing the other way (a ring posting
   // receives first ran at half the link's rate at P = 2).
   MPI_Request req;
+  if (wire_ == Wire::bf16) {
+    encode_bf16(grads_ + begins_[out], wire_out_.data(), counts_[out]);
+    POSEIDON_MPI(
+        MPI_Isend(wire_out_.data(), static_cast<int>(counts_[out]), MPI_UINT16_T, right, step_, comm_.handle(), &req));
+    in_flight.post(req, *this, step_ * 2 + sent, counts_[out] * 2, 0);
+    POSEIDON_MPI(
+        MPI_Irecv(wire_in_.data(), static_cast<int>(counts_[in]), MPI_UINT16_T, left, step_, comm_.handle(), &req));
+    in_flight.post(req, *this, step_ * 2 + received, 0, counts_[in] * 2);
+    step_pending_ = 2;
+    return;
+  }
   POSEIDON_MPI(
       MPI_Isend(grads_ + begins_[out], static_cast<int>(counts_[out]), MPI_FLOAT, right, step_, comm_.handle(), &req));
   in_flight.post(req, *this, step_ * 2 + sent, counts_[out] * 4, 0);
@@ -73,7 +88,14 @@ void AllreduceExchange::post_step(InFlight& in_flight) {
 
 void AllreduceExchange::complete(int slot, InFlight& in_flight) {
   if (slot == kUpdated) return;
-  if (slot == kSummed) return next_step(in_flight);
+  if (slot == kSummed) {
+    // The rank that completed a chunk's average keeps what the others will receive of it.
+    if (wire_ == Wire::bf16 && step_ == comm_.size() - 2) {
+      const int c = chunk_received(step_);
+      round_to_bf16(grads_ + begins_[c], counts_[c]);
+    }
+    return next_step(in_flight);
+  }
   if (slot == kDeviceSummed) {
     const float scale = 1.f / static_cast<float>(comm_.size());
     for (int64_t i = 0; i < count_; ++i) grads_[i] *= scale;
@@ -84,8 +106,10 @@ void AllreduceExchange::complete(int slot, InFlight& in_flight) {
 
 void AllreduceExchange::step_over(InFlight& in_flight) {
   const int p = comm_.size();
-  if (step_ >= p - 1) return next_step(in_flight);  // all-gather: the chunk arrived in place
   const int c = chunk_received(step_);
+  if (wire_ == Wire::bf16)
+    decode_bf16(wire_in_.data(), step_ >= p - 1 ? grads_ + begins_[c] : incoming_.data(), counts_[c]);
+  if (step_ >= p - 1) return next_step(in_flight);  // all-gather: the chunk arrived in place
   // The chunk's last contribution is averaged as well.
   const float scale = step_ < p - 2 ? 1.f : 1.f / static_cast<float>(p);
   compute_.add(grads_ + begins_[c], incoming_.data(), counts_[c], scale, {in_flight, *this, kSummed});

@@ -19,6 +19,12 @@
 // net's buckets summed by NCCL on the GPUs: core/gpu_allreduce.h) the ring is
 // not run: the sum lands in the bucket's host range, which is then averaged
 // and applied, the same bits on every rank.
+//
+// On the bf16 wire (dist/wire.h) every step sends its chunk rounded to bf16
+// and the receiver adds the widened numbers in fp32; the rank that completes
+// a chunk's average rounds it to bf16 too before the all-gather, so it keeps
+// the very numbers every other rank receives. (A bf16 bucket is never
+// given a device sum.)
 #pragma once
 
 #include <functional>
@@ -30,6 +36,7 @@
 #include "dist/comm.h"
 #include "dist/exchange.h"
 #include "dist/exchange_compute.h"
+#include "dist/wire.h"
 
 namespace poseidon::dist {
 
@@ -41,8 +48,8 @@ class AllreduceExchange : public Exchange {
  public:
   // `grads` is the bucket's range of the flat gradient buffer (`count`
   // floats, padding included); `params` are the parameters inside it.
-  AllreduceExchange(Comm comm, Solver& solver, ExchangeCompute& compute, std::vector<Param*> params,
-                    float* grads, int64_t count, std::string label, DeviceSum device_sum = {});
+  AllreduceExchange(Comm comm, Solver& solver, ExchangeCompute& compute, std::vector<Param*> params, float* grads,
+                    int64_t count, std::string label, DeviceSum device_sum = {}, Wire wire = Wire::fp32);
   void start(InFlight& in_flight) override;
   void complete(int slot, InFlight& in_flight) override;
   std::string describe(int slot) const override;
@@ -72,6 +79,10 @@ class AllreduceExchange : public Exchange {
   std::vector<float> incoming_;           // a chunk received in the reduce-scatter
   int step_ = 0;
   int step_pending_ = 0;  // transfers of step_ not yet done
+
+  // The bf16 wire: a step's chunk as sent and as received.
+  Wire wire_;
+  std::vector<uint16_t> wire_out_, wire_in_;
 };
 
 }  // namespace poseidon::dist

@@ -11,6 +11,8 @@ std::string scheme_name(Scheme s) {
       return "sfb";
     case Scheme::allreduce:
       return "allreduce";
+    case Scheme::lowrank:
+      return "lowrank";
   }
   return "?";
 }
@@ -37,9 +39,10 @@ SendOrder parse_send_order(const std::string& name) {
 }
 
 const std::vector<std::string>& DistConfig::keys() {
-  static const std::vector<std::string> k = {"scheme",       "wfbp",           "order",      "block_bytes",
-                                             "bucket_bytes", "bandwidth_gbps", "latency_us", "timeout_s",
-                                             "host_staging", "gemm_gflops",    "plan_file"};
+  static const std::vector<std::string> k = {"scheme", "wfbp", "order", "block_bytes", "bucket_bytes", "bandwidth_gbps",
+                                             "latency_us", "timeout_s", "host_staging", "gemm_gflops", "plan_file",
+                                             // compression
+                                             "wire", "lowrank", "lowrank_rank"};
   return k;
 }
 
@@ -78,6 +81,14 @@ DistConfig DistConfig::parse(const ConfigNode& node) {
     node.child("plan_file").fail("a plan file pins the hybrid planner's choices; dist.scheme is '" +
                                  choice_name(c.scheme) + "' (set it to hybrid)");
   c.host_staging = node.get_bool("host_staging", c.host_staging);
+
+  c.wire = parse_wire(node.get_choice("wire", {"fp32", "bf16"}, wire_name(c.wire)));
+  c.lowrank = node.get_bool("lowrank", c.lowrank);
+  if (c.lowrank && c.scheme != SchemeChoice::hybrid)
+    node.child("lowrank").fail("low-rank compression is a per-layer choice of the hybrid planner; dist.scheme is '" +
+                               choice_name(c.scheme) + "' (set it to hybrid)");
+  c.lowrank_rank = static_cast<int>(node.get_int("lowrank_rank", c.lowrank_rank));
+  if (c.lowrank_rank < 1) node.child("lowrank_rank").fail("expected a rank of at least 1");
   return c;
 }
 

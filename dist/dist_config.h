@@ -14,6 +14,10 @@
 //     timeout_s: 300        # a transfer stalled this long stops every rank
 //     host_staging: false   # exchange through a host copy of the net (always so
 //                           # for a GPU net; on the CPU it runs that path, for tests)
+//   compression (dist/wire.h, dist/lowrank.h):
+//     wire: fp32            # fp32 | bf16: the format of gradients on the wire (PS, all-reduce)
+//     lowrank: false        # hybrid: let the planner choose low-rank compression per layer
+//     lowrank_rank: 4       # rank r of the low-rank factors
 #pragma once
 
 #include <cstdint>
@@ -22,10 +26,11 @@
 #include <vector>
 
 #include "core/config_node.h"
+#include "dist/wire.h"
 
 namespace poseidon::dist {
 
-enum class Scheme { ps, sfb, allreduce };
+enum class Scheme { ps, sfb, allreduce, lowrank };
 std::string scheme_name(Scheme s);
 
 // What dist.scheme asks for: the planner's choice per layer (hybrid), or one
@@ -53,6 +58,11 @@ struct DistConfig {
   std::string plan_file;              // pins each layer's scheme (dist/plan_file.h); "" : planned here
   double timeout_s = 300;
   bool host_staging = false;
+
+  // Compression: the gradients' wire format, and low-rank compression.
+  Wire wire = Wire::fp32;
+  bool lowrank = false;
+  int lowrank_rank = 4;
 
   static DistConfig parse(const ConfigNode& node);
   static const std::vector<std::string>& keys();

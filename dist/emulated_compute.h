@@ -59,6 +59,9 @@ class EmulatedExchangeCompute : public ExchangeCompute {
   void update(Solver&, const std::vector<Param*>& params, const WorkDone& done) override;
   void rebuild(Solver&, const Factors& factors, int, Param&, Param* bias, const WorkDone& done) override;
   bool reads_received() const override { return false; }
+  void compress(const std::function<void()>&, int64_t n, int64_t m, int64_t columns, const WorkDone& done) override {
+    run_for(device_.rebuild_s(n, m, columns, false), done);
+  }
 
  private:
   void run_for(double seconds, const WorkDone& done);

@@ -63,6 +63,15 @@ class ExchangeCompute {
   // False when nothing reads what the exchanges receive (the emulated device
   // only waits): one buffer may then take every rank's message.
   virtual bool reads_received() const { return true; }
+
+  // Low-rank compression's arithmetic (dist/lowrank.h): `work` computes it
+  // on this host; it is worth a GEMM of an n x m matrix by `columns`
+  // columns, which is what an emulated device waits instead.
+  virtual void compress(const std::function<void()>& work, int64_t n, int64_t m, int64_t columns,
+                        const WorkDone& done) {
+    work();
+    done();
+  }
 };
 
 // The arithmetic on this host; SFB's GEMM through `rebuild_gemm` where given
@@ -99,6 +108,10 @@ class TracingCompute : public ExchangeCompute {
   void rebuild(Solver& solver, const Factors& factors, int ranks, Param& weight, Param* bias,
                const WorkDone& done) override;
   bool reads_received() const override { return inner_->reads_received(); }
+  void compress(const std::function<void()>& work, int64_t n, int64_t m, int64_t columns,
+                const WorkDone& done) override {
+    traced("low-rank factors", [&] { inner_->compress(work, n, m, columns, done); });
+  }
 
  private:
   // Runs `work`, recorded as "update <what>".

@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <map>
 
+#include "dist/compression_plan.h"
+
 namespace poseidon::dist {
 
 std::vector<PlannedParam> backward_order(Net& net) {
@@ -37,7 +39,7 @@ struct Buckets {
     if (open) {
       SyncGroup& u = plan.groups.back();
       const int64_t lo = std::min(u.begin, begin), hi = std::max(u.end, end);
-      if ((hi - lo) * 4 <= limit) {
+      if ((hi - lo) * 4 <= limit && u.wire == p.wire) {
         u.begin = lo;
         u.end = hi;
         u.params.push_back(index);
@@ -47,6 +49,7 @@ struct Buckets {
     }
     SyncGroup u;
     u.scheme = Scheme::allreduce;
+    u.wire = p.wire;
     u.params = {index};
     u.begin = begin;
     u.end = end;
@@ -75,12 +78,15 @@ CommPlan make_comm_plan(Net& net, std::vector<PlannedParam> params, const DistCo
       continue;
     }
     buckets.open = false;
-    if (p.scheme == Scheme::sfb) {
-      POSEIDON_CHECK(sfb_applicable(net, p.layer)) << p.param->name << " cannot use sufficient factors";
-      if (plan.groups.empty() || plan.groups.back().scheme != Scheme::sfb ||
+    if (p.scheme == Scheme::sfb || p.scheme == Scheme::lowrank) {
+      POSEIDON_CHECK(p.scheme != Scheme::sfb || sfb_applicable(net, p.layer))
+          << p.param->name << " cannot use sufficient factors";
+      POSEIDON_CHECK(p.scheme != Scheme::lowrank || lowrank_applicable(net, p.layer, config.lowrank_rank))
+          << p.param->name << " cannot be compressed to rank " << config.lowrank_rank;
+      if (plan.groups.empty() || plan.groups.back().scheme != p.scheme ||
           plan.params[plan.groups.back().params[0]].layer != p.layer) {
         SyncGroup u;
-        u.scheme = Scheme::sfb;
+        u.scheme = p.scheme;
         plan.groups.push_back(std::move(u));
       }
       plan.groups.back().params.push_back(i);
@@ -89,6 +95,7 @@ CommPlan make_comm_plan(Net& net, std::vector<PlannedParam> params, const DistCo
     }
     SyncGroup u;
     u.scheme = Scheme::ps;
+    u.wire = p.wire;
     u.params = {i};
     u.label = p.param->name;
     const int64_t n = p.param->value.numel();
@@ -122,14 +129,28 @@ bool sfb_applicable(Net& net, size_t layer) {
   return out.grad.defined() && net.blob(l.inputs()[0]).value.numel() == net.batch() * w.shape[1];
 }
 
+bool lowrank_applicable(Net& net, size_t layer, int rank) {
+  const Layer& l = net.layer(layer);
+  if (l.params().empty() || !net.runs_backward(layer)) return false;
+  const Param& w = l.params()[0];
+  if (!w.learnable || w.shape.size() < 2) return false;
+  const int64_t rows = w.shape[0], cols = shape_numel(w.shape) / rows;
+  return rows > rank && cols > rank;
+}
+
 CommPlan plan_for_config(Net& net, const DistConfig& config, int world_size, const LinkModel& link,
-                         const std::map<size_t, Scheme>* pinned) {
+                         const std::map<size_t, Scheme>* pinned, const std::map<size_t, Wire>* pinned_wires) {
   std::vector<PlannedParam> params = backward_order(net);
   std::map<size_t, Scheme> chosen;  // hybrid: by layer
   if (config.scheme == SchemeChoice::hybrid && pinned) chosen = *pinned;
-  if (config.scheme == SchemeChoice::hybrid && !pinned)
-    for (const LayerPlan& lp : plan_layers(net, net.batch(), world_size, link)) chosen[lp.layer] = lp.scheme;
+  if (config.scheme == SchemeChoice::hybrid && !pinned) {
+    std::vector<LayerPlan> layers = plan_layers(net, net.batch(), world_size, link);
+    plan_compression(layers, net, world_size, link, config);
+    for (const LayerPlan& lp : layers) chosen[lp.layer] = lp.scheme;
+  }
   for (PlannedParam& p : params) {
+    p.wire = config.wire;
+    if (pinned_wires && pinned_wires->count(p.layer)) p.wire = pinned_wires->at(p.layer);
     if (config.scheme == SchemeChoice::hybrid)
       p.scheme = chosen.at(p.layer);
     else if (config.scheme == SchemeChoice::allreduce)
@@ -146,7 +167,7 @@ std::string describe_schemes(const CommPlan& plan, Net& net) {
   std::map<size_t, Scheme> by_layer;
   for (const PlannedParam& p : plan.params) by_layer[p.layer] = p.scheme;
   std::string out;
-  for (Scheme scheme : {Scheme::sfb, Scheme::ps, Scheme::allreduce}) {
+  for (Scheme scheme : {Scheme::sfb, Scheme::ps, Scheme::allreduce, Scheme::lowrank}) {
     std::string names;
     for (const auto& [layer, s] : by_layer)
       if (s == scheme) append(names, net.layer(layer).name());
@@ -162,7 +183,7 @@ std::string count_schemes(const CommPlan& plan, Net& net) {
   std::map<size_t, Scheme> by_layer;
   for (const PlannedParam& p : plan.params) by_layer[p.layer] = p.scheme;
   std::string out;
-  for (Scheme scheme : {Scheme::sfb, Scheme::ps, Scheme::allreduce}) {
+  for (Scheme scheme : {Scheme::sfb, Scheme::ps, Scheme::allreduce, Scheme::lowrank}) {
     std::string names;
     int count = 0;
     for (const auto& [layer, s] : by_layer)

@@ -23,6 +23,7 @@ struct PlannedParam {
   size_t layer = 0;    // index of its layer in the Net
   int64_t offset = 0;  // into the Net's flat value and gradient buffers
   Scheme scheme = Scheme::ps;
+  Wire wire = Wire::fp32;  // of its gradient (ps, allreduce)
 };
 
 // A slice of one parameter served by one rank.
@@ -41,6 +42,7 @@ struct SyncGroup {
   std::vector<PsBlock> blocks;  // ps: the cut of its one parameter
   int64_t begin = 0, end = 0;   // allreduce: the bucket's range of the flat buffers
   std::string label;            // for messages: its parameters' names
+  Wire wire = Wire::fp32;       // ps, allreduce: of the gradients (a bucket holds one wire format)
 };
 
 struct CommPlan {
@@ -58,7 +60,7 @@ std::vector<PlannedParam> backward_order(Net& net);
 // parameters fuse into buckets of at most config.bucket_bytes (a larger
 // parameter is a bucket alone); a PS parameter is cut into blocks of
 // config.block_bytes, each owned by the rank with the fewest bytes so far
-// (ties: the lowest rank).
+// (ties: the lowest rank). A low-rank layer is one unit, as an SFB layer.
 CommPlan make_comm_plan(Net& net, std::vector<PlannedParam> params, const DistConfig& config, int world_size);
 
 // Whether layer `layer` can synchronise by sufficient factors: an FC layer
@@ -69,9 +71,16 @@ bool sfb_applicable(Net& net, size_t layer);
 // The plan `config` asks for on `world_size` ranks: `ps` or `allreduce` for
 // every parameter; `sfb` for FC layers that allow it and `ps` for the rest;
 // `hybrid`: each layer's scheme chosen by the planner for `link`, or as
-// `pinned` gives it (by layer index: dist/plan_file.h).
+// `pinned` gives it (by layer index: dist/plan_file.h). Gradients travel in
+// config.wire, or as `pinned_wires` gives it per layer.
 CommPlan plan_for_config(Net& net, const DistConfig& config, int world_size, const LinkModel& link = {},
-                         const std::map<size_t, Scheme>* pinned = nullptr);
+                         const std::map<size_t, Scheme>* pinned = nullptr,
+                         const std::map<size_t, Wire>* pinned_wires = nullptr);
+
+// Whether layer `layer` can be compressed to low rank `rank`: its first
+// learnable parameter has two or more dimensions, read as a matrix of
+// shape[0] rows, and both sides exceed the rank.
+bool lowrank_applicable(Net& net, size_t layer, int rank);
 
 // "sfb: fc1, fc2; ps: conv1, conv2": the layers of each scheme, in layer order.
 std::string describe_schemes(const CommPlan& plan, Net& net);

@@ -28,9 +28,9 @@ LinkModel link_from(const nlohmann::json& j) {
 }
 
 Scheme scheme_from(const std::string& name) {
-  for (Scheme s : {Scheme::ps, Scheme::sfb, Scheme::allreduce})
+  for (Scheme s : {Scheme::ps, Scheme::sfb, Scheme::allreduce, Scheme::lowrank})
     if (scheme_name(s) == name) return s;
-  throw std::invalid_argument("unknown scheme '" + name + "' (expected ps, sfb or allreduce)");
+  throw std::invalid_argument("unknown scheme '" + name + "' (expected ps, sfb, allreduce or lowrank)");
 }
 }  // namespace
 
@@ -43,6 +43,8 @@ PlanRecord plan_record(const CommPlan& plan, Net& net, const LinkModel& link) {
   std::map<size_t, Scheme> by_layer;
   for (const PlannedParam& p : plan.params) by_layer[p.layer] = p.scheme;
   for (const auto& [layer, scheme] : by_layer) r.layers.emplace_back(net.layer(layer).name(), scheme);
+  for (const PlannedParam& p : plan.params)
+    if (p.wire != Wire::fp32) r.wires[net.layer(p.layer).name()] = p.wire;
   return r;
 }
 
@@ -60,6 +62,9 @@ PlanRecord plan_record(const std::vector<LayerPlan>& layers, Net& net, int worke
 std::string plan_json(const PlanRecord& record) {
   nlohmann::json layers = nlohmann::json::array();
   for (const auto& [name, scheme] : record.layers) layers.push_back({{"name", name}, {"scheme", scheme_name(scheme)}});
+  for (nlohmann::json& layer : layers)
+    if (auto wire = record.wires.find(layer["name"].get<std::string>()); wire != record.wires.end())
+      layer["wire"] = wire_name(wire->second);
   const nlohmann::json j = {{"format", kFormat},          {"model", record.model}, {"workers", record.workers},
                             {"batch", record.batch},      {"link", link_json(record.link)},
                             {"layers", layers}};
@@ -92,6 +97,9 @@ PlanRecord read_plan_file(const std::string& path) {
     key = "layers";
     for (const auto& layer : j.at(key))
       r.layers.emplace_back(layer.at("name").get<std::string>(), scheme_from(layer.at("scheme").get<std::string>()));
+    for (const auto& layer : j.at(key))
+      if (layer.contains("wire"))
+        r.wires[layer.at("name").get<std::string>()] = parse_wire(layer.at("wire").get<std::string>());
   } catch (const std::exception& e) {
     throw Error(path + ": key '" + key + "': " + e.what());
   }
@@ -144,6 +152,13 @@ std::map<size_t, Scheme> pinned_schemes(const PlanRecord& record, Net& net, cons
     if (!out.count(p.layer))
       throw Error(path + ": no scheme for layer '" + net.layer(p.layer).name() + "' (plan made for model '" +
                   record.model + "')");
+  return out;
+}
+
+std::map<size_t, Wire> pinned_wires(const PlanRecord& record, Net& net) {
+  std::map<size_t, Wire> out;
+  for (size_t i = 0; i < net.num_layers(); ++i)
+    if (auto wire = record.wires.find(net.layer(i).name()); wire != record.wires.end()) out[i] = wire->second;
   return out;
 }
 

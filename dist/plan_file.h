@@ -12,7 +12,9 @@
 // The file is JSON:
 //   {"format": "poseidon-plan-1", "model": "lenet", "workers": 2, "batch": 64,
 //    "link": {"bandwidth_gbps": 10, "latency_us": 20, "gemm_gflops": 50},
-//    "layers": [{"name": "fc1", "scheme": "sfb"}, ...]}
+//    "layers": [{"name": "fc1", "scheme": "sfb"}, {"name": "conv1", "scheme": "ps", "wire": "bf16"}, ...]}
+// A layer's "wire" (dist/wire.h) is written where it is not fp32; a plan
+// file may set it per layer, which then overrides dist.wire.
 #pragma once
 
 #include <map>
@@ -33,6 +35,7 @@ struct PlanRecord {
   int64_t batch = 0;
   LinkModel link;
   std::vector<std::pair<std::string, Scheme>> layers;  // every layer with learnable parameters, in layer order
+  std::map<std::string, Wire> wires;                   // by layer name: the wire formats pinned per layer
 };
 
 // The record of `plan` (made for `net` with `link`).
@@ -56,5 +59,7 @@ std::optional<LinkModel> parse_link_text(const std::string& text);
 // Error naming `path` when a layer with parameters is missing, a name is not
 // a layer of the net, or SFB is pinned where it cannot run.
 std::map<size_t, Scheme> pinned_schemes(const PlanRecord& record, Net& net, const std::string& path);
+// The wire formats `record` pins, by layer index (its layers are checked by pinned_schemes).
+std::map<size_t, Wire> pinned_wires(const PlanRecord& record, Net& net);
 
 }  // namespace poseidon::dist

@@ -7,16 +7,20 @@
 namespace poseidon::dist {
 
 PsExchange::PsExchange(const Comm& comm, Solver& solver, ExchangeCompute& compute, Param& param,
-                       std::vector<PsBlock> blocks, PrioritySends* sends, int64_t priority)
+                       std::vector<PsBlock> blocks, PrioritySends* sends, int64_t priority, Wire wire)
     : comm_(comm),
       solver_(solver),
       compute_(compute),
       param_(param),
       blocks_(std::move(blocks)),
       sends_(sends),
-      priority_(priority) {
+      priority_(priority),
+      wire_(wire) {
   for (size_t b = 0; b < blocks_.size(); ++b) {
-    if (blocks_[b].owner != comm_.rank()) continue;
+    if (blocks_[b].owner != comm_.rank()) {
+      if (wire_ == Wire::bf16) pushed_[b].resize(blocks_[b].count);
+      continue;
+    }
     OwnedBlock& o = owned_[b];
     if (solver_.keeps_state()) o.state.assign(solver_.state_names().size() * blocks_[b].count, 0.f);
   }
@@ -36,8 +40,17 @@ void PsExchange::start(InFlight& in_flight) {
   // the connection's other direction (see AllreduceExchange::post_step). The
   // pulls are received into posted buffers all the same: bench/scaling.sh
   // turns that protocol off.
-  for (size_t b = 0; b < blocks_.size(); ++b)
-    if (blocks_[b].owner != me) send_block(in_flight, b, blocks_[b].owner, grad + blocks_[b].begin, false);
+  for (size_t b = 0; b < blocks_.size(); ++b) {
+    const PsBlock& blk = blocks_[b];
+    if (blk.owner == me) continue;
+    if (wire_ == Wire::fp32) {
+      send_block(in_flight, b, blk.owner, grad + blk.begin, MPI_FLOAT, blk.count * 4, false);
+      continue;
+    }
+    std::vector<uint16_t>& out = pushed_.at(b);
+    encode_bf16(grad + blk.begin, out.data(), blk.count);
+    send_block(in_flight, b, blk.owner, out.data(), MPI_UINT16_T, blk.count * 2, false);
+  }
   for (size_t b = 0; b < blocks_.size(); ++b) {
     const PsBlock& blk = blocks_[b];
     const int64_t bytes = blk.count * 4;
@@ -50,11 +63,19 @@ void PsExchange::start(InFlight& in_flight) {
       const bool kept = compute_.reads_received();
       const size_t buffers = kept ? comm_.size() - 1 : 1;
       if (o.received.size() != buffers * blk.count) o.received.assign(buffers * blk.count, 0.f);
+      if (wire_ == Wire::bf16 && o.received_wire.size() != buffers * blk.count)
+        o.received_wire.assign(buffers * blk.count, 0);
       for (int peer = 0; peer < comm_.size(); ++peer) {
         if (peer == me) continue;
-        float* into = o.received.data() + (kept ? peer_index(peer) * blk.count : 0);
-        POSEIDON_MPI(
-            MPI_Irecv(into, static_cast<int>(blk.count), MPI_FLOAT, peer, tag(blk, false), comm_.handle(), &req));
+        const int64_t at = kept ? peer_index(peer) * blk.count : 0;
+        if (wire_ == Wire::bf16) {
+          POSEIDON_MPI(MPI_Irecv(o.received_wire.data() + at, static_cast<int>(blk.count), MPI_UINT16_T, peer,
+                                 tag(blk, false), comm_.handle(), &req));
+          in_flight.post(req, *this, slot(b, peer, recv), 0, blk.count * 2);
+          continue;
+        }
+        POSEIDON_MPI(MPI_Irecv(o.received.data() + at, static_cast<int>(blk.count), MPI_FLOAT, peer, tag(blk, false),
+                               comm_.handle(), &req));
         in_flight.post(req, *this, slot(b, peer, recv), 0, bytes);
       }
       if (o.pushes_left == 0) update_owned(b, in_flight);
@@ -66,20 +87,21 @@ void PsExchange::start(InFlight& in_flight) {
   }
 }
 
-void PsExchange::send_block(InFlight& in_flight, size_t b, int peer, const float* data, bool pull) {
+void PsExchange::send_block(InFlight& in_flight, size_t b, int peer, const void* data, MPI_Datatype type, int64_t bytes,
+                            bool pull) {
   const PsBlock& blk = blocks_[b];
-  auto post = [this, &in_flight, b, peer, data, message_tag = tag(blk, pull)](bool held) {
+  auto post = [this, &in_flight, b, peer, data, type, bytes, message_tag = tag(blk, pull)](bool held) {
     const PsBlock& blk = blocks_[b];
     MPI_Request req;
-    POSEIDON_MPI(MPI_Isend(data, static_cast<int>(blk.count), MPI_FLOAT, peer, message_tag, comm_.handle(), &req));
+    POSEIDON_MPI(MPI_Isend(data, static_cast<int>(blk.count), type, peer, message_tag, comm_.handle(), &req));
     if (held)
-      in_flight.post_held(req, *this, slot(b, peer, send), blk.count * 4, 0);
+      in_flight.post_held(req, *this, slot(b, peer, send), bytes, 0);
     else
-      in_flight.post(req, *this, slot(b, peer, send), blk.count * 4, 0);
+      in_flight.post(req, *this, slot(b, peer, send), bytes, 0);
   };
   if (!sends_) return post(false);
   in_flight.hold(*this);
-  sends_->submit(priority_, ps_send_sequence(b, blk.id, comm_.rank(), peer, comm_.size()), blk.count * 4,
+  sends_->submit(priority_, ps_send_sequence(b, blk.id, comm_.rank(), peer, comm_.size()), bytes,
                  [post] { post(true); });
 }
 
@@ -87,7 +109,11 @@ void PsExchange::complete(int s, InFlight& in_flight) {
   const size_t b = static_cast<size_t>(s / 3 / comm_.size());
   if (s % 3 == updated) return send_values(b, in_flight);
   const bool was_recv = s % 3 == recv;
-  if (!was_recv && sends_) sends_->sent(blocks_[b].count * 4);
+  if (!was_recv && sends_) {
+    // A push on the bf16 wire is half a value's bytes.
+    const bool push = blocks_[b].owner != comm_.rank();
+    sends_->sent(blocks_[b].count * (push ? wire_bytes(wire_) : 4));
+  }
   if (blocks_[b].owner == comm_.rank() && was_recv && --owned_.at(b).pushes_left == 0) update_owned(b, in_flight);
 }
 
@@ -99,9 +125,16 @@ void PsExchange::update_owned(size_t b, InFlight& in_flight) {
   if (o.sum.empty()) o.sum.resize(n);
   // Rank order, whoever's push arrived first: the same sum on every run.
   const bool kept = compute_.reads_received();
+  const float* own = param_.grad.data() + blk.begin;
+  if (wire_ == Wire::bf16 && kept) {
+    decode_bf16(o.received_wire.data(), o.received.data(), static_cast<int64_t>(o.received.size()));
+    o.own.assign(own, own + n);
+    round_to_bf16(o.own.data(), n);
+    own = o.own.data();
+  }
   o.parts.resize(comm_.size());
   for (int r = 0; r < comm_.size(); ++r)
-    o.parts[r] = r == me ? param_.grad.data() + blk.begin : o.received.data() + (kept ? peer_index(r) * n : 0);
+    o.parts[r] = r == me ? own : o.received.data() + (kept ? peer_index(r) * n : 0);
   compute_.update_block(solver_, param_, param_.value.data() + blk.begin, o.parts, o.sum.data(),
                         o.state.empty() ? nullptr : o.state.data(), ++o.steps, n,
                         {in_flight, *this, slot(b, me, updated)});
@@ -110,7 +143,7 @@ void PsExchange::update_owned(size_t b, InFlight& in_flight) {
 void PsExchange::send_values(size_t b, InFlight& in_flight) {
   float* value = param_.value.data() + blocks_[b].begin;
   for (int peer = 0; peer < comm_.size(); ++peer)
-    if (peer != comm_.rank()) send_block(in_flight, b, peer, value, true);
+    if (peer != comm_.rank()) send_block(in_flight, b, peer, value, MPI_FLOAT, blocks_[b].count * 4, true);
 }
 
 std::string PsExchange::describe(int s) const {

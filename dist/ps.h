@@ -7,6 +7,10 @@
 // sends the new values to every other rank. Message tags are (block id,
 // iteration parity, push or pull). The owner's sum and update run on
 // `compute` (dist/exchange_compute.h).
+//
+// On the bf16 wire (dist/wire.h) the pushes travel as bf16; the owner widens
+// them and rounds its own gradient the same way, so the sum is of what every
+// rank sent, in rank order and in fp32. Values travel as fp32.
 #pragma once
 
 #include <map>
@@ -20,6 +24,7 @@
 #include "dist/exchange_compute.h"
 #include "dist/plan.h"
 #include "dist/priority.h"
+#include "dist/wire.h"
 
 namespace poseidon::dist {
 
@@ -28,7 +33,7 @@ class PsExchange : public Exchange {
   // With `sends`, pushes and value sends wait in that queue at `priority`
   // (the parameter's layer index); without, they go out at once.
   PsExchange(const Comm& comm, Solver& solver, ExchangeCompute& compute, Param& param, std::vector<PsBlock> blocks,
-             PrioritySends* sends = nullptr, int64_t priority = 0);
+             PrioritySends* sends = nullptr, int64_t priority = 0, Wire wire = Wire::fp32);
   void start(InFlight& in_flight) override;
   void complete(int slot, InFlight& in_flight) override;
   std::string describe(int slot) const override;
@@ -52,6 +57,8 @@ class PsExchange : public Exchange {
     std::vector<float> sum;
     std::vector<const float*> parts;  // the P gradients in rank order
     std::vector<float> state;         // the solver's slots, `count` floats each; empty without state
+    std::vector<uint16_t> received_wire;  // bf16: the pushes as received
+    std::vector<float> own;               // bf16: this rank's gradient as the wire rounds it
     int64_t steps = 0;                // updates applied
     int pushes_left = 0;
   };
@@ -61,8 +68,10 @@ class PsExchange : public Exchange {
   int peer_index(int peer) const { return peer < comm_.rank() ? peer : peer - 1; }  // into `received`
   void update_owned(size_t block, InFlight& in_flight);
   void send_values(size_t block, InFlight& in_flight);
-  // Sends `count` floats of block `b` to `peer` (a push, or a pull's values), now or through the queue.
-  void send_block(InFlight& in_flight, size_t b, int peer, const float* data, bool pull);
+  // Sends block `b` to `peer` (a push, or a pull's values: `count` numbers
+  // of `type`, `bytes` in all), now or through the queue.
+  void send_block(InFlight& in_flight, size_t b, int peer, const void* data, MPI_Datatype type, int64_t bytes,
+                  bool pull);
 
   const Comm& comm_;
   Solver& solver_;
@@ -73,6 +82,8 @@ class PsExchange : public Exchange {
   int parity_ = 1;                      // flipped by every start()
   PrioritySends* sends_;
   int64_t priority_;
+  Wire wire_;
+  std::map<size_t, std::vector<uint16_t>> pushed_;  // bf16: the pushes of blocks others own, as sent
 };
 
 }  // namespace poseidon::dist

@@ -9,6 +9,7 @@
 
 #include "core/finite_check.h"
 #include "dist/allreduce.h"
+#include "dist/lowrank.h"
 #include "dist/ps.h"
 #include "dist/sfb.h"
 
@@ -64,16 +65,24 @@ Scheduler::Scheduler(Net& net, Solver& solver, const World& world, CommPlan plan
       std::vector<Param*> params;
       for (size_t i : unit.params) params.push_back(plan_.params[i].param);
       ex = std::make_unique<AllreduceExchange>(comm_->duplicate(), solver_, *compute_, std::move(params),
-                                               net_.flat_grads().data() + unit.begin, unit.end - unit.begin,
-                                               unit.label, allreduce_sum);
+                                               net_.flat_grads().data() + unit.begin, unit.end - unit.begin, unit.label,
+                                               unit.wire == Wire::fp32 ? allreduce_sum : DeviceSum{}, unit.wire);
     } else if (unit.scheme == Scheme::ps) {
       const PlannedParam& p = plan_.params[unit.params[0]];
-      auto ps = std::make_unique<PsExchange>(*comm_, solver_, *compute_, *p.param, unit.blocks,
-                                             priority_sends_.get(), static_cast<int64_t>(p.layer));
+      auto ps = std::make_unique<PsExchange>(*comm_, solver_, *compute_, *p.param, unit.blocks, priority_sends_.get(),
+                                             static_cast<int64_t>(p.layer), unit.wire);
       ps->import_state(solver_);
       ps_exchanges_.push_back(ps.get());
       blocks += static_cast<int64_t>(unit.blocks.size());
       ex = std::move(ps);
+    } else if (unit.scheme == Scheme::lowrank) {
+      std::vector<Param*> params;
+      for (size_t i : unit.params) params.push_back(plan_.params[i].param);
+      auto lowrank = std::make_unique<LowRankExchange>(comm_->duplicate(), solver_, *compute_, std::move(params),
+                                                       config_.lowrank_rank, unit.label);
+      lowrank->import_state(options.compression_state);
+      lowrank_exchanges_.push_back(lowrank.get());
+      ex = std::move(lowrank);
     } else {
       const Layer& layer = net_.layer(plan_.params[unit.params[0]].layer);
       Param& weight = *plan_.params[unit.params[0]].param;
@@ -366,6 +375,14 @@ Solver Scheduler::solver_snapshot(int root) {
     for (PsExchange* ps : ps_exchanges_) ps->gather_state(copy, root);
   });
   return copy;
+}
+
+std::vector<std::pair<std::string, Tensor>> Scheduler::compression_state(int root) {
+  std::vector<std::pair<std::string, Tensor>> out;
+  run([&](const Comm&) {
+    for (LowRankExchange* lowrank : lowrank_exchanges_) lowrank->gather_state(out, root);
+  });
+  return out;
 }
 
 void Scheduler::check_replicas_identical() {

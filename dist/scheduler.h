@@ -47,6 +47,7 @@
 namespace poseidon::dist {
 
 class PsExchange;
+class LowRankExchange;
 
 // Communication of the iterations since the last take_stats().
 struct CommStats {
@@ -77,6 +78,8 @@ struct SchedulerOptions {
   // The exchanges' arithmetic; null: on this host (HostCompute, with the
   // offload's GEMM). Emulated compute passes its own (dist/emulated_compute.h).
   std::shared_ptr<ExchangeCompute> compute;
+  // Low-rank compression's state from a checkpoint (LowRankExchange::import_state).
+  std::map<std::string, Tensor> compression_state;
 };
 
 class Scheduler : public GradSink {
@@ -106,6 +109,10 @@ class Scheduler : public GradSink {
   // A copy of the solver holding the full optimizer state, PS shards
   // gathered; complete on rank `root` only. Every rank must call it.
   Solver solver_snapshot(int root = 0);
+  // Low-rank compression's state (dist/lowrank.h: Q and every rank's error
+  // memory) as checkpoint entries; complete on rank `root` only. Every rank
+  // must call it.
+  std::vector<std::pair<std::string, Tensor>> compression_state(int root = 0);
   // Averages the Net's buffers (e.g. batch-norm running statistics, which
   // each rank gathers from its own shard) over the ranks, identically on all.
   void average_buffers();
@@ -141,6 +148,7 @@ class Scheduler : public GradSink {
   std::vector<std::unique_ptr<Exchange>> exchanges_;  // per unit
   std::unordered_map<const Exchange*, size_t> group_of_exchange_;
   std::vector<PsExchange*> ps_exchanges_;
+  std::vector<LowRankExchange*> lowrank_exchanges_;
 
   // Shared between the threads, under mutex_.
   std::mutex mutex_;

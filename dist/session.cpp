@@ -25,8 +25,15 @@ Session::Session(Net& net, const ConfigNode& model, Solver& solver, const World&
   }
   Net& exchanged = mirror_ ? *mirror_ : net_;
   std::map<size_t, Scheme> pinned;
+  std::map<size_t, Wire> wires;
   if (options.pinned_plan) {
     pinned = pinned_schemes(*options.pinned_plan, exchanged, options.pinned_plan_path);
+    wires = pinned_wires(*options.pinned_plan, exchanged);
+    for (const auto& [layer, scheme] : pinned)
+      if (scheme == Scheme::lowrank && !lowrank_applicable(exchanged, layer, config_.lowrank_rank))
+        throw Error(options.pinned_plan_path + ": layer '" + exchanged.layer(layer).name() +
+                    "' cannot be compressed to rank " + std::to_string(config_.lowrank_rank) +
+                    " (lowrank needs a weight of two or more dimensions, both sides above dist.lowrank_rank)");
     link_ = options.pinned_plan->link;
   } else if (config_.scheme == SchemeChoice::hybrid) {
     link_ = measure_link(world, config_, options.gemm_gflops, options.recorded_link);
@@ -36,13 +43,14 @@ Session::Session(Net& net, const ConfigNode& model, Solver& solver, const World&
   scheduler.first_iteration = options.first_iteration;
   scheduler.check_finite = options.check_finite;
   scheduler.compute = std::move(options.compute);
+  scheduler.compression_state = std::move(options.compression_state);
   // Emulated, the exchanges' work is a wait: nothing is left to a GPU.
   if (net_.device().is_cuda() && !scheduler.compute) scheduler.offload = make_offload(world);
-  scheduler_ = std::make_unique<Scheduler>(exchanged, solver, world,
-                                           plan_for_config(exchanged, config_, world.size(),
-                                                           link_.value_or(LinkModel{}),
-                                                           options.pinned_plan ? &pinned : nullptr),
-                                           std::move(scheduler));
+  scheduler_ =
+      std::make_unique<Scheduler>(exchanged, solver, world,
+                                  plan_for_config(exchanged, config_, world.size(), link_.value_or(LinkModel{}),
+                                                  options.pinned_plan ? &pinned : nullptr, &wires),
+                                  std::move(scheduler));
   if (mirror_) staging_ = std::make_unique<HostStagingSink>(net_, *mirror_, *scheduler_);
 }
 
@@ -100,6 +108,8 @@ std::vector<double> Session::sum_over_ranks(const std::vector<double>& values) {
 }
 
 Solver Session::solver_snapshot() { return scheduler_->solver_snapshot(); }
+
+std::vector<std::pair<std::string, Tensor>> Session::compression_state() { return scheduler_->compression_state(); }
 
 CommStats Session::take_stats() { return scheduler_->take_stats(); }
 

@@ -53,6 +53,8 @@ struct SessionOptions {
   std::optional<LinkModel> recorded_link;
   std::optional<PlanRecord> pinned_plan;
   std::string pinned_plan_path;  // for its errors
+  // Low-rank compression's state from a checkpoint (Scheduler::compression_state).
+  std::map<std::string, Tensor> compression_state;
 };
 
 class Session {
@@ -77,6 +79,9 @@ class Session {
   // The full solver state, PS shards gathered; complete on rank 0 only.
   // Every rank must call it.
   Solver solver_snapshot();
+  // Low-rank compression's state for a checkpoint; complete on rank 0 only.
+  // Every rank must call it.
+  std::vector<std::pair<std::string, Tensor>> compression_state();
   CommStats take_stats();
   // At every iteration boundary, on every rank: whether the job stops here
   // because some rank asked to (`mine`: this rank's wish). With MPI's

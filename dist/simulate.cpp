@@ -9,6 +9,7 @@
 #include <memory>
 
 #include "core/error.h"
+#include "dist/compression_plan.h"
 #include "dist/device_costs.h"
 #include "dist/priority.h"
 
@@ -32,9 +33,14 @@ CommPlan simulation_plan(Net& net, const DistConfig& config, int workers, const 
   // plan_for_config asks the planner at the Net's own batch; this Net holds
   // another (shapes only), so the same per-layer choice is made at `batch`.
   std::map<size_t, Scheme> chosen;
-  for (const LayerPlan& lp : plan_layers(net, batch, workers, link)) chosen[lp.layer] = lp.scheme;
+  std::vector<LayerPlan> layers = plan_layers(net, batch, workers, link);
+  plan_compression(layers, net, workers, link, config);
+  for (const LayerPlan& lp : layers) chosen[lp.layer] = lp.scheme;
   std::vector<PlannedParam> params = backward_order(net);
-  for (PlannedParam& p : params) p.scheme = chosen.at(p.layer);
+  for (PlannedParam& p : params) {
+    p.scheme = chosen.at(p.layer);
+    p.wire = config.wire;
+  }
   return make_comm_plan(net, std::move(params), config, workers);
 }
 
@@ -159,8 +165,21 @@ Simulation::Simulation(const Net& net, const CommPlan& plan, const ComputeProfil
       c.steps = 2 * (p - 1);
       // The planner's bytes: the parameters, not any gaps of the bucket's range.
       c.step_bytes = allreduce_cost(static_cast<int64_t>(c.numel), p, config.link).bytes() / 2 / c.steps;
+      c.step_bytes *= static_cast<double>(wire_bytes(unit.wire)) / 4;
       // The ring's chunks cut the bucket's whole range, padding included.
       c.sums_s = (p - 1) * device_.sum_s((unit.end - unit.begin) / p, 2);
+    } else if (unit.scheme == Scheme::lowrank) {
+      // Two gathers of P - 1 steps; the rank-r GEMMs (6 n m r flops: three
+      // GEMMs of an n x m matrix by r columns) charged as a rebuild of 3 r rows.
+      const Shape& w = plan.params[unit.params[0]].param->shape;
+      const int64_t rows = w[0], cols = shape_numel(w) / rows;
+      const int rank = config.dist.lowrank_rank;
+      c.steps = 2 * (p - 1);
+      c.step_bytes =
+          lowrank_cost(rows, cols, static_cast<int64_t>(c.numel) - rows * cols, rank, p, config.link).bytes() / 2 /
+          c.steps;
+      c.sums_s = 2 * device_.sum_s(rank * (rows + cols), p);
+      c.rebuild_s = device_.rebuild_s(rows, cols, 3 * rank, false);
     } else {
       const Shape& w = plan.params[unit.params[0]].param->shape;
       c.steps = p - 1;
@@ -307,7 +326,10 @@ void Simulation::operation_done(int n, size_t u) {
 }
 
 void Simulation::send(int from, int to, size_t u, size_t b, int round, Action on_arrival) {
-  const double bytes = static_cast<double>(plan_.groups[u].blocks[b].count) * 4;
+  // A push (to the owner) travels on the group's wire format; values as fp32.
+  const SyncGroup& unit = plan_.groups[u];
+  const int64_t width = unit.blocks[b].owner == to ? wire_bytes(unit.wire) : 4;
+  const double bytes = static_cast<double>(unit.blocks[b].count) * static_cast<double>(width);
   PrioritySends* queue = ranks_[from].sends.get();
   if (!queue) return transmit(from, to, bytes, round, std::move(on_arrival));
   queue->submit(costs_[u].priority, ps_send_sequence(b, plan_.groups[u].blocks[b].id, from, to, ranks_count_),

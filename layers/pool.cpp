@@ -147,6 +147,26 @@ void PoolLayer::for_each_tap_row(int64_t oy, Fn visit) const {
     for (int64_t j = 0; j < kernel_[1]; ++j) visit(iy, j - pad_[1], column_spans_[j].lo, column_spans_[j].hi);
 }
 
+namespace {
+// One tap of a max window for outputs [lo, hi) of a row: output ox reads
+// row[ox * stride], the input element at + ox * stride of the plane. The
+// stride is a constant where it is 1 or 2 (Stride; 0: the runtime one), so
+// that GCC vectorises the strided loads; indices stay 32-bit like argmax, so
+// that the selects on them vectorise too.
+template <int Stride>
+void max_taps(const float* row, int32_t at, int64_t lo, int64_t hi, int64_t runtime_stride, float* best,
+              int32_t* best_at) {
+  const int32_t stride = Stride ? Stride : static_cast<int32_t>(runtime_stride);
+  const int32_t end = static_cast<int32_t>(hi);
+  for (int32_t ox = static_cast<int32_t>(lo); ox < end; ++ox) {
+    const float v = row[ox * stride];
+    const bool take = v > best[ox] || v != v;
+    best[ox] = take ? v : best[ox];
+    best_at[ox] = take ? at + ox * stride : best_at[ox];
+  }
+}
+}  // namespace
+
 // One plane: the max of each window and where it is. The first maximum in
 // scan order wins and so does a NaN, as in PyTorch.
 void PoolLayer::max_plane(const float* src, float* dst, int32_t* argmax) const {
@@ -160,13 +180,12 @@ void PoolLayer::max_plane(const float* src, float* dst, int32_t* argmax) const {
       best_at[ox] = static_cast<int32_t>(first_row * width + std::max<int64_t>(ox * stride_[1] - pad_[1], 0));
     }
     for_each_tap_row(oy, [&](int64_t iy, int64_t offset, int64_t lo, int64_t hi) {
-      const float* row = src + iy * width;
-      for (int64_t ox = lo; ox < hi; ++ox) {
-        const int64_t ix = ox * stride_[1] + offset;
-        const float v = row[ix];
-        const bool take = v > best[ox] || v != v;
-        best[ox] = take ? v : best[ox];
-        best_at[ox] = take ? static_cast<int32_t>(iy * width + ix) : best_at[ox];
+      const float* row = src + iy * width + offset;
+      const int32_t at = static_cast<int32_t>(iy * width + offset);
+      switch (stride_[1]) {
+        case 1: max_taps<1>(row, at, lo, hi, 1, best, best_at); break;
+        case 2: max_taps<2>(row, at, lo, hi, 2, best, best_at); break;
+        default: max_taps<0>(row, at, lo, hi, stride_[1], best, best_at);
       }
     });
   }

@@ -4,6 +4,8 @@
 // and count_include_pad chooses whether padding counts in the average divisor.
 // Max pooling remembers each window's argmax for backward. Declared here so
 // that the GPU implementation (pool.cu) can take over forward and backward.
+// The CPU runs plain loops: oneDNN 2.6's pooling on NCHW was faster forward
+// but slower backward, and slower in all (docs/BENCHMARKS.md).
 #pragma once
 
 #include <array>

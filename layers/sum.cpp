@@ -33,9 +33,20 @@ void SumLayer::forward(LayerIO& io, RunContext&) {
   const int64_t n = io.out[0]->numel();
   const float* x0 = io.in[0]->data();
   const float c0 = coefficients_[0];
+  size_t k = 1;
+  if (io.in.size() == 1) {
 #pragma omp parallel for simd if (n > 32768)
-  for (int64_t i = 0; i < n; ++i) y[i] = c0 * x0[i];
-  for (size_t k = 1; k < io.in.size(); ++k) {
+    for (int64_t i = 0; i < n; ++i) y[i] = c0 * x0[i];
+  } else {
+    // The first two inputs in one pass: a residual sum is all of the work,
+    // and a pass of its own for the first input would add a third to it.
+    const float* x1 = io.in[1]->data();
+    const float c1 = coefficients_[1];
+#pragma omp parallel for simd if (n > 32768)
+    for (int64_t i = 0; i < n; ++i) y[i] = c0 * x0[i] + c1 * x1[i];
+    k = 2;
+  }
+  for (; k < io.in.size(); ++k) {
     const float* x = io.in[k]->data();
     const float c = coefficients_[k];
 #pragma omp parallel for simd if (n > 32768)

@@ -147,7 +147,17 @@ INSTANTIATE_TEST_SUITE_P(
                       PoolSpec{"avg_ceil_pad_exclude", 2, 3, 6, 6, 3, 3, 2, 2, 1, 1, false, true, false},
                       PoolSpec{"avg_exclude_pad", 2, 3, 7, 5, 3, 3, 2, 2, 1, 1, false, false, false},
                       PoolSpec{"global_avg", 2, 3, 5, 4, 0, 0, 0, 0, 0, 0, false, false, true, true},
-                      PoolSpec{"global_max", 2, 3, 5, 4, 0, 0, 0, 0, 0, 0, true, false, true, true}),
+                      PoolSpec{"global_max", 2, 3, 5, 4, 0, 0, 0, 0, 0, 0, true, false, true, true},
+                      // The benchmark models' pooling shapes, scaled down, and the
+                      // three column strides the CPU loops handle apart (1, 2, other).
+                      PoolSpec{"vgg_max2", 3, 8, 32, 32, 2, 2, 2, 2, 0, 0},
+                      PoolSpec{"resnet_max3_pad", 3, 8, 28, 28, 3, 3, 2, 2, 1, 1},
+                      PoolSpec{"cifar_max3_ceil", 3, 8, 32, 32, 3, 3, 2, 2, 0, 0, true, true},
+                      PoolSpec{"cifar_avg3_ceil", 3, 8, 16, 16, 3, 3, 2, 2, 0, 0, false, true},
+                      PoolSpec{"floor_max_short_of_right_edge", 2, 4, 7, 9, 2, 2, 2, 2, 0, 0},
+                      PoolSpec{"max_stride3_pad", 2, 3, 11, 11, 3, 3, 3, 3, 1, 1},
+                      PoolSpec{"max_stride1_pad", 2, 3, 9, 9, 3, 3, 1, 1, 1, 1},
+                      PoolSpec{"global_avg_large", 3, 16, 8, 8, 0, 0, 0, 0, 0, 0, false, false, true, true}),
     [](const auto& info) { return info.param.label; });
 
 template <class Fn>

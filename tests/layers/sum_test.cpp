@@ -9,6 +9,9 @@ namespace poseidon::testing {
 GRAD_CASE("sum_plain", "{name: s, type: sum}", {{2, 3, 4}, {2, 3, 4}});
 GRAD_CASE("sum_coefficients", "{name: s, type: sum, coefficients: [0.5, -2, 3]}",
           {{2, 3}, {2, 3}, {2, 3}});
+// One input, two inputs (added in one pass) and three (the third in a pass
+// of its own) take different loops.
+GRAD_CASE("sum_single_input", "{name: s, type: sum, coefficients: [-1.5]}", {{2, 3}});
 
 namespace {
 std::unique_ptr<Layer> make_sum(const std::string& yaml) {

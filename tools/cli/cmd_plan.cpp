@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/net.h"
+#include "dist/compression_plan.h"
 #include "dist/plan_file.h"
 #include "dist/planner.h"
 #include "tools/cli/commands.h"
@@ -38,7 +39,8 @@ int cmd_plan(const PlanArgs& args) {
                                             : *dist_config.gemm_gflops;
 
   Net net(model, 1);  // shapes only: the per-rank batch enters the cost model, not the blobs
-  const std::vector<dist::LayerPlan> layers = dist::plan_layers(net, batch, args.workers, link);
+  std::vector<dist::LayerPlan> layers = dist::plan_layers(net, batch, args.workers, link);
+  dist::plan_compression(layers, net, args.workers, link, dist_config);
   dist::SchemeCost hybrid, all_ps;
   for (const auto& lp : layers) {
     hybrid.numbers += lp.cost.numbers;

@@ -1,4 +1,5 @@
-// OpenBLAS kernel selection for CPUs its detection does not know.
+// OpenBLAS kernel selection and the OpenMP wait policy, set before the
+// libraries load (see cpu_tuning.h).
 #include "tools/cli/cpu_tuning.h"
 
 #include <unistd.h>
@@ -19,16 +20,30 @@ const char* best_core_type() {
   if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return "Haswell";
   return nullptr;
 }
+
+// Whether OPENBLAS_CORETYPE was set here: only when OpenBLAS fell back to
+// its generic kernels on a CPU that has better ones.
+bool choose_blas_kernels() {
+  if (std::getenv("OPENBLAS_CORETYPE")) return false;  // the user's choice, or already restarted
+  const char* detected = openblas_get_corename();
+  if (!detected || (std::strcmp(detected, "Prescott") != 0 && std::strcmp(detected, "Core2") != 0)) return false;
+  const char* core = best_core_type();
+  if (!core) return false;
+  setenv("OPENBLAS_CORETYPE", core, 1);
+  return true;
+}
+
+bool choose_wait_policy() {
+  if (std::getenv("OMP_WAIT_POLICY") || std::getenv("GOMP_SPINCOUNT")) return false;  // the user's choice
+  setenv("OMP_WAIT_POLICY", "passive", 1);
+  return true;
+}
 }  // namespace
 
-void ensure_blas_kernels(char** argv) {
-  if (std::getenv("OPENBLAS_CORETYPE")) return;  // the user's choice, or already restarted
-  const char* detected = openblas_get_corename();
-  if (!detected || (std::strcmp(detected, "Prescott") != 0 && std::strcmp(detected, "Core2") != 0)) return;
-  const char* core = best_core_type();
-  if (!core) return;
-  setenv("OPENBLAS_CORETYPE", core, 1);
-  execv("/proc/self/exe", argv);  // returns only on failure: carry on with the generic kernels
+void apply_cpu_settings(char** argv) {
+  const bool blas = choose_blas_kernels();
+  const bool wait = choose_wait_policy();
+  if (blas || wait) execv("/proc/self/exe", argv);  // returns only on failure: carry on with the defaults
 }
 
 }  // namespace poseidon

@@ -3,6 +3,6 @@
 #include "tools/cli/cpu_tuning.h"
 
 int main(int argc, char** argv) {
-  poseidon::ensure_blas_kernels(argv);
+  poseidon::apply_cpu_settings(argv);
   return poseidon::run_cli(argc, argv);
 }

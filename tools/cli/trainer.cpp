@@ -125,6 +125,7 @@ Trainer::Trainer(TrainConfig config, TrainOptions options)
     dist::SessionOptions session;
     session.config = config_.dist;
     session.first_iteration = iter_;
+    session.compression_state = std::move(compression_state_);
     // Emulated gradients are not computed, so there is nothing to check;
     // SFB rebuilds run at the profiled device's rate, not this machine's.
     session.check_finite = config_.solver.check_finite && !emulated_;
@@ -213,9 +214,10 @@ void Trainer::save(const std::string& path) {
     session_->average_buffers();
     session_->bring_net_current();
     const Solver full = session_->solver_snapshot();
+    const auto compression = session_->compression_state();
     if (rank_ != 0) return;
     std::filesystem::create_directories(std::filesystem::path(path).parent_path());
-    save_checkpoint(path, *net_, &full, checkpoint_metadata(iter_, train_loader_->position(), rng_));
+    save_checkpoint(path, *net_, &full, checkpoint_metadata(iter_, train_loader_->position(), rng_), compression);
     return;
   }
   std::filesystem::create_directories(std::filesystem::path(path).parent_path());
@@ -223,7 +225,7 @@ void Trainer::save(const std::string& path) {
 }
 
 void Trainer::restore(const std::string& path) {
-  auto meta = load_checkpoint(path, *net_, solver_.get());
+  auto meta = load_checkpoint(path, *net_, solver_.get(), &compression_state_);
   auto get = [&](const std::string& key) -> std::string {
     auto it = meta.find(key);
     if (it == meta.end()) throw Error(path + ": not a training checkpoint (metadata '" + key + "' missing)");
