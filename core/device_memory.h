@@ -39,6 +39,10 @@ void fill(const Device& device, float* ptr, size_t count, float value);
 void copy(float* dst, const Device& dst_device, const float* src, const Device& src_device, size_t count);
 // Waits until the device's queued work is done (no-op on the host).
 void synchronize(const Device& device);
+// TF32 tensor-core math for the GPU's float32 GEMMs from now on, and for the
+// convolutions set up from now on (precision tf32; POSEIDON_TF32=1 sets it
+// at start). The CPU has no TF32: a host device is an error.
+void set_tf32(const Device& device, bool on);
 
 // The engine's own computations on GPU buffers (layers bring theirs): the
 // solver's step (core/solver.h) and the finite check (core/finite_check.h).

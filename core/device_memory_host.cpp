@@ -54,6 +54,11 @@ void copy(float* dst, const Device& dst_device, const float* src, const Device& 
 
 void synchronize(const Device& device) {}
 
+void set_tf32(const Device& device, bool) {
+  require(device);
+  throw Error("TF32 is GPU math; device " + device.str() + " has none");
+}
+
 void gpu_solver_update(const Device& device, const UpdateStep&, float*, const float*, float*, size_t) {
   require(Device::cuda(device.index));
 }

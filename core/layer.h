@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "core/config_node.h"
+#include "core/precision.h"
 #include "core/tensor.h"
 
 namespace poseidon {
@@ -98,6 +99,16 @@ class Layer {
   virtual std::pair<int, int> input_count() const { return {1, 1}; }
   virtual int output_count() const { return 1; }
 
+  // The precision this layer computes in. Blobs between layers are float32
+  // in every precision, so a layer without a path for the run's precision
+  // stays correct in float32 with no cast around it; one with a path (conv,
+  // fc: bf16) converts its operands inside its kernels. The Net offers the
+  // run's precision to every layer, then reshapes them all, so a layer sets
+  // up its kernels for precision() in reshape.
+  Precision precision() const { return precision_; }
+  void set_precision(Precision p) { precision_ = supports_precision(p) ? p : Precision::fp32; }
+  virtual bool supports_precision(Precision p) const { return p == Precision::fp32; }
+
   std::vector<Param>& params() { return params_; }
   const std::vector<Param>& params() const { return params_; }
   Param& param(size_t i) { return params_.at(i); }
@@ -116,6 +127,7 @@ class Layer {
   std::string name_, type_;
   std::vector<std::string> inputs_, outputs_;
   std::vector<Param> params_;
+  Precision precision_ = Precision::fp32;
 };
 
 }  // namespace poseidon

@@ -301,6 +301,18 @@ void Net::reshape(int64_t batch) {
   mark_gradient_paths();
 }
 
+void Net::set_precision(Precision precision) {
+  if (precision == precision_) return;
+  require_precision_on(precision, device_);
+  // Before the layers reshape: a GPU convolution picks its algorithms and
+  // math type there.
+  if (device_.is_cuda()) device_memory::set_tf32(device_, precision == Precision::tf32);
+  precision_ = precision;
+  for (auto& l : layers_) l->set_precision(precision);
+  infer_shapes();
+  mark_gradient_paths();
+}
+
 void Net::init_params(uint64_t seed) {
   std::mt19937_64 rng(seed);
   for (Param* p : params()) {

@@ -48,6 +48,11 @@ class Net {
   const Device& device() const { return device_; }
   // Changes the batch size: re-infers every shape; parameters are kept.
   void reshape(int64_t batch);
+  // Offers `precision` to every layer (core/precision.h) and reshapes them so
+  // that they set up their kernels for it. bf16 runs on the CPU, tf32 on a
+  // GPU; asking for either elsewhere throws Error.
+  void set_precision(Precision precision);
+  Precision precision() const { return precision_; }
 
   // Runs every layer; returns the weighted sum of the loss outputs.
   float forward(RunContext& ctx, GradSink* gate = nullptr);
@@ -102,6 +107,7 @@ class Net {
   std::string name_;
   int64_t batch_ = 0;
   Device device_;
+  Precision precision_ = Precision::fp32;
   std::vector<std::string> input_names_;
   std::map<std::string, Shape> input_shapes_;
   std::vector<std::unique_ptr<Layer>> layers_;  // topological order

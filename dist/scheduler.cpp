@@ -94,7 +94,7 @@ Scheduler::Scheduler(Net& net, Solver& solver, const World& world, CommPlan plan
       formed_[&weight] = {BlobPart{layer.inputs()[0], false}, BlobPart{layer.outputs()[0], true}};
       ex = std::make_unique<SfbExchange>(comm_->duplicate(), solver_, *compute_, weight, bias,
                                          net_.blob(layer.inputs()[0]).value, net_.blob(layer.outputs()[0]).grad,
-                                         unit.label);
+                                         unit.label, layer.precision());
     }
     group_of_exchange_[ex.get()] = u;
     exchanges_.push_back(std::move(ex));

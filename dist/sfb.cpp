@@ -8,7 +8,7 @@
 namespace poseidon::dist {
 
 SfbExchange::SfbExchange(Comm comm, Solver& solver, ExchangeCompute& compute, Param& weight, Param* bias,
-                         const Tensor& input, const Tensor& output_grad, std::string label)
+                         const Tensor& input, const Tensor& output_grad, std::string label, Precision precision)
     : comm_(std::move(comm)),
       solver_(solver),
       compute_(compute),
@@ -16,7 +16,8 @@ SfbExchange::SfbExchange(Comm comm, Solver& solver, ExchangeCompute& compute, Pa
       bias_(bias),
       input_(input),
       output_grad_(output_grad),
-      label_(std::move(label)) {
+      label_(std::move(label)),
+      precision_(precision) {
   POSEIDON_CHECK(weight_.shape.size() == 2) << weight_.name << " is not a matrix";
   m_ = weight_.shape[0];
   n_ = weight_.shape[1];
@@ -38,6 +39,10 @@ void SfbExchange::capture() {
   POSEIDON_CHECK(input_.numel() == k_ * n_) << label_ << ": the batch changed under sufficient-factor broadcasting";
   std::memcpy(my_inputs_.data(), input_.data(), my_inputs_.size() * sizeof(float));
   std::memcpy(my_output_grads_.data(), output_grad_.data(), my_output_grads_.size() * sizeof(float));
+  if (precision_ == Precision::bf16) {
+    round_to_bf16(my_inputs_.data(), static_cast<int64_t>(my_inputs_.size()));
+    round_to_bf16(my_output_grads_.data(), static_cast<int64_t>(my_output_grads_.size()));
+  }
 }
 
 void SfbExchange::start(InFlight& in_flight) {

@@ -12,6 +12,9 @@
 // `rebuild_gemm` says (a GPU's for a GPU net: core/gpu_gemm.h), on the host
 // without one. Under emulated compute the rebuild and the update are a wait
 // on the emulated device instead.
+// A layer computing in bf16 (core/precision.h) reads its factors rounded to
+// bfloat16 (layers/fc_dnnl.h): so are they captured here, and the float32
+// rebuild of those exact values sums the same products as the layer would.
 #pragma once
 
 #include <string>
@@ -28,9 +31,10 @@ namespace poseidon::dist {
 class SfbExchange : public Exchange {
  public:
   // `input` and `output_grad` are the layer's input value and output gradient
-  // blobs (read when the layer's gradients are reported); `bias` may be null.
-  SfbExchange(Comm comm, Solver& solver, ExchangeCompute& compute, Param& weight, Param* bias,
-              const Tensor& input, const Tensor& output_grad, std::string label);
+  // blobs (read when the layer's gradients are reported); `bias` may be null;
+  // `precision` is the layer's.
+  SfbExchange(Comm comm, Solver& solver, ExchangeCompute& compute, Param& weight, Param* bias, const Tensor& input,
+              const Tensor& output_grad, std::string label, Precision precision = Precision::fp32);
   void capture() override;
   void start(InFlight& in_flight) override;
   void complete(int slot, InFlight& in_flight) override;
@@ -47,6 +51,7 @@ class SfbExchange : public Exchange {
   const Tensor& input_;
   const Tensor& output_grad_;
   std::string label_;
+  Precision precision_;
   int64_t k_ = 0, m_ = 0, n_ = 0;
   std::vector<float> my_inputs_, my_output_grads_;    // this rank's factors: K x N, K x M
   std::vector<float> all_inputs_, all_output_grads_;  // everyone's, in rank order: P*K x N, P*K x M

@@ -74,9 +74,18 @@ std::vector<Shape> ConvLayer::reshape(const std::vector<Shape>& in) {
 
 void ConvLayer::prepare_cpu_engine() {
   dnnl_.reset();  // before its replacement is made: both may be large
-  if (!im2col_only_)
-    dnnl_ = DnnlConv::create(
-        {.geom = geom_, .batch = batch_, .num_output = num_output_, .groups = groups_, .bias = has_bias_});
+  if (!im2col_only_) {
+    DnnlConvShape shape{
+        .geom = geom_, .batch = batch_, .num_output = num_output_, .groups = groups_, .bias = has_bias_};
+    // In bf16 where oneDNN has only reference loops for bfloat16 on this CPU
+    // (before AVX-512), the layer computes in float32 instead.
+    shape.bf16 = precision() == Precision::bf16;
+    dnnl_ = DnnlConv::create(shape);
+    if (!dnnl_ && shape.bf16) {
+      shape.bf16 = false;
+      dnnl_ = DnnlConv::create(shape);
+    }
+  }
   pointwise_ = kernel_ == Hw{1, 1} && stride_ == Hw{1, 1} && pad_ == Hw{0, 0};
   if (dnnl_ || pointwise_) {
     chunk_ = 0;

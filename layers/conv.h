@@ -26,6 +26,9 @@ class ConvLayer : public Layer {
   void forward(LayerIO& io, RunContext& ctx) override;
   void backward(LayerIO& io, RunContext& ctx) override;
   int64_t forward_flops(const std::vector<Shape>& in) const override;
+  // bf16 on the CPU through oneDNN (conv_dnnl.h; the im2col path computes
+  // in float32), tf32 on a GPU through cuDNN's tensor-core math.
+  bool supports_precision(Precision) const override { return true; }
 
  protected:
   using Hw = std::array<int64_t, 2>;

@@ -4,7 +4,8 @@
 #include "layers/conv_dnnl.h"
 
 #include <algorithm>
-#include <cstring>
+
+#include "layers/dnnl_support.h"
 
 namespace poseidon {
 namespace {
@@ -12,35 +13,22 @@ namespace {
 using dnnl::memory;
 using Dims = memory::dims;
 
-// oneDNN's CPU engine is stateless apart from its kernel caches: one serves
-// every layer. Its OpenMP threads are those of the calling thread, so the
-// process-wide thread count (core/math.h set_num_threads) applies to it.
-const dnnl::engine& cpu_engine() {
-  static const dnnl::engine engine(dnnl::engine::kind::cpu, 0);
-  return engine;
-}
-
 memory::desc f32(const Dims& dims, memory::format_tag tag) { return {dims, memory::data_type::f32, tag}; }
-
-// Scratch space comes from one buffer made in advance, so that executing a
-// primitive never asks the library for memory of its own.
-dnnl::primitive_attr user_scratchpad() {
-  dnnl::primitive_attr attr;
-  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
-  return attr;
-}
-
-bool is_reference(const char* impl) { return std::strncmp(impl, "ref", 3) == 0; }
 
 }  // namespace
 
 std::unique_ptr<DnnlConv> DnnlConv::create(const DnnlConvShape& shape) {
-  std::unique_ptr<DnnlConv> conv(new DnnlConv(shape));
+  std::unique_ptr<DnnlConv> conv;
+  try {
+    conv.reset(new DnnlConv(shape));
+  } catch (const dnnl::error&) {
+    return nullptr;  // no implementation at all: bfloat16 before AVX-512
+  }
   if (conv->uses_reference_kernels()) return nullptr;
   return conv;
 }
 
-DnnlConv::DnnlConv(const DnnlConvShape& s) : shape_(s), stream_(cpu_engine()) {
+DnnlConv::DnnlConv(const DnnlConvShape& s) : shape_(s), stream_(dnnl_cpu_engine()) {
   const ConvGeometry& g = s.geom;
   const memory::format_tag any = memory::format_tag::any;
   const Dims src_dims{s.batch, g.channels, g.height, g.width};
@@ -62,21 +50,22 @@ DnnlConv::DnnlConv(const DnnlConvShape& s) : shape_(s), stream_(cpu_engine()) {
   // then rounds down exactly as PyTorch's does.
   const Dims pad{g.pad_h, g.pad_w};
   const dnnl::algorithm direct = dnnl::algorithm::convolution_direct;  // no Winograd: fp32-exact sums
-  const dnnl::primitive_attr attr = user_scratchpad();
+  const dnnl::primitive_attr attr = dnnl_user_scratchpad();
+  // What the primitives read: float32, or bfloat16 in precision bf16. What
+  // they write (y, dx, dw, db) is float32 either way.
+  const memory::data_type read = s.bf16 ? memory::data_type::bf16 : memory::data_type::f32;
+  const memory::desc src_any{src_dims, read, any}, weight_any{weight_dims, read, any}, dy_any{dst_dims, read, any};
 
-  fwd_pd_ = {{dnnl::prop_kind::forward_training, direct, f32(src_dims, any), f32(weight_dims, any), bias_plain,
-              f32(dst_dims, any), strides, dilates, pad, pad},
+  fwd_pd_ = {{dnnl::prop_kind::forward_training, direct, src_any, weight_any, bias_plain, f32(dst_dims, any), strides,
+              dilates, pad, pad},
              attr,
-             cpu_engine()};
-  bwd_data_pd_ = {{direct, f32(src_dims, any), f32(weight_dims, any), f32(dst_dims, any), strides, dilates, pad, pad},
-                  attr,
-                  cpu_engine(),
-                  fwd_pd_};
-  bwd_weights_pd_ = {
-      {direct, f32(src_dims, any), f32(weight_dims, any), bias_plain, f32(dst_dims, any), strides, dilates, pad, pad},
-      attr,
-      cpu_engine(),
-      fwd_pd_};
+             dnnl_cpu_engine()};
+  bwd_data_pd_ = {
+      {direct, f32(src_dims, any), weight_any, dy_any, strides, dilates, pad, pad}, attr, dnnl_cpu_engine(), fwd_pd_};
+  bwd_weights_pd_ = {{direct, src_any, f32(weight_dims, any), bias_plain, dy_any, strides, dilates, pad, pad},
+                     attr,
+                     dnnl_cpu_engine(),
+                     fwd_pd_};
   scratchpad_bytes_ = std::max({fwd_pd_.scratchpad_desc().get_size(), bwd_data_pd_.scratchpad_desc().get_size(),
                                 bwd_weights_pd_.scratchpad_desc().get_size()});
   fwd_ = dnnl::convolution_forward(fwd_pd_);
@@ -98,7 +87,8 @@ DnnlConv::DnnlConv(const DnnlConvShape& s) : shape_(s), stream_(cpu_engine()) {
     bias_ = operand(bias_plain, fwd_pd_.bias_desc(), Flow::in);
     diff_bias_ = operand(bias_plain, bwd_weights_pd_.diff_bias_desc(), Flow::out);
   }
-  scratchpad_ = memory(f32({std::max<int64_t>(1, (scratchpad_bytes_ + 3) / 4)}, memory::format_tag::x), cpu_engine());
+  scratchpad_ =
+      memory(f32({std::max<int64_t>(1, (scratchpad_bytes_ + 3) / 4)}, memory::format_tag::x), dnnl_cpu_engine());
 
   fwd_args_ = {{DNNL_ARG_SRC, src_.blocked},
                {DNNL_ARG_WEIGHTS, weights_.blocked},
@@ -121,7 +111,7 @@ DnnlConv::DnnlConv(const DnnlConvShape& s) : shape_(s), stream_(cpu_engine()) {
 
 DnnlConv::Operand DnnlConv::operand(const memory::desc& plain, const memory::desc& blocked, Flow flow) {
   Operand op;
-  op.plain = memory(plain, cpu_engine(), nullptr);
+  op.plain = memory(plain, dnnl_cpu_engine(), nullptr);
   // An input gradient is added onto the caller's, which oneDNN's backward
   // data would overwrite: it always lands in a buffer of its own first.
   if (blocked == plain && flow != Flow::add_out) {
@@ -129,24 +119,24 @@ DnnlConv::Operand DnnlConv::operand(const memory::desc& plain, const memory::des
     return op;
   }
   op.reordered = true;
-  op.blocked = memory(blocked, cpu_engine());
-  dnnl::primitive_attr attr = user_scratchpad();
+  op.blocked = memory(blocked, dnnl_cpu_engine());
+  dnnl::primitive_attr attr = dnnl_user_scratchpad();
   if (flow == Flow::add_out) {
     dnnl::post_ops sum;
     sum.append_sum(1.f);
     attr.set_post_ops(sum);
   }
   const dnnl::reorder::primitive_desc pd =
-      flow == Flow::in ? dnnl::reorder::primitive_desc(cpu_engine(), plain, cpu_engine(), blocked, attr)
-                       : dnnl::reorder::primitive_desc(cpu_engine(), blocked, cpu_engine(), plain, attr);
+      flow == Flow::in ? dnnl::reorder::primitive_desc(dnnl_cpu_engine(), plain, dnnl_cpu_engine(), blocked, attr)
+                       : dnnl::reorder::primitive_desc(dnnl_cpu_engine(), blocked, dnnl_cpu_engine(), plain, attr);
   scratchpad_bytes_ = std::max(scratchpad_bytes_, pd.scratchpad_desc().get_size());
   op.convert = dnnl::reorder(pd);
   return op;
 }
 
 bool DnnlConv::uses_reference_kernels() const {
-  return is_reference(fwd_pd_.impl_info_str()) || is_reference(bwd_data_pd_.impl_info_str()) ||
-         is_reference(bwd_weights_pd_.impl_info_str());
+  return dnnl_is_reference(fwd_pd_.impl_info_str()) || dnnl_is_reference(bwd_data_pd_.impl_info_str()) ||
+         dnnl_is_reference(bwd_weights_pd_.impl_info_str());
 }
 
 void DnnlConv::forward(const float* x, const float* w, const float* b, float* y) {

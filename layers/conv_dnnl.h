@@ -7,6 +7,11 @@
 // Everything that depends on the shape (primitives, reorders, blocked buffers,
 // scratchpad) is made once in the constructor; forward and backward only point
 // the NCHW memory objects at the caller's tensors and execute.
+//
+// In bf16 the primitives read x, w and dy in bfloat16 and write y, dx, dw and
+// db in float32 (accumulating in float32): the reorders into the blocked
+// layouts, needed in float32 as well, also round to bfloat16, so the layer's
+// tensors stay float32 and the precision costs no pass of its own.
 #pragma once
 
 #include <memory>
@@ -21,11 +26,13 @@
 namespace poseidon {
 
 // A convolution's full shape: one image's geometry plus the batch, the output
-// channels, the groups and whether it has a bias.
+// channels, the groups and whether it has a bias; and whether it multiplies
+// in bfloat16 (precision bf16).
 struct DnnlConvShape {
   ConvGeometry geom;
   int64_t batch = 1, num_output = 1, groups = 1;
   bool bias = true;
+  bool bf16 = false;
 };
 
 #ifdef POSEIDON_HAVE_DNNL
@@ -33,7 +40,8 @@ struct DnnlConvShape {
 class DnnlConv {
  public:
   // Null where oneDNN offers only its reference (naive loop) implementation
-  // for this shape: im2col + GEMM is faster there.
+  // for this shape, or none (bfloat16 before AVX-512): im2col + GEMM is
+  // faster there.
   static std::unique_ptr<DnnlConv> create(const DnnlConvShape& shape);
 
   // y = conv(x, w) + b; b is ignored without bias.

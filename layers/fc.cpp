@@ -5,6 +5,7 @@
 
 #include "core/math.h"
 #include "core/registry.h"
+#include "layers/fc_dnnl.h"
 
 namespace poseidon {
 
@@ -12,10 +13,31 @@ FcLayer::FcLayer(const ConfigNode& c) : Layer(c) {
   num_output_ = c.get_int("num_output");
   if (num_output_ < 1) fail("num_output must be at least 1", "num_output");
   has_bias_ = c.get_bool("bias", true);
+  blas_only_ = c.get_choice("engine", {"auto", "blas"}, "auto") == "blas";
 }
 
+FcLayer::~FcLayer() = default;
+
 std::vector<Shape> FcLayer::reshape(const std::vector<Shape>& in) {
-  const Shape& s = in[0];
+  Shape out = accept_input(in[0]);
+  prepare_cpu_engine();
+  return {out};
+}
+
+void FcLayer::prepare_cpu_engine() {
+  dnnl_ = nullptr;
+  if (blas_only_ || batch_ == 0 || features_ == 0) return;
+  std::unique_ptr<DnnlFc>& cached = dnnl_cache_[{batch_, precision()}];
+  if (!cached)
+    cached = DnnlFc::create({.batch = batch_,
+                             .features = features_,
+                             .num_output = num_output_,
+                             .bias = has_bias_,
+                             .bf16 = precision() == Precision::bf16});
+  dnnl_ = cached.get();
+}
+
+Shape FcLayer::accept_input(const Shape& s) {
   if (s.empty()) fail("expects an input with a batch dimension, got a scalar");
   batch_ = s[0];
   features_ = shape_numel(Shape(s.begin() + 1, s.end()));
@@ -24,14 +46,39 @@ std::vector<Shape> FcLayer::reshape(const std::vector<Shape>& in) {
   init.fan_out = num_output_;
   declare_param("weight", {num_output_, features_}, init);
   if (has_bias_) declare_param("bias", {num_output_}, init);
-  return {{batch_, num_output_}};
+  return {batch_, num_output_};
 }
 
 void FcLayer::forward(LayerIO& io, RunContext&) {
   POSEIDON_CHECK(io.in[0]->numel() == batch_ * features_) << name() << ": forward before reshape";
+  const float* x = io.in[0]->data();
+  const float* w = param(0).value.data();
   float* y = io.out[0]->data();
-  gemm(false, true, batch_, num_output_, features_, 1.f, io.in[0]->data(), param(0).value.data(), 0.f, y);
-  if (!has_bias_) return;
+  if (dnnl_) {
+    dnnl_->forward(x, w, has_bias_ ? param(1).value.data() : nullptr, y);
+    return;
+  }
+  gemm(false, true, batch_, num_output_, features_, 1.f, x, w, 0.f, y);
+  if (has_bias_) add_bias_on_host(y);
+}
+
+void FcLayer::backward(LayerIO& io, RunContext&) {
+  const float* x = io.in[0]->data();
+  const float* w = param(0).value.data();
+  const float* dy = io.out_grad[0]->data();
+  float* dw = io.writes_param_grad(0) ? param(0).grad.data() : nullptr;
+  float* dx = io.in_grad[0] ? io.in_grad[0]->data() : nullptr;
+  float* db = has_bias_ ? param(1).grad.data() : nullptr;
+  if (dnnl_) {
+    dnnl_->backward(x, w, dy, dx, dw, db);
+    return;
+  }
+  if (db) bias_grad_on_host(dy, db);
+  if (dw) gemm(true, false, num_output_, features_, batch_, 1.f, dy, x, 0.f, dw);
+  if (dx) gemm(false, false, batch_, features_, num_output_, 1.f, dy, w, 1.f, dx);
+}
+
+void FcLayer::add_bias_on_host(float* y) {
   const float* b = param(1).value.data();
 #pragma omp parallel for if (batch_ * num_output_ > 32768)
   for (int64_t n = 0; n < batch_; ++n) {
@@ -41,27 +88,21 @@ void FcLayer::forward(LayerIO& io, RunContext&) {
   }
 }
 
-void FcLayer::backward(LayerIO& io, RunContext&) {
-  const float* dy = io.out_grad[0]->data();
-  if (io.writes_param_grad(0))
-    gemm(true, false, num_output_, features_, batch_, 1.f, dy, io.in[0]->data(), 0.f, param(0).grad.data());
-  if (has_bias_) {
-    float* db = param(1).grad.data();
-    std::fill(db, db + num_output_, 0.f);
-    for (int64_t n = 0; n < batch_; ++n) {
-      const float* row = dy + n * num_output_;
+void FcLayer::bias_grad_on_host(const float* dy, float* db) {
+  std::fill(db, db + num_output_, 0.f);
+  for (int64_t n = 0; n < batch_; ++n) {
+    const float* row = dy + n * num_output_;
 #pragma omp simd
-      for (int64_t o = 0; o < num_output_; ++o) db[o] += row[o];
-    }
+    for (int64_t o = 0; o < num_output_; ++o) db[o] += row[o];
   }
-  if (io.in_grad[0])
-    gemm(false, false, batch_, features_, num_output_, 1.f, dy, param(0).value.data(), 1.f, io.in_grad[0]->data());
 }
 
 namespace {
 
 std::vector<KeyDoc> fc_keys() {
-  std::vector<KeyDoc> keys = {{"num_output", "int", "", "output features"}};
+  std::vector<KeyDoc> keys = {
+      {"num_output", "int", "", "output features"},
+      {"engine", "string", "auto", "auto: oneDNN matmul where built in, else BLAS; blas: BLAS (float32 only)"}};
   for (KeyDoc& k : weight_bias_keys()) keys.push_back(std::move(k));
   return keys;
 }

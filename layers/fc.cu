@@ -40,6 +40,8 @@ class FcCudaLayer : public FcLayer {
  public:
   using FcLayer::FcLayer;
 
+  std::vector<Shape> reshape(const std::vector<Shape>& in) override { return {accept_input(in[0])}; }
+
   // Y [N, O] = X [N, F] W^T, asked for as Y^T (O x N) = W (O x F) X^T (F x N):
   // W's memory is, column-major, W^T (F x O), hence op T; X's is X^T, op N.
   void forward(LayerIO& io, RunContext& ctx) override {

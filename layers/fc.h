@@ -4,25 +4,53 @@
 //   dW = dY^T X,  db = column sums of dY,  dX += dY W.
 // Declared here so that the GPU implementation (fc.cu) can take over forward
 // and backward.
+// On the CPU the products run through oneDNN matmul where it is built in
+// (layers/fc_dnnl.h), in float32 or bfloat16, and through BLAS otherwise or
+// on request (engine: blas; float32 only).
 #pragma once
+
+#include <map>
+#include <memory>
 
 #include "core/layer.h"
 
 namespace poseidon {
 
+class DnnlFc;
+
 class FcLayer : public Layer {
  public:
   explicit FcLayer(const ConfigNode& c);
+  ~FcLayer() override;
 
   std::vector<Shape> reshape(const std::vector<Shape>& in) override;
   void forward(LayerIO& io, RunContext& ctx) override;
   void backward(LayerIO& io, RunContext& ctx) override;
   int64_t forward_flops(const std::vector<Shape>& in) const override { return 2 * shape_numel(in[0]) * num_output_; }
+  // bf16 on the CPU through oneDNN (BLAS computes in float32), tf32 on a GPU
+  // through cuBLAS's tensor-core math.
+  bool supports_precision(Precision) const override { return true; }
 
  protected:
+  // Checks the input shape, declares the parameters and records the
+  // geometry; returns the output shape.
+  Shape accept_input(const Shape& in);
+
   int64_t num_output_ = 0;
   bool has_bias_ = true;
   int64_t batch_ = 0, features_ = 0;  // the input read as [batch_, features_]
+
+ private:
+  void prepare_cpu_engine();
+  void add_bias_on_host(float* y);
+  void bias_grad_on_host(const float* dy, float* db);
+
+  bool blas_only_ = false;
+  // oneDNN's primitives per batch size and precision, kept so that switching
+  // between the training and the test batch rebuilds nothing; null where
+  // oneDNN declines (BLAS runs).
+  std::map<std::pair<int64_t, Precision>, std::unique_ptr<DnnlFc>> dnnl_cache_;
+  DnnlFc* dnnl_ = nullptr;  // the current shape's
 };
 
 }  // namespace poseidon

@@ -39,6 +39,11 @@ Context::Context(int device) : device_(device), allocator_(device) {
   POSEIDON_CUBLAS_CHECK(cublasSetMathMode(cublas_, cublas_math()));
 }
 
+void Context::set_tf32(bool on) {
+  tf32_ = on;
+  POSEIDON_CUBLAS_CHECK(cublasSetMathMode(cublas_, cublas_math()));
+}
+
 cudnnHandle_t Context::cudnn() {
   std::lock_guard lock(cudnn_mutex_);
   if (cudnn_) return cudnn_;

@@ -53,6 +53,9 @@ class Context {
   // TF32 tensor-core math for FP32 GEMMs and convolutions: off, so that GPU
   // results match the CPU's to 1e-4 (POSEIDON_TF32=1 turns it on).
   bool tf32() const { return tf32_; }
+  // Turns TF32 on or off for the GEMMs from now on and the convolutions set
+  // up from now on (precision tf32: core/precision.h).
+  void set_tf32(bool on);
   // cuBLAS's math mode for that choice: TF32 tensor cores, or cuBLAS's
   // default FP32 math.
   cublasMath_t cublas_math() const { return tf32_ ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH; }

@@ -101,6 +101,11 @@ void synchronize(const Device& device) {
   if (device.is_cuda()) POSEIDON_CUDA_CHECK(cudaStreamSynchronize(cuda::Context::get(device.index).compute()));
 }
 
+void set_tf32(const Device& device, bool on) {
+  POSEIDON_REQUIRE(device.is_cuda()) << "TF32 is GPU math; device " << device.str() << " has none";
+  cuda::Context::get(device.index).set_tf32(on);
+}
+
 }  // namespace poseidon::device_memory
 
 namespace poseidon::device_memory {

@@ -4,9 +4,10 @@
 // exception is oneDNN, whose primitive execution builds its argument map on
 // the heap at every call (7 small allocations, freed before it returns; its
 // 2.6 API has no way around it): these tests run convolutions on the
-// engine's own im2col path, and a last test holds the oneDNN path to a
-// constant number of allocations per iteration, all freed, so memory cannot
-// grow however long training runs.
+// engine's own im2col path and fully connected layers on BLAS, and the last
+// tests hold the oneDNN paths, in float32 and in bf16, to a constant number
+// of allocations per iteration, all freed, so memory cannot grow however
+// long training runs.
 // Counting replaces the global operator new of this test binary (so of every
 // core test), but counts only inside a CountAllocations scope. Tensor storage
 // is made through std::make_shared, so a new tensor is counted too. The data
@@ -97,11 +98,14 @@ class CountAllocations {
   int64_t bytes_kept() const { return bytes_outstanding.load(); }
 };
 
-// The model with every convolution on the im2col path (`engine: im2col`).
-ConfigNode on_im2col(ConfigNode model) {
+// The model with every convolution on the im2col path (`engine: im2col`)
+// and every fully connected layer on BLAS (`engine: blas`).
+ConfigNode without_onednn(ConfigNode model) {
   YAML::Node root = model.yaml();
-  for (YAML::Node layer : root["layers"])
+  for (YAML::Node layer : root["layers"]) {
     if (layer["type"].as<std::string>() == "conv") layer["engine"] = "im2col";
+    if (layer["type"].as<std::string>() == "fc") layer["engine"] = "blas";
+  }
   return model;
 }
 
@@ -136,8 +140,10 @@ struct Counted {
 
 // Counts `iterations` forward + backward + check + update iterations, one by
 // one, after two warm-up iterations.
-Counted count_steady_state(const ConfigNode& model, bool hold_updates, int iterations = 3) {
+Counted count_steady_state(const ConfigNode& model, bool hold_updates, int iterations = 3,
+                           Precision precision = Precision::fp32) {
   Net net(model, 4);
+  net.set_precision(precision);
   net.init_params(1);
   std::mt19937_64 rng(1);
   std::normal_distribution<float> normal;
@@ -180,7 +186,7 @@ Counted count_steady_state(const ConfigNode& model, bool hold_updates, int itera
 }
 
 void expect_steady_state_allocates_nothing(const ConfigNode& model, bool hold_updates) {
-  const Counted counted = count_steady_state(on_im2col(model), hold_updates);
+  const Counted counted = count_steady_state(without_onednn(model), hold_updates);
   for (size_t k = 0; k < counted.allocations.size(); ++k)
     EXPECT_EQ(counted.allocations[k], 0) << model.yaml()["name"].as<std::string>() << ", iteration " << k
                                          << (hold_updates ? ", held updates" : ", immediate updates");
@@ -214,12 +220,15 @@ TEST(Allocations, SteadyStateOfEveryStatefulLayerAllocatesNothing) {
 }
 
 TEST(Allocations, SteadyStateOnOneDnnAllocatesAlikeEachIterationAndKeepsNothing) {
-  for (const char* file : {"/models/lenet.yaml", "/models/cifar10_quick.yaml"}) {
-    const Counted counted = count_steady_state(load_model(std::string(POSEIDON_SOURCE_DIR) + file, {}), true, 30);
-    for (size_t k = 0; k < counted.allocations.size(); ++k)
-      EXPECT_EQ(counted.allocations[k], counted.allocations[0]) << file << ", iteration " << k;
-    EXPECT_EQ(counted.bytes_kept, 0) << file;
-  }
+  for (Precision precision : {Precision::fp32, Precision::bf16})
+    for (const char* file : {"/models/lenet.yaml", "/models/cifar10_quick.yaml"}) {
+      const Counted counted =
+          count_steady_state(load_model(std::string(POSEIDON_SOURCE_DIR) + file, {}), true, 30, precision);
+      for (size_t k = 0; k < counted.allocations.size(); ++k)
+        EXPECT_EQ(counted.allocations[k], counted.allocations[0])
+            << file << ", " << precision_name(precision) << ", iteration " << k;
+      EXPECT_EQ(counted.bytes_kept, 0) << file << ", " << precision_name(precision);
+    }
 }
 
 }  // namespace

@@ -1,5 +1,6 @@
 // Numerics against PyTorch: `poseidon train` on LeNet must reproduce five
 // PyTorch SGD steps, and five Adam steps (tests/torch/lenet_reference.py),
+// in bf16 five SGD steps of PyTorch's bfloat16 autocast,
 // and safetensors files written by PyTorch must read back exactly.
 #include <gtest/gtest.h>
 #include <sys/wait.h>
@@ -76,6 +77,10 @@ class TorchReference : public ::testing::Test {
 TEST_F(TorchReference, LenetTrainingMatchesPyTorch) { expect_lenet_reference_passes(""); }
 
 TEST_F(TorchReference, LenetAdamTrainingMatchesPyTorch) { expect_lenet_reference_passes(" --solver adam"); }
+
+TEST_F(TorchReference, LenetBf16TrainingMatchesPyTorchAutocast) {
+  expect_lenet_reference_passes(" --precision bf16");
+}
 
 TEST_F(TorchReference, ReadsFilesWrittenByPyTorch) {
   std::string path = (dir_ / "from_torch.safetensors").string();

@@ -1,6 +1,6 @@
 """Trains LeNet for 5 SGD (or Adam) steps in poseidon and in PyTorch and compares them.
 
-Usage: lenet_reference.py --poseidon BIN --repo REPO --workdir DIR [--solver adam]
+Usage: lenet_reference.py --poseidon BIN --repo REPO --workdir DIR [--solver adam] [--precision bf16]
 
 Builds models/lenet.yaml's network in PyTorch with PyTorch's default
 initialisation under a fixed seed, hands those weights and the first 320
@@ -19,10 +19,30 @@ and carries float32 cancellation moves by a share of lr that rounding
 decides, whatever its value (PyTorch's own float32 steps are off from its
 float64 ones by 1.8e-3 on fc1.weight in the elementwise measure).
 The PyTorch side computes in float64, so the reference carries no float32
-rounding of its own. Exit status: 0 when everything matches, 1 otherwise.
+rounding of its own.
+
+With --precision bf16 poseidon trains with `precision: bf16` and PyTorch in
+float32 under torch.autocast("cpu", dtype=torch.bfloat16), and what is
+compared changes with the arithmetic. bfloat16 keeps 8 significant bits: each
+rounding is off by up to u = 2^-8 of the value. The per-iteration losses
+(means over 64 examples, where rounding errors average out) must agree
+within 2u relative. Each parameter's update (final - initial: the parameters
+barely move in 5 steps, so their own relative error would hide any
+difference) and each momentum buffer is judged as a whole tensor against
+the same 5 steps in float64, because near the start of training these
+gradients are sums of many products that largely cancel: a rounding of u
+per operand leaves some 3e-2 of the result in error, in autocast as in
+poseidon, and two bfloat16 implementations differ by about as much as
+either differs from the exact result. So with e = ||autocast - float64||
+(autocast's own error), poseidon must be within 1.5 e of autocast (two
+independent errors of size e differ by about sqrt(2) e), and its own error
+||poseidon - float64|| between 0.5 e and 1.25 e: as accurate as autocast, and
+bfloat16-sized (a run that ignored `precision` would be at float32's 1e-6).
+Exit status: 0 when everything matches, 1 otherwise.
 """
 
 import argparse
+import copy
 import gzip
 import json
 import os
@@ -52,6 +72,10 @@ SOLVERS = {
              ["exp_avg", "exp_avg_sq", "step"]),
 }
 RTOL = 1e-4
+BF16_U = 2.0 ** -8  # bfloat16's unit roundoff
+BF16_LOSS_RTOL = 2 * BF16_U
+BF16_FROM_AUTOCAST = 1.5  # x autocast's own error
+BF16_OWN_ERROR = (0.5, 1.25)  # x autocast's own error
 FLOOR = 1e-3  # of the tensor's largest magnitude: elements near zero are judged against it
 FASHION_MNIST = "/usr/share/datasets/fashion-mnist"
 
@@ -93,11 +117,11 @@ def write_idx(path, dims, payload):
         f.write(payload)
 
 
-def write_config(path, repo, images, labels, out_dir, solver):
+def write_config(path, repo, images, labels, out_dir, solver, precision):
     q = json.dumps  # a JSON string is a valid YAML scalar, whatever the path holds
     with open(path, "w") as f:
         f.write(f"model: {q(os.path.join(repo, 'models', 'lenet.yaml'))}\n")
-        f.write(f"seed: {SEED}\nthreads: 2\n")
+        f.write(f"seed: {SEED}\nthreads: 2\nprecision: {precision}\n")
         f.write("data:\n")
         f.write(f"  train: {{source: idx, images: {q(images)}, labels: {q(labels)}, "
                 f"batch_size: {BATCH}, shuffle: false}}\n")
@@ -105,16 +129,20 @@ def write_config(path, repo, images, labels, out_dir, solver):
         f.write(f"train: {{display: 1, test_interval: 0, snapshot_interval: 0, output_dir: {q(out_dir)}}}\n")
 
 
-def torch_training(model, images, labels, solver):
-    """Runs the steps in float64; returns per-iteration losses, parameters, optimizer state by checkpoint name."""
-    model = model.double()
+def torch_training(model, images, labels, solver, precision):
+    """Runs the steps in float64, or in float32 under bfloat16 autocast; returns per-iteration losses,
+    parameters, optimizer state by checkpoint name."""
+    bf16 = precision == "bf16"
+    model = model.float() if bf16 else model.double()
     opt = SOLVERS[solver][1](model.parameters())
     losses = []
     for step in range(STEPS):
-        x = images[step * BATCH : (step + 1) * BATCH].double().div(255.0)
+        x = images[step * BATCH : (step + 1) * BATCH].float().div(255.0)
+        x = x if bf16 else x.double()
         y = labels[step * BATCH : (step + 1) * BATCH].long()
         opt.zero_grad()
-        loss = F.cross_entropy(model(x), y)
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
+            loss = F.cross_entropy(model(x), y)
         loss.backward()
         opt.step()
         losses.append(loss.item())
@@ -146,12 +174,37 @@ def poseidon_losses(metrics_path):
     return losses
 
 
+def compare_bf16(final, initial, autocast_params, autocast_state, exact_params, exact_state):
+    """Judges poseidon's bf16 updates and momentum buffers against autocast's, scaled by autocast's own
+    distance from float64 (see the module's docstring); returns True when all pass."""
+    def update(params):
+        return {name: p.double() - initial[name] for name, p in params.items()}
+    ours = {name: t.double() - initial[name] if name in initial else t for name, t in final.items()}
+    autocast = {**update(autocast_params), **autocast_state}
+    exact = {**update(exact_params), **exact_state}
+    ok = True
+    print(f"{'tensor (update or state)':<40} {'vs autocast':>12} {'own error':>10} {'autocast':>10}")
+    for name, ref in autocast.items():
+        if name not in ours or tuple(ours[name].shape) != tuple(ref.shape):
+            print(f"{name:<40} missing or misshapen  MISMATCH")
+            ok = False
+            continue
+        scale = norm_relative_error(ref, exact[name])
+        apart = norm_relative_error(ours[name], ref)
+        own = norm_relative_error(ours[name], exact[name])
+        good = apart <= BF16_FROM_AUTOCAST * scale and BF16_OWN_ERROR[0] * scale <= own <= BF16_OWN_ERROR[1] * scale
+        ok = ok and good
+        print(f"{name:<40} {apart:>12.2e} {own:>10.2e} {scale:>10.2e}{'' if good else '  MISMATCH'}")
+    return ok
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--poseidon", required=True, help="the poseidon binary")
     parser.add_argument("--repo", required=True, help="the source tree (for models/lenet.yaml)")
     parser.add_argument("--workdir", required=True, help="a folder for data, weights and outputs")
     parser.add_argument("--solver", default="sgd", choices=sorted(SOLVERS), help="the update rule of both sides")
+    parser.add_argument("--precision", default="fp32", choices=["fp32", "bf16"], help="the arithmetic of both sides")
     args = parser.parse_args()
 
     torch.set_num_threads(1)
@@ -177,7 +230,8 @@ def main():
 
     out_dir = os.path.join(work, "out")
     config_path = os.path.join(work, "config.yaml")
-    write_config(config_path, os.path.abspath(args.repo), images_path, labels_path, out_dir, args.solver)
+    write_config(config_path, os.path.abspath(args.repo), images_path, labels_path, out_dir, args.solver,
+                 args.precision)
     run = subprocess.run([args.poseidon, "train", config_path, "--weights", init_path],
                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     print(run.stdout, end="")
@@ -185,7 +239,11 @@ def main():
         print(f"FAIL: {args.poseidon} train exited with status {run.returncode}")
         return 1
 
-    ref_losses, ref_params, ref_state = torch_training(model, images, labels, args.solver)
+    initial = {name: p.detach().clone().double() for name, p in model.named_parameters()}
+    exact_model = copy.deepcopy(model)
+    ref_losses, ref_params, ref_state = torch_training(model, images, labels, args.solver, args.precision)
+    bf16 = args.precision == "bf16"
+    loss_rtol = BF16_LOSS_RTOL if bf16 else RTOL
     ok = True
 
     ours_losses = poseidon_losses(os.path.join(out_dir, "metrics.jsonl"))
@@ -196,10 +254,15 @@ def main():
             ok = False
             continue
         err = abs(ours_losses[it] - ref) / abs(ref)
-        ok = ok and err <= RTOL
-        print(f"{it:>4} {ours_losses[it]:>16.8f} {ref:>16.8f} {err:>10.2e}{'' if err <= RTOL else '  MISMATCH'}")
+        ok = ok and err <= loss_rtol
+        print(f"{it:>4} {ours_losses[it]:>16.8f} {ref:>16.8f} {err:>10.2e}{'' if err <= loss_rtol else '  MISMATCH'}")
 
     final, _ = safetensors_io.read(os.path.join(out_dir, "final.safetensors"))
+    if bf16:
+        _, exact_params, exact_state = torch_training(exact_model, images, labels, args.solver, "fp32")
+        ok = compare_bf16(final, initial, ref_params, ref_state, exact_params, exact_state) and ok
+        print("PASS" if ok else "FAIL: poseidon's bf16 differs from PyTorch's autocast beyond the bounds")
+        return 0 if ok else 1
     by_element = args.solver != "adam"
     expected = {name: (ref, max_relative_error, "max elementwise") if by_element else (ref, norm_relative_error, "norm")
                 for name, ref in ref_params.items()}

@@ -18,6 +18,7 @@
 #include "core/device_info.h"
 #include "core/device_memory.h"
 #include "dist/comm.h"
+#include "layers/dnnl_support.h"
 #include "tools/cli/commands.h"
 
 namespace poseidon {
@@ -38,6 +39,9 @@ std::vector<Entry> build_entries() {
 #ifdef POSEIDON_HAVE_DNNL
   const dnnl_version_t* v = dnnl_version();
   out.push_back({"oneDNN", std::to_string(v->major) + "." + std::to_string(v->minor) + "." + std::to_string(v->patch)});
+  // What its kernels run on this CPU (ONEDNN_MAX_CPU_ISA lowers it):
+  // bf16 is fast from avx512_core_bf16 and fastest on avx512_core_amx.
+  out.push_back({"oneDNN ISA", dnnl_cpu_isa()});
 #else
   out.push_back({"oneDNN", "not built (convolutions use im2col + GEMM)"});
 #endif

@@ -28,15 +28,16 @@ struct LoadedModel {
   int64_t batch = 0;
   int threads = 0;
   Device device;
+  Precision precision = Precision::fp32;
   bool momentum = true;  // a model file alone: assume the usual momentum buffers
 };
 
 LoadedModel load_any(const std::string& file, const std::vector<std::string>& overrides, int64_t default_batch) {
   if (is_train_config(file)) {
     TrainConfig c = TrainConfig::load(file, overrides);
-    return {c.model, c.train_data.batch_size, c.threads, c.device, c.solver.momentum != 0};
+    return {c.model, c.train_data.batch_size, c.threads, c.device, c.precision, c.solver.momentum != 0};
   }
-  return {load_model(file, overrides), default_batch, 0, Device{}};
+  return {load_model(file, overrides), default_batch, 0, Device{}, Precision::fp32};
 }
 
 void fill_synthetic_inputs(Net& net) {
@@ -72,6 +73,7 @@ int cmd_time(const TimeArgs& args) {
   device_memory::require(device);
   require_memory(summarize_model(m.model, batch, true), device, device_memory_bytes(device));
   Net net(m.model, batch, device);
+  net.set_precision(args.precision.empty() ? m.precision : parse_precision(args.precision));
   net.init_params(1);
   fill_synthetic_inputs(net);
   SolverConfig sc;
@@ -133,18 +135,20 @@ int cmd_time(const TimeArgs& args) {
   const double ips = batch * 1000.0 / iter_ms;
   if (args.json) {
     nlohmann::json out = {{"model", net.name()}, {"batch", batch}, {"threads", num_threads()}, {"device", device.str()},
-                          {"iters", args.iters}, {"forward_ms", fwd_total}, {"backward_ms", bwd_total},
+                          {"precision", precision_name(net.precision())}, {"iters", args.iters}, {"forward_ms", fwd_total}, {"backward_ms", bwd_total},
                           {"update_ms", update_ms / k}, {"check_finite_ms", check_ms / k},
                           {"iteration_ms", iter_ms}, {"images_per_sec", ips}};
     out["layers"] = nlohmann::json::array();
     for (size_t i = 0; i < n; ++i)
       out["layers"].push_back({{"name", net.layer(i).name()}, {"type", net.layer(i).type()},
+                               {"precision", precision_name(net.layer(i).precision())},
                                {"forward_ms", fwd[i] / k}, {"backward_ms", bwd[i] / k}});
     std::printf("%s\n", out.dump(2).c_str());
     return 0;
   }
-  std::printf("%s: batch %lld, %s, %d threads, %lld iterations\n", net.name().c_str(), static_cast<long long>(batch),
-              device.str().c_str(), num_threads(), static_cast<long long>(args.iters));
+  std::printf("%s: batch %lld, %s, %s, %d threads, %lld iterations\n", net.name().c_str(),
+              static_cast<long long>(batch), device.str().c_str(), precision_name(net.precision()), num_threads(),
+              static_cast<long long>(args.iters));
   std::printf("%-24s %-14s %12s %12s\n", "layer", "type", "forward ms", "backward ms");
   for (size_t i = 0; i < n; ++i)
     std::printf("%-24s %-14s %12.3f %12.3f\n", net.layer(i).name().c_str(), net.layer(i).type().c_str(), fwd[i] / k,

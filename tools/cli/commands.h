@@ -33,6 +33,7 @@ struct TimeArgs {
   int64_t iters = 10, warmup = 2;
   int threads = 0;
   std::string device;  // empty: the config's device, else cpu
+  std::string precision;  // empty: the config's precision, else fp32
   bool json = false;
 };
 int cmd_time(const TimeArgs& args);

@@ -80,7 +80,7 @@ TrainConfig TrainConfig::load(const std::string& file, const std::vector<std::st
   }
   root.apply_overrides(config_overrides);
   load_config_plugins(root, file);
-  root.check_keys({"model", "seed", "threads", "device", "data", "solver", "train", "dist"});
+  root.check_keys({"model", "seed", "threads", "device", "precision", "data", "solver", "train", "dist"});
 
   std::filesystem::path model_path(root.get_string("model"));
   if (model_path.is_relative() && !c.base_dir.empty()) model_path = std::filesystem::path(c.base_dir) / model_path;
@@ -104,6 +104,13 @@ TrainConfig TrainConfig::load(const std::string& file, const std::vector<std::st
     device_memory::require(c.device);
   } catch (const Error& e) {
     root.child("device").fail(e.what());
+  }
+
+  try {
+    c.precision = parse_precision(root.get_string("precision", "fp32"));
+    require_precision_on(c.precision, c.device);
+  } catch (const Error& e) {
+    root.child("precision").fail(e.what());
   }
 
   ConfigNode data = root.child("data");

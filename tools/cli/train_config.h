@@ -5,6 +5,7 @@
 //   seed: 1
 //   threads: 2
 //   device: cpu
+//   precision: fp32                # fp32, bf16 (CPU) or tf32 (GPU): core/precision.h
 //   data:
 //     train: {source: idx, images: ..., labels: ..., batch_size: 64, shuffle: true}
 //     test:  {source: idx, images: ..., labels: ..., batch_size: 100}
@@ -19,6 +20,7 @@
 #include <vector>
 
 #include "core/config_node.h"
+#include "core/precision.h"
 #include "core/solver.h"
 #include "core/tensor.h"
 #include "dist/dist_config.h"
@@ -40,6 +42,7 @@ struct TrainConfig {
   int threads = 0;       // 0: all cores
   Device device;
   bool device_index_given = false;  // "cuda:N" rather than "cuda" (dist/device_choice.h)
+  Precision precision = Precision::fp32;
   DataConfig train_data;
   std::optional<DataConfig> test_data;
   SolverConfig solver;

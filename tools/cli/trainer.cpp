@@ -89,6 +89,7 @@ Trainer::Trainer(TrainConfig config, TrainOptions options)
     config_.device = dist::rank_device(*options_.world, config_.device, config_.device_index_given);
   }
   net_ = std::make_unique<Net>(config_.model, config_.train_data.batch_size, config_.device);
+  net_->set_precision(config_.precision);
   net_->init_params(config_.seed);
   if (!options_.emulate_compute.empty())
     emulated_ =

@@ -216,6 +216,22 @@ TEST_F(MpiTrain, HostStagingChangesNoNumber) {
   for (const auto& [name, t] : b.tensors) EXPECT_EQ(a.tensors.at(name).data, t.data) << name;
 }
 
+// bf16 (core/precision.h) distributes as float32 does: two ranks end where
+// one process on the combined batch does, to the same 1e-4, under SFB (whose
+// factors are rounded to bfloat16 as the fully connected layer reads them,
+// so the rebuild sums the layer's own products) and hybrid.
+TEST_F(MpiTrain, Bf16TwoRanksMatchOneBf16Process) {
+  const std::string bf16 = "--set precision=bf16";
+  CliResult single = run_poseidon(train_args(8, "single", bf16));
+  ASSERT_EQ(single.status, 0) << single.err;
+  for (const std::string scheme : {"hybrid", "sfb"}) {
+    SCOPED_TRACE(scheme);
+    CliResult mpi = run_mpi(2, train_args(4, scheme, bf16 + " --set dist.scheme=" + scheme));
+    ASSERT_EQ(mpi.status, 0) << mpi.err;
+    expect_same_state(dir.file(scheme + "/final.safetensors"), dir.file("single/final.safetensors"));
+  }
+}
+
 // HybComm plans with the link's figures (given here, so not probed) and the
 // GEMM rate of the SFB rebuild (measured); the log's plan record holds them
 // (bench/scaling.py reads the GEMM rate from it).

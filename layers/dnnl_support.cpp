@@ -1,0 +1,56 @@
+// Shared oneDNN set-up of the layers (see dnnl_support.h).
+#include "layers/dnnl_support.h"
+
+#include <cstring>
+
+namespace poseidon {
+
+#ifdef POSEIDON_HAVE_DNNL
+
+const dnnl::engine& dnnl_cpu_engine() {
+  static const dnnl::engine engine(dnnl::engine::kind::cpu, 0);
+  return engine;
+}
+
+dnnl::primitive_attr dnnl_user_scratchpad() {
+  dnnl::primitive_attr attr;
+  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+  return attr;
+}
+
+bool dnnl_is_reference(const char* impl) { return std::strncmp(impl, "ref", 3) == 0; }
+
+std::string dnnl_cpu_isa() {
+  switch (dnnl::get_effective_cpu_isa()) {
+    case dnnl::cpu_isa::sse41:
+      return "sse41";
+    case dnnl::cpu_isa::avx:
+      return "avx";
+    case dnnl::cpu_isa::avx2:
+      return "avx2";
+    case dnnl::cpu_isa::avx2_vnni:
+      return "avx2_vnni";
+    case dnnl::cpu_isa::avx512_mic:
+      return "avx512_mic";
+    case dnnl::cpu_isa::avx512_mic_4ops:
+      return "avx512_mic_4ops";
+    case dnnl::cpu_isa::avx512_core:
+      return "avx512_core";
+    case dnnl::cpu_isa::avx512_core_vnni:
+      return "avx512_core_vnni";
+    case dnnl::cpu_isa::avx512_core_bf16:
+      return "avx512_core_bf16";
+    case dnnl::cpu_isa::avx512_core_amx:
+      return "avx512_core_amx";
+    default:
+      return "generic (no JIT kernels)";
+  }
+}
+
+#else
+
+std::string dnnl_cpu_isa() { return "not built"; }
+
+#endif  // POSEIDON_HAVE_DNNL
+
+}  // namespace poseidon

@@ -1,0 +1,35 @@
+// What the layers' oneDNN paths (conv_dnnl, fc_dnnl) share: the one CPU
+// engine, the attribute that keeps primitives from allocating scratch space
+// at execution, and the test for oneDNN's reference (naive loop) kernels,
+// which the layers' own code beats. Also the instruction set oneDNN picked
+// for this CPU, which `poseidon info` reports.
+#pragma once
+
+#include <string>
+
+#ifdef POSEIDON_HAVE_DNNL
+#include <dnnl.hpp>
+#endif
+
+namespace poseidon {
+
+// "avx512_core_amx" and the like; "not built" without oneDNN.
+std::string dnnl_cpu_isa();
+
+#ifdef POSEIDON_HAVE_DNNL
+
+// oneDNN's CPU engine is stateless apart from its kernel caches: one serves
+// every layer. Its OpenMP threads are those of the calling thread, so the
+// process-wide thread count (core/math.h set_num_threads) applies to it.
+const dnnl::engine& dnnl_cpu_engine();
+
+// Scratch space comes from a buffer the caller makes in advance, so that
+// executing a primitive never asks the library for memory of its own.
+dnnl::primitive_attr dnnl_user_scratchpad();
+
+// True for an implementation name of oneDNN's reference kernels.
+bool dnnl_is_reference(const char* impl);
+
+#endif  // POSEIDON_HAVE_DNNL
+
+}  // namespace poseidon

@@ -1,0 +1,143 @@
+// oneDNN matmul primitives of the fc layer (see fc_dnnl.h).
+#ifdef POSEIDON_HAVE_DNNL
+
+#include "layers/fc_dnnl.h"
+
+#include <algorithm>
+#include <cstdint>
+
+#include "layers/dnnl_support.h"
+
+namespace poseidon {
+namespace {
+
+using dnnl::memory;
+using Tag = memory::format_tag;
+
+// A row-major [rows, cols] matrix (Tag::ab), or the transpose of a row-major
+// [cols, rows] one read in place (Tag::ba).
+memory::desc matrix(int64_t rows, int64_t cols, memory::data_type type, Tag tag) { return {{rows, cols}, type, tag}; }
+
+}  // namespace
+
+std::unique_ptr<DnnlFc> DnnlFc::create(const DnnlFcShape& shape) {
+  std::unique_ptr<DnnlFc> fc;
+  try {
+    fc.reset(new DnnlFc(shape));
+  } catch (const dnnl::error&) {
+    return nullptr;  // no implementation at all: bfloat16 before AVX-512
+  }
+  if (fc->reference_) return nullptr;
+  return fc;
+}
+
+DnnlFc::DnnlFc(const DnnlFcShape& s) : shape_(s), stream_(dnnl_cpu_engine()) {
+  const int64_t n = s.batch, f = s.features, o = s.num_output;
+  const memory::data_type f32 = memory::data_type::f32;
+  const memory::data_type read = s.bf16 ? memory::data_type::bf16 : f32;
+  forward_ = product(matrix(n, f, read, Tag::ab), matrix(f, o, read, Tag::ba),
+                     s.bias ? matrix(1, o, f32, Tag::ab) : memory::desc(), matrix(n, o, f32, Tag::ab), false);
+  backward_data_ = product(matrix(n, o, read, Tag::ab), matrix(o, f, read, Tag::ab), memory::desc(),
+                           matrix(n, f, f32, Tag::ab), true);
+  backward_weights_ = product(matrix(o, n, read, Tag::ba), matrix(n, f, read, Tag::ab), memory::desc(),
+                              matrix(o, f, f32, Tag::ab), false);
+  if (s.bias) {
+    backward_bias_ = product(matrix(1, n, read, Tag::ab), matrix(n, o, read, Tag::ab), memory::desc(),
+                             matrix(1, o, f32, Tag::ab), false);
+    ones_ = memory(matrix(1, n, read, Tag::ab), dnnl_cpu_engine());
+    if (s.bf16)
+      std::fill_n(static_cast<uint16_t*>(ones_.get_data_handle()), n, uint16_t{0x3f80});  // bfloat16 1.0
+    else
+      std::fill_n(static_cast<float*>(ones_.get_data_handle()), n, 1.f);
+    backward_bias_.src.set_data_handle(ones_.get_data_handle());
+  }
+  if (s.bf16) {
+    x_ = rounding(n, f);
+    w_ = rounding(o, f);
+    dy_ = rounding(n, o);
+  }
+  scratchpad_ = memory(matrix(1, std::max<int64_t>(1, (scratchpad_bytes_ + 3) / 4), f32, Tag::ab), dnnl_cpu_engine());
+  for (Product* p : {&forward_, &backward_data_, &backward_weights_, &backward_bias_})
+    if (p->prim) p->args[DNNL_ARG_SCRATCHPAD] = scratchpad_;
+  for (Rounding* r : {&x_, &w_, &dy_})
+    if (r->from) r->args[DNNL_ARG_SCRATCHPAD] = scratchpad_;
+}
+
+DnnlFc::Product DnnlFc::product(const memory::desc& src, const memory::desc& weights, const memory::desc& bias,
+                                const memory::desc& dst, bool accumulate) {
+  dnnl::primitive_attr attr = dnnl_user_scratchpad();
+  if (accumulate) {
+    dnnl::post_ops sum;
+    sum.append_sum(1.f);
+    attr.set_post_ops(sum);
+  }
+  const dnnl::matmul::primitive_desc pd({src, weights, bias, dst}, attr, dnnl_cpu_engine());
+  reference_ = reference_ || dnnl_is_reference(pd.impl_info_str());
+  scratchpad_bytes_ = std::max(scratchpad_bytes_, pd.scratchpad_desc().get_size());
+  Product p;
+  p.prim = dnnl::matmul(pd);
+  p.src = memory(src, dnnl_cpu_engine(), nullptr);
+  p.weights = memory(weights, dnnl_cpu_engine(), nullptr);
+  p.dst = memory(dst, dnnl_cpu_engine(), nullptr);
+  p.args = {{DNNL_ARG_SRC, p.src}, {DNNL_ARG_WEIGHTS, p.weights}, {DNNL_ARG_DST, p.dst}};
+  if (!bias.is_zero()) {
+    p.bias = memory(bias, dnnl_cpu_engine(), nullptr);
+    p.args[DNNL_ARG_BIAS] = p.bias;
+  }
+  return p;
+}
+
+DnnlFc::Rounding DnnlFc::rounding(int64_t rows, int64_t cols) {
+  Rounding r;
+  r.from = memory(matrix(rows, cols, memory::data_type::f32, Tag::ab), dnnl_cpu_engine(), nullptr);
+  r.to = memory(matrix(rows, cols, memory::data_type::bf16, Tag::ab), dnnl_cpu_engine());
+  const dnnl::reorder::primitive_desc pd(dnnl_cpu_engine(), r.from.get_desc(), dnnl_cpu_engine(), r.to.get_desc(),
+                                         dnnl_user_scratchpad());
+  scratchpad_bytes_ = std::max(scratchpad_bytes_, pd.scratchpad_desc().get_size());
+  r.round = dnnl::reorder(pd);
+  r.args = {{DNNL_ARG_FROM, r.from}, {DNNL_ARG_TO, r.to}};
+  return r;
+}
+
+void* DnnlFc::read(const float* data, Rounding& r) {
+  if (!shape_.bf16) return const_cast<float*>(data);  // inputs are only read
+  r.from.set_data_handle(const_cast<float*>(data));
+  r.round.execute(stream_, r.args);
+  return r.to.get_data_handle();
+}
+
+void DnnlFc::forward(const float* x, const float* w, const float* b, float* y) {
+  forward_.src.set_data_handle(read(x, x_));
+  forward_.weights.set_data_handle(read(w, w_));
+  if (shape_.bias) forward_.bias.set_data_handle(const_cast<float*>(b));
+  forward_.dst.set_data_handle(y);
+  forward_.prim.execute(stream_, forward_.args);
+  stream_.wait();
+}
+
+void DnnlFc::backward(const float* x, const float* w, const float* dy, float* dx, float* dw, float* db) {
+  void* dy_read = read(dy, dy_);
+  if (dx) {
+    // In bf16 w's copy is forward's: the weights do not change in between.
+    backward_data_.src.set_data_handle(dy_read);
+    backward_data_.weights.set_data_handle(shape_.bf16 ? w_.to.get_data_handle() : const_cast<float*>(w));
+    backward_data_.dst.set_data_handle(dx);
+    backward_data_.prim.execute(stream_, backward_data_.args);
+  }
+  if (dw) {
+    backward_weights_.src.set_data_handle(dy_read);
+    backward_weights_.weights.set_data_handle(shape_.bf16 ? x_.to.get_data_handle() : const_cast<float*>(x));
+    backward_weights_.dst.set_data_handle(dw);
+    backward_weights_.prim.execute(stream_, backward_weights_.args);
+  }
+  if (shape_.bias) {
+    backward_bias_.weights.set_data_handle(dy_read);
+    backward_bias_.dst.set_data_handle(db);
+    backward_bias_.prim.execute(stream_, backward_bias_.args);
+  }
+  stream_.wait();
+}
+
+}  // namespace poseidon
+
+#endif  // POSEIDON_HAVE_DNNL

@@ -1,0 +1,97 @@
+// The fc layer's oneDNN path, compiled where oneDNN is installed
+// (POSEIDON_HAVE_DNNL): the three products of a fully connected layer as
+// oneDNN matmul primitives, in float32 or in bfloat16 (precision bf16).
+//   forward          Y[N,O]  = X[N,F] W[O,F]^T + b
+//   backward data    dX[N,F] += dY[N,O] W[O,F]
+//   backward weights dW[O,F] = dY[N,O]^T X[N,F]
+//   backward bias    db[1,O] = 1[1,N] dY[N,O]
+// Every operand is a plain row-major matrix read in place (a transpose is a
+// stride, not a copy). In bf16 the primitives read bfloat16 copies of X, W
+// and dY, rounded into buffers of this object, and write float32 with float32
+// accumulation; backward weights reuses the copy of X that forward made,
+// since the Layer contract runs backward after a forward over the same input.
+//
+// Everything that depends on the shape (primitives, memory objects, buffers,
+// scratchpad) is made once in create(); the calls point the memory objects at
+// the caller's tensors and execute.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+
+#ifdef POSEIDON_HAVE_DNNL
+#include <dnnl.hpp>
+#include <unordered_map>
+#endif
+
+namespace poseidon {
+
+struct DnnlFcShape {
+  int64_t batch = 1, features = 1, num_output = 1;
+  bool bias = true;
+  bool bf16 = false;
+};
+
+#ifdef POSEIDON_HAVE_DNNL
+
+class DnnlFc {
+ public:
+  // Null where oneDNN offers only reference loops for this shape and type,
+  // or none (bfloat16 before AVX-512).
+  static std::unique_ptr<DnnlFc> create(const DnnlFcShape& shape);
+
+  // y = x w^T + b (b ignored without bias).
+  void forward(const float* x, const float* w, const float* b, float* y);
+  // dx += dy w when dx is not null; dw = dy^T x when dw is not null; db =
+  // column sums of dy with bias. In bf16 all three read dy rounded, as the
+  // layer's reader of dy in bf16 (PyTorch's autocast) would.
+  void backward(const float* x, const float* w, const float* dy, float* dx, float* dw, float* db);
+
+ private:
+  // One product: its primitive, the memory objects of its operands (pointed
+  // at the data on each call) and its argument map.
+  struct Product {
+    dnnl::matmul prim;
+    dnnl::memory src, weights, bias, dst;
+    std::unordered_map<int, dnnl::memory> args;
+  };
+  // bf16 only: a float32 matrix (pointed at the caller's on each call) and
+  // its bfloat16 copy, owned here, with the reorder that rounds one into the
+  // other.
+  struct Rounding {
+    dnnl::memory from, to;
+    dnnl::reorder round;
+    std::unordered_map<int, dnnl::memory> args;
+  };
+
+  explicit DnnlFc(const DnnlFcShape& shape);
+  Product product(const dnnl::memory::desc& src, const dnnl::memory::desc& weights, const dnnl::memory::desc& bias,
+                  const dnnl::memory::desc& dst, bool accumulate);
+  Rounding rounding(int64_t rows, int64_t cols);
+  // What a product reads for the caller's matrix `data`: the matrix itself
+  // in float32; in bf16 its copy, rounded now.
+  void* read(const float* data, Rounding& r);
+
+  DnnlFcShape shape_;
+  dnnl::stream stream_;
+  size_t scratchpad_bytes_ = 0;
+  dnnl::memory scratchpad_;
+  Rounding x_, w_, dy_;
+  Product forward_, backward_data_, backward_weights_, backward_bias_;
+  dnnl::memory ones_;  // [1, N] of 1, backward bias's src
+  bool reference_ = false;
+};
+
+#else
+
+// Without oneDNN create() always declines, so the layer never calls the rest.
+class DnnlFc {
+ public:
+  static std::unique_ptr<DnnlFc> create(const DnnlFcShape&) { return nullptr; }
+  void forward(const float*, const float*, const float*, float*) {}
+  void backward(const float*, const float*, const float*, float*, float*, float*) {}
+};
+
+#endif  // POSEIDON_HAVE_DNNL
+
+}  // namespace poseidon

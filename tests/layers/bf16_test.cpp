@@ -1,0 +1,141 @@
+// bf16 mixed precision of the layers that have it (conv, fc) against the same
+// layer in float32, forward and backward; fc's oneDNN path in float32 against
+// its BLAS path; and the Net's handing out of the run's precision.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+#include <string>
+
+#include "core/net.h"
+#include "core/registry.h"
+#include "layers/dnnl_support.h"
+
+namespace poseidon::testing {
+namespace {
+
+struct Outputs {
+  Tensor y, dx;
+  std::vector<Tensor> param_grads;
+};
+
+// Runs forward and backward of the layer `yaml` on an input of `in_shape`
+// at `precision`; every value is drawn from the same seed, so two calls see
+// identical inputs, parameters and output gradients.
+Outputs run_layer(const std::string& yaml, const Shape& in_shape, Precision precision) {
+  std::unique_ptr<Layer> layer = LayerRegistry::instance().create(ConfigNode::parse(yaml, "layer.yaml"));
+  layer->set_precision(precision);
+  const Shape out_shape = layer->reshape({in_shape}).at(0);
+  std::mt19937_64 rng(11);
+  std::uniform_real_distribution<float> uni(-1.f, 1.f);
+  auto fill = [&](Tensor& t) {
+    for (int64_t i = 0; i < t.numel(); ++i) t[i] = uni(rng);
+  };
+  for (Param& p : layer->params()) {
+    p.value = Tensor(p.shape);
+    p.grad = Tensor(p.shape);
+    fill(p.value);
+  }
+  Outputs o{Tensor(out_shape), Tensor(in_shape), {}};
+  Tensor x(in_shape), dy(out_shape);
+  fill(x);
+  fill(dy);
+  LayerIO io{{&x}, {&o.y}, {&dy}, {&o.dx}};
+  RunContext ctx;
+  layer->forward(io, ctx);
+  layer->backward(io, ctx);
+  for (Param& p : layer->params()) o.param_grads.push_back(p.grad);
+  return o;
+}
+
+double norm_relative_error(const Tensor& got, const Tensor& want) {
+  double diff = 0, norm = 0;
+  for (int64_t i = 0; i < got.numel(); ++i) {
+    diff += (double(got[i]) - want[i]) * (double(got[i]) - want[i]);
+    norm += double(want[i]) * want[i];
+  }
+  return std::sqrt(diff / norm);
+}
+
+// bfloat16 keeps 8 significant bits: rounding x and w each moves a product
+// by up to 2 u (u = 2^-8 = 3.9e-3) of itself, and in the float32 sums of
+// such products the errors, independent and of either sign, grow as the
+// square root of the terms while the sums of the random operands here grow
+// alike; so the whole result is off by about u, normwise. 1e-2 (2.5 u)
+// leaves room for that and is still far below what a wrong element among a
+// few hundred would cause.
+constexpr double kBf16Tolerance = 1e-2;
+// Above float32's own rounding differences (the two precisions also sum in
+// other orders), below any bfloat16 rounding: the bf16 path really rounds.
+constexpr double kFloat32Noise = 1e-5;
+
+bool has_bf16_kernels() { return dnnl_cpu_isa().rfind("avx512_core", 0) == 0; }
+
+void expect_bf16_close_to_fp32(const std::string& yaml, const Shape& in_shape) {
+  const Outputs want = run_layer(yaml, in_shape, Precision::fp32);
+  const Outputs got = run_layer(yaml, in_shape, Precision::bf16);
+  std::vector<std::pair<std::string, double>> errors = {{"output", norm_relative_error(got.y, want.y)},
+                                                        {"input grad", norm_relative_error(got.dx, want.dx)}};
+  for (size_t k = 0; k < want.param_grads.size(); ++k)
+    errors.push_back({"param grad " + std::to_string(k), norm_relative_error(got.param_grads[k], want.param_grads[k])});
+  for (const auto& [what, error] : errors) {
+    EXPECT_LE(error, kBf16Tolerance) << yaml << ": " << what;
+    if (has_bf16_kernels())
+      EXPECT_GT(error, kFloat32Noise) << yaml << ": " << what << " is float32's: bfloat16 did not run";
+  }
+}
+
+#ifdef POSEIDON_HAVE_DNNL
+
+TEST(Bf16Layers, ConvAgreesWithFloat32) {
+  expect_bf16_close_to_fp32("{name: c, type: conv, num_output: 32, kernel_size: 3, pad: 1}", {4, 16, 12, 12});
+  expect_bf16_close_to_fp32("{name: c, type: conv, num_output: 16, kernel_size: 5, stride: 2}", {2, 3, 21, 21});
+  expect_bf16_close_to_fp32("{name: c, type: conv, num_output: 64, kernel_size: 1, bias: false}", {2, 32, 7, 7});
+}
+
+TEST(Bf16Layers, FcAgreesWithFloat32) {
+  expect_bf16_close_to_fp32("{name: f, type: fc, num_output: 96}", {8, 200});
+  expect_bf16_close_to_fp32("{name: f, type: fc, num_output: 10, bias: false}", {3, 4, 5, 6});
+}
+
+// Two float32 paths sum the same products in other orders: 1e-5, as the
+// convolution's oneDNN test.
+TEST(Bf16Layers, FcOneDnnAgreesWithBlasInFloat32) {
+  for (const char* bias : {"true", "false"}) {
+    const std::string keys = std::string("num_output: 70, bias: ") + bias + "}";
+    const Outputs blas = run_layer("{name: f, type: fc, engine: blas, " + keys, {9, 130}, Precision::fp32);
+    const Outputs dnnl = run_layer("{name: f, type: fc, " + keys, {9, 130}, Precision::fp32);
+    EXPECT_LE(norm_relative_error(dnnl.y, blas.y), 1e-5) << bias;
+    EXPECT_LE(norm_relative_error(dnnl.dx, blas.dx), 1e-5) << bias;
+    for (size_t k = 0; k < blas.param_grads.size(); ++k)
+      EXPECT_LE(norm_relative_error(dnnl.param_grads[k], blas.param_grads[k]), 1e-5) << bias << ", param " << k;
+  }
+}
+
+#endif  // POSEIDON_HAVE_DNNL
+
+TEST(Bf16Layers, NetHandsBf16ToConvAndFcOnly) {
+  Net net(ConfigNode::parse(R"(name: small
+inputs: {data: [1, 8, 8], label: []}
+layers:
+  - {name: conv1, type: conv, num_output: 4, kernel_size: 3}
+  - {name: relu1, type: relu}
+  - {name: pool1, type: pool, mode: max, kernel_size: 2}
+  - {name: fc1, type: fc, num_output: 3}
+  - {name: loss, type: softmax_loss, inputs: [fc1, label]}
+)",
+                            "small.yaml"),
+          2);
+  net.set_precision(Precision::bf16);
+  EXPECT_EQ(net.precision(), Precision::bf16);
+  for (size_t i = 0; i < net.num_layers(); ++i) {
+    const bool reduced = net.layer(i).type() == "conv" || net.layer(i).type() == "fc";
+    EXPECT_EQ(net.layer(i).precision(), reduced ? Precision::bf16 : Precision::fp32) << net.layer(i).name();
+  }
+  EXPECT_THROW(net.set_precision(Precision::tf32), Error);  // a GPU precision
+  net.set_precision(Precision::fp32);
+  for (size_t i = 0; i < net.num_layers(); ++i) EXPECT_EQ(net.layer(i).precision(), Precision::fp32);
+}
+
+}  // namespace
+}  // namespace poseidon::testing
