@@ -57,30 +57,7 @@ void* allocate_or_throw(size_t size, size_t alignment) {
 }
 }  // namespace
 
-void* operator new(size_t size) { return allocate_or_throw(size, 0); }
-void* operator new[](size_t size) { return allocate_or_throw(size, 0); }
-void* operator new(size_t size, std::align_val_t a) { return allocate_or_throw(size, static_cast<size_t>(a)); }
-void* operator new[](size_t size, std::align_val_t a) { return allocate_or_throw(size, static_cast<size_t>(a)); }
-void* operator new(size_t size, const std::nothrow_t&) noexcept { return allocate(size, 0); }
-void* operator new[](size_t size, const std::nothrow_t&) noexcept { return allocate(size, 0); }
-void* operator new(size_t size, std::align_val_t a, const std::nothrow_t&) noexcept {
-  return allocate(size, static_cast<size_t>(a));
-}
-void* operator new[](size_t size, std::align_val_t a, const std::nothrow_t&) noexcept {
-  return allocate(size, static_cast<size_t>(a));
-}
-void operator delete(void* p) noexcept { release(p); }
-void operator delete[](void* p) noexcept { release(p); }
-void operator delete(void* p, size_t) noexcept { release(p); }
-void operator delete[](void* p, size_t) noexcept { release(p); }
-void operator delete(void* p, std::align_val_t) noexcept { release(p); }
-void operator delete[](void* p, std::align_val_t) noexcept { release(p); }
-void operator delete(void* p, size_t, std::align_val_t) noexcept { release(p); }
-void operator delete[](void* p, size_t, std::align_val_t) noexcept { release(p); }
-void operator delete(void* p, const std::nothrow_t&) noexcept { release(p); }
-void operator delete[](void* p, const std::nothrow_t&) noexcept { release(p); }
-void operator delete(void* p, std::align_val_t, const std::nothrow_t&) noexcept { release(p); }
-void operator delete[](void* p, std::align_val_t, const std::nothrow_t&) noexcept { release(p); }
+#include "../global_new_replacement.inc"
 
 namespace poseidon {
 namespace {

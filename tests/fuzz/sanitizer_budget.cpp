@@ -50,6 +50,8 @@ void* allocate_or_throw(size_t size, size_t alignment) {
   return p;
 }
 
+void release(void* p) { std::free(p); }
+
 }  // namespace
 
 AllocationBudget::AllocationBudget(int64_t bytes) { byte_limit.store(live_bytes.load() + bytes); }
@@ -59,28 +61,6 @@ AllocationBudget::~AllocationBudget() { byte_limit.store(std::numeric_limits<int
 
 using poseidon::fuzz::allocate;
 using poseidon::fuzz::allocate_or_throw;
+using poseidon::fuzz::release;
 
-void* operator new(size_t size) { return allocate_or_throw(size, 0); }
-void* operator new[](size_t size) { return allocate_or_throw(size, 0); }
-void* operator new(size_t size, std::align_val_t a) { return allocate_or_throw(size, static_cast<size_t>(a)); }
-void* operator new[](size_t size, std::align_val_t a) { return allocate_or_throw(size, static_cast<size_t>(a)); }
-void* operator new(size_t size, const std::nothrow_t&) noexcept { return allocate(size, 0); }
-void* operator new[](size_t size, const std::nothrow_t&) noexcept { return allocate(size, 0); }
-void* operator new(size_t size, std::align_val_t a, const std::nothrow_t&) noexcept {
-  return allocate(size, static_cast<size_t>(a));
-}
-void* operator new[](size_t size, std::align_val_t a, const std::nothrow_t&) noexcept {
-  return allocate(size, static_cast<size_t>(a));
-}
-void operator delete(void* p) noexcept { std::free(p); }
-void operator delete[](void* p) noexcept { std::free(p); }
-void operator delete(void* p, size_t) noexcept { std::free(p); }
-void operator delete[](void* p, size_t) noexcept { std::free(p); }
-void operator delete(void* p, std::align_val_t) noexcept { std::free(p); }
-void operator delete[](void* p, std::align_val_t) noexcept { std::free(p); }
-void operator delete(void* p, size_t, std::align_val_t) noexcept { std::free(p); }
-void operator delete[](void* p, size_t, std::align_val_t) noexcept { std::free(p); }
-void operator delete(void* p, const std::nothrow_t&) noexcept { std::free(p); }
-void operator delete[](void* p, const std::nothrow_t&) noexcept { std::free(p); }
-void operator delete(void* p, std::align_val_t, const std::nothrow_t&) noexcept { std::free(p); }
-void operator delete[](void* p, std::align_val_t, const std::nothrow_t&) noexcept { std::free(p); }
+#include "../global_new_replacement.inc"
