@@ -15,6 +15,9 @@ using Dims = memory::dims;
 
 memory::desc f32(const Dims& dims, memory::format_tag tag) { return {dims, memory::data_type::f32, tag}; }
 
+bool is_layout(const memory::desc& d, memory::format_tag tag) { return d == memory::desc(d.dims(), d.data_type(), tag); }
+
+
 }  // namespace
 
 std::unique_ptr<DnnlConv> DnnlConv::create(const DnnlConvShape& shape) {
@@ -120,6 +123,7 @@ DnnlConv::Operand DnnlConv::operand(const memory::desc& plain, const memory::des
   }
   op.reordered = true;
   op.blocked = memory(blocked, dnnl_cpu_engine());
+  if (nhwc_activation(plain, blocked, flow, op)) return op;
   dnnl::primitive_attr attr = dnnl_user_scratchpad();
   if (flow == Flow::add_out) {
     dnnl::post_ops sum;
@@ -132,6 +136,24 @@ DnnlConv::Operand DnnlConv::operand(const memory::desc& plain, const memory::des
   scratchpad_bytes_ = std::max(scratchpad_bytes_, pd.scratchpad_desc().get_size());
   op.convert = dnnl::reorder(pd);
   return op;
+}
+
+// Whether the operand is an NCHW float32 activation that the primitive reads
+// or writes in NHWC, and the layer's transposes cover it (outputs leave the
+// primitives in float32); if so, sets it up for them.
+bool DnnlConv::nhwc_activation(const memory::desc& plain, const memory::desc& blocked, Flow flow, Operand& op) {
+  if (plain.dims().size() != 4 || !is_layout(plain, memory::format_tag::nchw) ||
+      plain.data_type() != memory::data_type::f32 || !is_layout(blocked, memory::format_tag::nhwc))
+    return false;
+  const bool bf16 = blocked.data_type() == memory::data_type::bf16;
+  const Dims& dims = plain.dims();
+  const NhwcShape shape{.batch = dims[0], .channels = dims[1], .pixels = dims[2] * dims[3]};
+  if ((bf16 && flow != Flow::in) || !nhwc_transpose_supported(shape)) return false;
+  op.transposed = true;
+  op.add = flow == Flow::add_out;
+  op.bf16 = bf16;
+  op.nhwc = shape;
+  return true;
 }
 
 bool DnnlConv::uses_reference_kernels() const {
@@ -174,6 +196,13 @@ void DnnlConv::backward(const float* x, const float* w, const float* dy, float* 
 
 void DnnlConv::load(Operand& op, const float* data) {
   op.plain.set_data_handle(const_cast<float*>(data));  // inputs are only read
+  if (op.transposed) {
+    if (op.bf16)
+      nchw_to_nhwc_bf16(data, op.nhwc, static_cast<uint16_t*>(op.blocked.get_data_handle()));
+    else
+      nchw_to_nhwc(data, op.nhwc, static_cast<float*>(op.blocked.get_data_handle()));
+    return;
+  }
   if (!op.reordered) return;
   reorder_args_[DNNL_ARG_FROM] = op.plain;
   reorder_args_[DNNL_ARG_TO] = op.blocked;
@@ -183,6 +212,11 @@ void DnnlConv::load(Operand& op, const float* data) {
 void DnnlConv::bind(Operand& op, float* data) { op.plain.set_data_handle(data); }
 
 void DnnlConv::flush(Operand& op) {
+  if (op.transposed) {
+    nhwc_to_nchw(static_cast<const float*>(op.blocked.get_data_handle()), op.nhwc,
+                 static_cast<float*>(op.plain.get_data_handle()), op.add);
+    return;
+  }
   if (!op.reordered) return;
   reorder_args_[DNNL_ARG_FROM] = op.blocked;
   reorder_args_[DNNL_ARG_TO] = op.plain;

@@ -2,7 +2,9 @@
 // (POSEIDON_HAVE_DNNL). oneDNN's direct convolution kernels run in blocked
 // channel layouts (nChw16c and the like) at several times the speed of
 // im2col + GEMM; the layer's tensors stay NCHW with PyTorch's weight layout,
-// so each operand is reordered between the two around the primitive.
+// so each operand is reordered between the two around the primitive: by
+// oneDNN's reorders, or for activations in NHWC by the layer's own
+// transposes (layers/channel_transpose.h), which are faster at few channels.
 //
 // Everything that depends on the shape (primitives, reorders, blocked buffers,
 // scratchpad) is made once in the constructor; forward and backward only point
@@ -17,6 +19,7 @@
 #include <memory>
 
 #include "core/im2col.h"
+#include "layers/channel_transpose.h"
 
 #ifdef POSEIDON_HAVE_DNNL
 #include <dnnl.hpp>
@@ -56,15 +59,20 @@ class DnnlConv {
   // caller's data on each call) and as a primitive reads or writes it. When
   // the two layouts differ, `blocked` owns a buffer and `convert` reorders
   // between them in the operand's direction.
+  // An activation whose blocked layout is NHWC moves through the layer's own
+  // transposes (channel_transpose.h) instead of `convert` where they run.
   struct Operand {
     dnnl::memory plain, blocked;
     dnnl::reorder convert;
     bool reordered = false;
+    bool transposed = false, add = false, bf16 = false;  // add: onto the plain tensor
+    NhwcShape nhwc;
   };
   enum class Flow { in, out, add_out };  // into the primitive, out of it, or added onto the plain tensor
 
   explicit DnnlConv(const DnnlConvShape& shape);
   Operand operand(const dnnl::memory::desc& plain, const dnnl::memory::desc& blocked, Flow flow);
+  bool nhwc_activation(const dnnl::memory::desc& plain, const dnnl::memory::desc& blocked, Flow flow, Operand& op);
   bool uses_reference_kernels() const;
   // Points the operand at the caller's tensor and, for an input, reorders it
   // into the primitive's layout.

@@ -1,0 +1,29 @@
+// Moves activations between the layer's NCHW tensors and NHWC (channels
+// last), the layout oneDNN's bfloat16 AMX convolutions run in. oneDNN's own
+// reorders between the two, at the few channels of CIFAR-sized networks,
+// cost about as much as the convolution they feed (NHWC to NCHW of 32
+// channels at half of memory speed); these transpose 16x16 tiles in AVX-512
+// registers instead.
+#pragma once
+
+#include <cstdint>
+
+namespace poseidon {
+
+struct NhwcShape {
+  int64_t batch = 0, channels = 0, pixels = 0;  // pixels: H * W
+};
+
+// True where this CPU runs the kernels (AVX-512F) and the channels come in
+// whole 16-channel tiles; elsewhere the caller keeps oneDNN's reorders.
+bool nhwc_transpose_supported(const NhwcShape& shape);
+
+// NCHW float32 -> NHWC, in float32 or rounded to bfloat16 (nearest even, as
+// oneDNN rounds), written as raw 16-bit words.
+void nchw_to_nhwc(const float* src, const NhwcShape& shape, float* dst);
+void nchw_to_nhwc_bf16(const float* src, const NhwcShape& shape, uint16_t* dst);
+
+// NHWC float32 -> NCHW float32, overwriting dst or adding onto it.
+void nhwc_to_nchw(const float* src, const NhwcShape& shape, float* dst, bool add);
+
+}  // namespace poseidon

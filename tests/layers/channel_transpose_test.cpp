@@ -1,0 +1,131 @@
+// The NCHW <-> NHWC tile transposes of the conv layer's oneDNN path against
+// index arithmetic, on pixel counts that leave partial tiles, several
+// channel tiles and images; and their bfloat16 rounding (nearest even,
+// NaN kept) against the bit rule.
+#include "layers/channel_transpose.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <random>
+#include <string>
+#include <vector>
+
+namespace poseidon::testing {
+namespace {
+
+std::vector<float> random_values(int64_t count, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<float> uni(-4.f, 4.f);
+  std::vector<float> v(count);
+  for (float& x : v) x = uni(rng);
+  return v;
+}
+
+int64_t nhwc_index(const NhwcShape& s, int64_t n, int64_t c, int64_t p) {
+  return (n * s.pixels + p) * s.channels + c;
+}
+int64_t nchw_index(const NhwcShape& s, int64_t n, int64_t c, int64_t p) {
+  return (n * s.channels + c) * s.pixels + p;
+}
+
+uint16_t bf16_bits(float x) {
+  uint32_t bits;
+  std::memcpy(&bits, &x, 4);
+  if (std::isnan(x)) return static_cast<uint16_t>((bits >> 16) | 0x40);
+  return static_cast<uint16_t>((bits + 0x7fff + ((bits >> 16) & 1)) >> 16);
+}
+
+class NhwcTranspose : public ::testing::TestWithParam<NhwcShape> {
+ protected:
+  void SetUp() override {
+    if (!nhwc_transpose_supported(GetParam())) GTEST_SKIP() << "no AVX-512 on this CPU";
+  }
+};
+
+TEST_P(NhwcTranspose, ToNhwcPlacesEveryElement) {
+  const NhwcShape s = GetParam();
+  const std::vector<float> src = random_values(s.batch * s.channels * s.pixels, 1);
+  std::vector<float> dst(src.size(), -100.f);
+  nchw_to_nhwc(src.data(), s, dst.data());
+  for (int64_t n = 0; n < s.batch; ++n)
+    for (int64_t c = 0; c < s.channels; ++c)
+      for (int64_t p = 0; p < s.pixels; ++p)
+        ASSERT_EQ(dst[nhwc_index(s, n, c, p)], src[nchw_index(s, n, c, p)]) << n << " " << c << " " << p;
+}
+
+TEST_P(NhwcTranspose, ToNhwcBf16RoundsEveryElement) {
+  const NhwcShape s = GetParam();
+  const std::vector<float> src = random_values(s.batch * s.channels * s.pixels, 2);
+  std::vector<uint16_t> dst(src.size(), 0);
+  nchw_to_nhwc_bf16(src.data(), s, dst.data());
+  for (int64_t n = 0; n < s.batch; ++n)
+    for (int64_t c = 0; c < s.channels; ++c)
+      for (int64_t p = 0; p < s.pixels; ++p)
+        ASSERT_EQ(dst[nhwc_index(s, n, c, p)], bf16_bits(src[nchw_index(s, n, c, p)])) << n << " " << c << " " << p;
+}
+
+TEST_P(NhwcTranspose, ToNchwOverwritesOrAdds) {
+  const NhwcShape s = GetParam();
+  const std::vector<float> src = random_values(s.batch * s.channels * s.pixels, 3);
+  const std::vector<float> before = random_values(src.size(), 4);
+  std::vector<float> set = before, added = before;
+  nhwc_to_nchw(src.data(), s, set.data(), false);
+  nhwc_to_nchw(src.data(), s, added.data(), true);
+  for (int64_t n = 0; n < s.batch; ++n)
+    for (int64_t c = 0; c < s.channels; ++c)
+      for (int64_t p = 0; p < s.pixels; ++p) {
+        const int64_t i = nchw_index(s, n, c, p);
+        const float v = src[nhwc_index(s, n, c, p)];
+        ASSERT_EQ(set[i], v) << n << " " << c << " " << p;
+        ASSERT_EQ(added[i], before[i] + v) << n << " " << c << " " << p;
+      }
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, NhwcTranspose,
+                         ::testing::Values(NhwcShape{.batch = 1, .channels = 16, .pixels = 16},
+                                           NhwcShape{.batch = 2, .channels = 32, .pixels = 9},     // one partial tile
+                                           NhwcShape{.batch = 3, .channels = 48, .pixels = 5625},  // 75x75
+                                           NhwcShape{.batch = 2, .channels = 128, .pixels = 64}),
+                         [](const ::testing::TestParamInfo<NhwcShape>& info) {
+                           const NhwcShape& s = info.param;
+                           return "n" + std::to_string(s.batch) + "_c" + std::to_string(s.channels) + "_p" +
+                                  std::to_string(s.pixels);
+                         });
+
+TEST(NhwcTransposeBf16, RoundsTiesToEvenAndKeepsSpecials) {
+  const NhwcShape s{.batch = 1, .channels = 16, .pixels = 1};
+  if (!nhwc_transpose_supported(s)) GTEST_SKIP() << "no AVX-512 on this CPU";
+  auto from_bits = [](uint32_t b) {
+    float f;
+    std::memcpy(&f, &b, 4);
+    return f;
+  };
+  const std::vector<float> src = {
+      from_bits(0x3f808000),  // tie, even below: rounds down to 0x3f80
+      from_bits(0x3f818000),  // tie, odd below: rounds up to 0x3f82
+      from_bits(0x3f808001),  // above the tie: up
+      from_bits(0x3f807fff),  // below the tie: down
+      std::numeric_limits<float>::infinity(),
+      -std::numeric_limits<float>::infinity(),
+      from_bits(0x7f800001),  // NaN whose payload lies only in the low bits
+      std::numeric_limits<float>::quiet_NaN(),
+      from_bits(0x7f7fffff),  // the largest float rounds to infinity, as in oneDNN
+      0.f,
+      -0.f,
+      1.f,
+      -1.5f,
+      from_bits(0x00000001),  // smallest subnormal
+      3.14159265f,
+      -2.71828183f};
+  std::vector<uint16_t> dst(16);
+  nchw_to_nhwc_bf16(src.data(), s, dst.data());
+  const std::vector<uint16_t> want = {0x3f80, 0x3f82, 0x3f81, 0x3f80, 0x7f80, 0xff80, 0x7fc0, 0x7fc0,
+                                      0x7f80, 0x0000, 0x8000, 0x3f80, 0xbfc0, 0x0000, 0x4049, 0xc02e};
+  for (int i = 0; i < 16; ++i) EXPECT_EQ(dst[i], want[i]) << "element " << i;
+}
+
+}  // namespace
+}  // namespace poseidon::testing
