@@ -90,7 +90,7 @@ DnnlConv::DnnlConv(const DnnlConvShape& s) : shape_(s), stream_(dnnl_cpu_engine(
     bias_ = operand(bias_plain, fwd_pd_.bias_desc(), Flow::in);
     diff_bias_ = operand(bias_plain, bwd_weights_pd_.diff_bias_desc(), Flow::out);
   }
-  if (!s.bias) pointwise_weight_grad(bwd_weights_pd_.src_desc(), bwd_weights_pd_.diff_dst_desc());
+  matmul_weight_grad(bwd_weights_pd_.src_desc(), bwd_weights_pd_.diff_dst_desc());
   scratchpad_ =
       memory(f32({std::max<int64_t>(1, (scratchpad_bytes_ + 3) / 4)}, memory::format_tag::x), dnnl_cpu_engine());
 
@@ -111,7 +111,7 @@ DnnlConv::DnnlConv(const DnnlConvShape& s) : shape_(s), stream_(dnnl_cpu_engine(
     bwd_weights_args_[DNNL_ARG_DIFF_BIAS] = diff_bias_.blocked;
   }
   reorder_args_ = {{DNNL_ARG_FROM, memory()}, {DNNL_ARG_TO, memory()}, {DNNL_ARG_SCRATCHPAD, scratchpad_}};
-  if (pointwise_matmul_)
+  if (weight_grad_matmul_)
     matmul_args_ = {{DNNL_ARG_SRC, matmul_dy_},
                     {DNNL_ARG_WEIGHTS, matmul_x_},
                     {DNNL_ARG_DST, matmul_dw_},
@@ -144,29 +144,81 @@ DnnlConv::Operand DnnlConv::operand(const memory::desc& plain, const memory::des
   return op;
 }
 
-// oneDNN 2.6's AMX backward-weights kernel spends 3 to 25 times the forward's
-// time on a pointwise convolution (stride 1, no padding, one group), which in
-// NHWC is a matrix product over the batch's pixels, [NHW, out] and [NHW, in]:
-// dw[out, in] = dy^T x. Its matmul runs at about the forward's speed and
-// writes [out, in], the weights' own layout. Without bias only (the sum of dy
-// would need a pass of its own), and only where oneDNN has a kernel for it.
-void DnnlConv::pointwise_weight_grad(const memory::desc& x, const memory::desc& dy) {
+// oneDNN 2.6's AMX backward-weights kernel spends 3 to 25 times the
+// forward's time on a pointwise convolution (stride 1, no padding), and more
+// still on small images (Inception's 1x7 at 3x3 pixels). In NHWC the weight
+// gradient is a matrix product over the batch's output pixels: dy is
+// [NHW, out], and x is [NHW, in] for a pointwise convolution or unrolled to
+// [NHW, in * kh * kw] (columns in the weights' in, kh, kw order) otherwise;
+// dw[out, in * kh * kw] = dy^T x, the weights' own layout. oneDNN's matmul
+// runs that at about the forward's speed. Unrolling costs kh * kw copies of
+// x, so only on images of at most kMatmulWeightGradPixels output pixels;
+// one group, no bias (the sum of dy would need a pass of its own), and only
+// where oneDNN has a non-reference matmul for it.
+constexpr int64_t kMatmulWeightGradPixels = 49;  // 7x7
+
+void DnnlConv::matmul_weight_grad(const memory::desc& x, const memory::desc& dy) {
   const ConvGeometry& g = shape_.geom;
   const bool pointwise = g.kernel_h == 1 && g.kernel_w == 1 && g.stride_h == 1 && g.stride_w == 1 && g.pad_h == 0 &&
-                         g.pad_w == 0 && shape_.groups == 1;
-  if (!pointwise || !is_layout(x, memory::format_tag::nhwc) || !is_layout(dy, memory::format_tag::nhwc)) return;
-  const int64_t pixels = shape_.batch * g.height * g.width, in = g.channels, out = shape_.num_output;
-  const memory::desc dy_t({out, pixels}, dy.data_type(), Dims{1, out});
-  const memory::desc x_rows({pixels, in}, x.data_type(), Dims{in, 1});
-  const memory::desc dw_rows({out, in}, memory::data_type::f32, Dims{in, 1});
+                         g.pad_w == 0;
+  if (shape_.groups != 1 || shape_.bias || !is_layout(x, memory::format_tag::nhwc) ||
+      !is_layout(dy, memory::format_tag::nhwc) || (!pointwise && g.col_cols() > kMatmulWeightGradPixels))
+    return;
+  const int64_t rows = shape_.batch * g.col_cols(), cols = g.channels * g.kernel_h * g.kernel_w;
+  const int64_t out = shape_.num_output;
+  const memory::desc dy_t({out, rows}, dy.data_type(), Dims{1, out});
+  const memory::desc x_rows({rows, cols}, x.data_type(), Dims{cols, 1});
+  const memory::desc dw_rows({out, cols}, memory::data_type::f32, Dims{cols, 1});
   const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(dy_t, x_rows, dw_rows), dnnl_user_scratchpad(),
                                         dnnl_cpu_engine());
   if (dnnl_is_reference(pd.impl_info_str())) return;
   scratchpad_bytes_ = std::max(scratchpad_bytes_, pd.scratchpad_desc().get_size());
-  pointwise_matmul_ = dnnl::matmul(pd);
+  weight_grad_matmul_ = dnnl::matmul(pd);
   matmul_dy_ = memory(dy_t, dnnl_cpu_engine(), nullptr);
-  matmul_x_ = memory(x_rows, dnnl_cpu_engine(), nullptr);
+  unrolled_x_ = !pointwise;
+  matmul_x_ = pointwise ? memory(x_rows, dnnl_cpu_engine(), nullptr) : memory(x_rows, dnnl_cpu_engine());
   matmul_dw_ = memory(dw_rows, dnnl_cpu_engine(), nullptr);
+}
+
+namespace {
+
+// x [N, H, W, C] -> col [N * out_h * out_w, C * kh * kw]: each output
+// pixel's receptive field, zeros where it overhangs the padding.
+template <class T>
+void unroll_nhwc(const T* x, const ConvGeometry& g, int64_t batch, T* col) {
+  const int64_t out_h = g.out_height(), out_w = g.out_width(), taps = g.kernel_h * g.kernel_w;
+  const int64_t row_size = g.channels * taps;
+#pragma omp parallel for collapse(2) if (batch * out_h * out_w * row_size > 32768)
+  for (int64_t n = 0; n < batch; ++n)
+    for (int64_t oh = 0; oh < out_h; ++oh)
+      for (int64_t ow = 0; ow < out_w; ++ow) {
+        T* row = col + ((n * out_h + oh) * out_w + ow) * row_size;
+        for (int64_t kh = 0; kh < g.kernel_h; ++kh)
+          for (int64_t kw = 0; kw < g.kernel_w; ++kw) {
+            const int64_t ih = oh * g.stride_h - g.pad_h + kh * g.dilation_h;
+            const int64_t iw = ow * g.stride_w - g.pad_w + kw * g.dilation_w;
+            const int64_t tap = kh * g.kernel_w + kw;
+            const bool inside = ih >= 0 && ih < g.height && iw >= 0 && iw < g.width;
+            const T* pixel = x + ((n * g.height + ih) * g.width + iw) * g.channels;
+            for (int64_t c = 0; c < g.channels; ++c) row[c * taps + tap] = inside ? pixel[c] : T(0);
+          }
+      }
+}
+
+}  // namespace
+
+void DnnlConv::run_weight_grad_matmul(float* dw) {
+  matmul_dy_.set_data_handle(bwdw_diff_dst_.blocked.get_data_handle());
+  void* x = bwdw_src_.blocked.get_data_handle();
+  if (!unrolled_x_)
+    matmul_x_.set_data_handle(x);
+  else if (shape_.bf16)
+    unroll_nhwc(static_cast<const uint16_t*>(x), shape_.geom, shape_.batch,
+                static_cast<uint16_t*>(matmul_x_.get_data_handle()));
+  else
+    unroll_nhwc(static_cast<const float*>(x), shape_.geom, shape_.batch, static_cast<float*>(matmul_x_.get_data_handle()));
+  matmul_dw_.set_data_handle(dw);
+  run(weight_grad_matmul_, matmul_args_);
 }
 
 // Whether the operand is an NCHW float32 activation that the primitive reads
@@ -217,11 +269,8 @@ void DnnlConv::backward(const float* x, const float* w, const float* dy, float* 
   else
     load(bwdw_src_, x);
   if (!bwdw_shares_diff_dst_) load(bwdw_diff_dst_, dy);
-  if (pointwise_matmul_) {
-    matmul_dy_.set_data_handle(bwdw_diff_dst_.blocked.get_data_handle());
-    matmul_x_.set_data_handle(bwdw_src_.blocked.get_data_handle());
-    matmul_dw_.set_data_handle(dw);
-    run(pointwise_matmul_, matmul_args_);
+  if (weight_grad_matmul_) {
+    run_weight_grad_matmul(dw);
     stream_.wait();
     return;
   }

@@ -72,7 +72,8 @@ class DnnlConv {
 
   explicit DnnlConv(const DnnlConvShape& shape);
   Operand operand(const dnnl::memory::desc& plain, const dnnl::memory::desc& blocked, Flow flow);
-  void pointwise_weight_grad(const dnnl::memory::desc& x, const dnnl::memory::desc& dy);
+  void matmul_weight_grad(const dnnl::memory::desc& x, const dnnl::memory::desc& dy);
+  void run_weight_grad_matmul(float* dw);
   bool nhwc_activation(const dnnl::memory::desc& plain, const dnnl::memory::desc& blocked, Flow flow, Operand& op);
   bool uses_reference_kernels() const;
   // Points the operand at the caller's tensor and, for an input, reorders it
@@ -104,10 +105,12 @@ class DnnlConv {
   Operand bwdw_src_, bwdw_diff_dst_, diff_weights_, diff_bias_;
   bool bwdw_shares_src_ = false, bwdw_shares_diff_dst_ = false;
 
-  // The weight gradient of a pointwise convolution as a matrix product, where
-  // set (see pointwise_weight_grad): dy and x as the matrices they are in NHWC.
-  dnnl::matmul pointwise_matmul_;
+  // The weight gradient as a matrix product, where set (see
+  // matmul_weight_grad): dy as the matrix it is in NHWC; x as well for a
+  // pointwise convolution, else unrolled into matmul_x_'s own buffer.
+  dnnl::matmul weight_grad_matmul_;
   dnnl::memory matmul_dy_, matmul_x_, matmul_dw_;
+  bool unrolled_x_ = false;
 
   std::unordered_map<int, dnnl::memory> fwd_args_, bwd_data_args_, bwd_weights_args_, matmul_args_;
   std::unordered_map<int, dnnl::memory> reorder_args_;

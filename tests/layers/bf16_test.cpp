@@ -91,9 +91,18 @@ TEST(Bf16Layers, ConvAgreesWithFloat32) {
   expect_bf16_close_to_fp32("{name: c, type: conv, num_output: 32, kernel_size: 3, pad: 1}", {4, 16, 12, 12});
   expect_bf16_close_to_fp32("{name: c, type: conv, num_output: 16, kernel_size: 5, stride: 2}", {2, 3, 21, 21});
   expect_bf16_close_to_fp32("{name: c, type: conv, num_output: 64, kernel_size: 1, bias: false}", {2, 32, 7, 7});
-  // Pointwise without bias on small images: the weight gradient as a matrix product.
+  // Without bias, pointwise or on small images: the weight gradient as a
+  // matrix product, over x unrolled where the kernel is wider than 1x1
+  // (padding, strides that round down, dilation, a 1x7 kernel, one pixel).
   expect_bf16_close_to_fp32("{name: c, type: conv, num_output: 48, kernel_size: 1, bias: false}", {5, 80, 3, 3});
   expect_bf16_close_to_fp32("{name: c, type: conv, num_output: 32, kernel_size: 1, bias: false}", {6, 64, 1, 1});
+  expect_bf16_close_to_fp32("{name: c, type: conv, num_output: 48, kernel_size: 3, stride: 2, bias: false}",
+                            {3, 32, 8, 8});
+  expect_bf16_close_to_fp32("{name: c, type: conv, num_output: 32, kernel_size: [1, 7], pad: [0, 3], bias: false}",
+                            {4, 48, 3, 3});
+  expect_bf16_close_to_fp32("{name: c, type: conv, num_output: 16, kernel_size: 3, pad: 2, dilation: 2, bias: false}",
+                            {2, 32, 6, 5});
+  expect_bf16_close_to_fp32("{name: c, type: conv, num_output: 32, kernel_size: 3, pad: 1, bias: false}", {5, 64, 1, 1});
 }
 
 TEST(Bf16Layers, FcAgreesWithFloat32) {
