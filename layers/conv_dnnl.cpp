@@ -152,17 +152,18 @@ DnnlConv::Operand DnnlConv::operand(const memory::desc& plain, const memory::des
 // [NHW, in * kh * kw] (columns in the weights' in, kh, kw order) otherwise;
 // dw[out, in * kh * kw] = dy^T x, the weights' own layout. oneDNN's matmul
 // runs that at about the forward's speed. Unrolling costs kh * kw copies of
-// x, so only on images of at most kMatmulWeightGradPixels output pixels;
+// the output pixels, so only on images of at most kMatmulWeightGradPixels of
+// them, except for strided 1x1 kernels, where it is a subsampling of x;
 // one group, no bias (the sum of dy would need a pass of its own), and only
 // where oneDNN has a non-reference matmul for it.
 constexpr int64_t kMatmulWeightGradPixels = 49;  // 7x7
 
 void DnnlConv::matmul_weight_grad(const memory::desc& x, const memory::desc& dy) {
   const ConvGeometry& g = shape_.geom;
-  const bool pointwise = g.kernel_h == 1 && g.kernel_w == 1 && g.stride_h == 1 && g.stride_w == 1 && g.pad_h == 0 &&
-                         g.pad_w == 0;
+  const bool one_by_one = g.kernel_h == 1 && g.kernel_w == 1 && g.pad_h == 0 && g.pad_w == 0;
+  const bool pointwise = one_by_one && g.stride_h == 1 && g.stride_w == 1;
   if (shape_.groups != 1 || shape_.bias || !is_layout(x, memory::format_tag::nhwc) ||
-      !is_layout(dy, memory::format_tag::nhwc) || (!pointwise && g.col_cols() > kMatmulWeightGradPixels))
+      !is_layout(dy, memory::format_tag::nhwc) || (!one_by_one && g.col_cols() > kMatmulWeightGradPixels))
     return;
   const int64_t rows = shape_.batch * g.col_cols(), cols = g.channels * g.kernel_h * g.kernel_w;
   const int64_t out = shape_.num_output;

@@ -92,8 +92,9 @@ TEST(Bf16Layers, ConvAgreesWithFloat32) {
   expect_bf16_close_to_fp32("{name: c, type: conv, num_output: 16, kernel_size: 5, stride: 2}", {2, 3, 21, 21});
   expect_bf16_close_to_fp32("{name: c, type: conv, num_output: 64, kernel_size: 1, bias: false}", {2, 32, 7, 7});
   // Without bias, pointwise or on small images: the weight gradient as a
-  // matrix product, over x unrolled where the kernel is wider than 1x1
-  // (padding, strides that round down, dilation, a 1x7 kernel, one pixel).
+  // matrix product, over x unrolled where it is not the matrix already
+  // (padding, strides that round down, dilation, a 1x7 kernel, one pixel,
+  // a strided 1x1 kernel on a larger image).
   expect_bf16_close_to_fp32("{name: c, type: conv, num_output: 48, kernel_size: 1, bias: false}", {5, 80, 3, 3});
   expect_bf16_close_to_fp32("{name: c, type: conv, num_output: 32, kernel_size: 1, bias: false}", {6, 64, 1, 1});
   expect_bf16_close_to_fp32("{name: c, type: conv, num_output: 48, kernel_size: 3, stride: 2, bias: false}",
@@ -103,6 +104,8 @@ TEST(Bf16Layers, ConvAgreesWithFloat32) {
   expect_bf16_close_to_fp32("{name: c, type: conv, num_output: 16, kernel_size: 3, pad: 2, dilation: 2, bias: false}",
                             {2, 32, 6, 5});
   expect_bf16_close_to_fp32("{name: c, type: conv, num_output: 32, kernel_size: 3, pad: 1, bias: false}", {5, 64, 1, 1});
+  expect_bf16_close_to_fp32("{name: c, type: conv, num_output: 64, kernel_size: 1, stride: 2, bias: false}",
+                            {3, 32, 9, 9});
 }
 
 TEST(Bf16Layers, FcAgreesWithFloat32) {
