@@ -53,6 +53,29 @@ class SafetensorsTest : public ::testing::Test {
     }
   }
 
+  // What `write` throws while no file may grow past 4 KiB, failing half way
+  // as on a full disk; empty when it throws nothing.
+  static std::string error_with_full_disk(const std::function<void()>& write) {
+    struct rlimit saved {};
+    if (::getrlimit(RLIMIT_FSIZE, &saved) != 0) return "cannot read the file size limit";
+    auto saved_handler = std::signal(SIGXFSZ, SIG_IGN);
+    struct rlimit limited = saved;
+    limited.rlim_cur = 4096;
+    std::string message;
+    if (::setrlimit(RLIMIT_FSIZE, &limited) != 0) {
+      message = "cannot set the file size limit";
+    } else {
+      try {
+        write();
+      } catch (const Error& e) {
+        message = e.what();
+      }
+    }
+    ::setrlimit(RLIMIT_FSIZE, &saved);
+    std::signal(SIGXFSZ, saved_handler);
+    return message;
+  }
+
   std::vector<std::string> leftover_temp_files() const {
     std::vector<std::string> out;
     for (const auto& entry : fs::directory_iterator(dir_))
@@ -233,22 +256,9 @@ TEST_F(SafetensorsTest, FailedWriteKeepsOldFileAndLeavesNoTemporary) {
   write_safetensors(path, {{"w", &old_value}}, {{"iteration", "1"}});
   const std::string old_bytes = read_bytes(path);
 
-  // A file size limit makes the write fail half way, like a full disk.
   Tensor big = tensor_of({1 << 16}, 0.f);
-  struct rlimit saved {};
-  ASSERT_EQ(::getrlimit(RLIMIT_FSIZE, &saved), 0);
-  auto saved_handler = std::signal(SIGXFSZ, SIG_IGN);
-  struct rlimit limited = saved;
-  limited.rlim_cur = 4096;
-  ASSERT_EQ(::setrlimit(RLIMIT_FSIZE, &limited), 0);
-  std::string message;
-  try {
-    write_safetensors(path, {{"w", &big}}, {{"iteration", "2"}});
-  } catch (const Error& e) {
-    message = e.what();
-  }
-  ::setrlimit(RLIMIT_FSIZE, &saved);
-  std::signal(SIGXFSZ, saved_handler);
+  const std::string message =
+      error_with_full_disk([&] { write_safetensors(path, {{"w", &big}}, {{"iteration", "2"}}); });
 
   EXPECT_NE(message.find(path), std::string::npos) << "the write did not fail with an Error naming the file: "
                                                    << message;
@@ -331,21 +341,10 @@ TEST_F(SafetensorsTest, FailedWriteStillRunsEveryProducerAndKeepsTheOldFile) {
 
   Tensor big = tensor_of({1 << 16}, 0.f), after = tensor_of({8}, 0.f);
   int produced = 0;
-  struct rlimit saved {};
-  ASSERT_EQ(::getrlimit(RLIMIT_FSIZE, &saved), 0);
-  auto saved_handler = std::signal(SIGXFSZ, SIG_IGN);
-  struct rlimit limited = saved;
-  limited.rlim_cur = 4096;
-  ASSERT_EQ(::setrlimit(RLIMIT_FSIZE, &limited), 0);
-  std::string message;
-  try {
+  const std::string message = error_with_full_disk([&] {
     write_safetensors(path, {}, {{"iteration", "2"}},
                       {streamed_of("big", big, 1000, &produced), streamed_of("after", after, 8, &produced)});
-  } catch (const Error& e) {
-    message = e.what();
-  }
-  ::setrlimit(RLIMIT_FSIZE, &saved);
-  std::signal(SIGXFSZ, saved_handler);
+  });
 
   EXPECT_NE(message.find(path), std::string::npos) << "the write did not fail with an Error naming the file: "
                                                    << message;

@@ -3,57 +3,20 @@
 // the other ranks' error memories one at a time while it writes, the others
 // only send theirs, and a resuming rank leaves the error memories in the file
 // (it reads its own slice later). Bytes are counted by a replaced global
-// operator new, inside a counting window only, on every thread; MPI's own
-// buffers (malloc) are not counted.
+// operator new (tests/counted_new.inc), inside a counting window only, on
+// every thread; MPI's own buffers (malloc) are not counted.
 #include <gtest/gtest.h>
-#include <malloc.h>
 
-#include <atomic>
-#include <cstdlib>
 #include <filesystem>
 #include <functional>
 #include <map>
-#include <new>
 
 #include "core/checkpoint.h"
 #include "dist/scheduler.h"
 #include "tests/dist/compression_fixture.h"
 #include "tests/dist/test_world.h"
 
-namespace {
-std::atomic<bool> counting{false};
-std::atomic<int64_t> bytes_outstanding{0};  // allocated minus freed while counting
-std::atomic<int64_t> bytes_peak{0};
-
-void* allocate(size_t size, size_t alignment) {
-  size = size ? size : 1;
-  void* p = nullptr;
-  if (alignment <= alignof(std::max_align_t))
-    p = std::malloc(size);
-  else if (::posix_memalign(&p, alignment, size) != 0)
-    p = nullptr;
-  if (p && counting.load(std::memory_order_relaxed)) {
-    const int64_t now = bytes_outstanding.fetch_add(static_cast<int64_t>(malloc_usable_size(p))) +
-                        static_cast<int64_t>(malloc_usable_size(p));
-    int64_t peak = bytes_peak.load();
-    while (now > peak && !bytes_peak.compare_exchange_weak(peak, now)) {
-    }
-  }
-  return p;
-}
-void release(void* p) {
-  if (p && counting.load(std::memory_order_relaxed))
-    bytes_outstanding.fetch_sub(static_cast<int64_t>(malloc_usable_size(p)));
-  std::free(p);
-}
-void* allocate_or_throw(size_t size, size_t alignment) {
-  void* p = allocate(size, alignment);
-  if (!p) throw std::bad_alloc();
-  return p;
-}
-}  // namespace
-
-#include "../global_new_replacement.inc"
+#include "../counted_new.inc"
 
 namespace poseidon::testing {
 namespace {
