@@ -1,6 +1,5 @@
-// AVX-512 tile transposes between NCHW and NHWC (see channel_transpose.h). The build targets any x86-64, so the kernels carry
-// their instruction set as a function attribute and run only after a check
-// of the CPU.
+// AVX-512 tile transposes between NCHW and NHWC (see channel_transpose.h). The build targets any x86-64, so the kernels
+// carry their instruction set as a function attribute and run only after a check of the CPU.
 #include "layers/channel_transpose.h"
 
 #include <algorithm>
@@ -62,9 +61,7 @@ AVX512 inline __m256i to_bf16(__m512 v) {
 }
 
 AVX512 inline void store(float* dst, __m512 v) { _mm512_storeu_ps(dst, v); }
-AVX512 inline void store(uint16_t* dst, __m512 v) {
-  _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst), to_bf16(v));
-}
+AVX512 inline void store(uint16_t* dst, __m512 v) { _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst), to_bf16(v)); }
 
 inline __mmask16 first(int64_t n) { return static_cast<__mmask16>((1u << n) - 1u); }
 

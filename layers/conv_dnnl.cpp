@@ -15,8 +15,9 @@ using Dims = memory::dims;
 
 memory::desc f32(const Dims& dims, memory::format_tag tag) { return {dims, memory::data_type::f32, tag}; }
 
-bool is_layout(const memory::desc& d, memory::format_tag tag) { return d == memory::desc(d.dims(), d.data_type(), tag); }
-
+bool is_layout(const memory::desc& d, memory::format_tag tag) {
+  return d == memory::desc(d.dims(), d.data_type(), tag);
+}
 
 }  // namespace
 
@@ -217,7 +218,8 @@ void DnnlConv::run_weight_grad_matmul(float* dw) {
     unroll_nhwc(static_cast<const uint16_t*>(x), shape_.geom, shape_.batch,
                 static_cast<uint16_t*>(matmul_x_.get_data_handle()));
   else
-    unroll_nhwc(static_cast<const float*>(x), shape_.geom, shape_.batch, static_cast<float*>(matmul_x_.get_data_handle()));
+    unroll_nhwc(static_cast<const float*>(x), shape_.geom, shape_.batch,
+                static_cast<float*>(matmul_x_.get_data_handle()));
   matmul_dw_.set_data_handle(dw);
   run(weight_grad_matmul_, matmul_args_);
 }

@@ -103,7 +103,8 @@ TEST(Bf16Layers, ConvAgreesWithFloat32) {
                             {4, 48, 3, 3});
   expect_bf16_close_to_fp32("{name: c, type: conv, num_output: 16, kernel_size: 3, pad: 2, dilation: 2, bias: false}",
                             {2, 32, 6, 5});
-  expect_bf16_close_to_fp32("{name: c, type: conv, num_output: 32, kernel_size: 3, pad: 1, bias: false}", {5, 64, 1, 1});
+  expect_bf16_close_to_fp32("{name: c, type: conv, num_output: 32, kernel_size: 3, pad: 1, bias: false}",
+                            {5, 64, 1, 1});
   expect_bf16_close_to_fp32("{name: c, type: conv, num_output: 64, kernel_size: 1, stride: 2, bias: false}",
                             {3, 32, 9, 9});
 }

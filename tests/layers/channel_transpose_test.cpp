@@ -24,12 +24,8 @@ std::vector<float> random_values(int64_t count, uint64_t seed) {
   return v;
 }
 
-int64_t nhwc_index(const NhwcShape& s, int64_t n, int64_t c, int64_t p) {
-  return (n * s.pixels + p) * s.channels + c;
-}
-int64_t nchw_index(const NhwcShape& s, int64_t n, int64_t c, int64_t p) {
-  return (n * s.channels + c) * s.pixels + p;
-}
+int64_t nhwc_index(const NhwcShape& s, int64_t n, int64_t c, int64_t p) { return (n * s.pixels + p) * s.channels + c; }
+int64_t nchw_index(const NhwcShape& s, int64_t n, int64_t c, int64_t p) { return (n * s.channels + c) * s.pixels + p; }
 
 uint16_t bf16_bits(float x) {
   uint32_t bits;
@@ -103,23 +99,22 @@ TEST(NhwcTransposeBf16, RoundsTiesToEvenAndKeepsSpecials) {
     std::memcpy(&f, &b, 4);
     return f;
   };
-  const std::vector<float> src = {
-      from_bits(0x3f808000),  // tie, even below: rounds down to 0x3f80
-      from_bits(0x3f818000),  // tie, odd below: rounds up to 0x3f82
-      from_bits(0x3f808001),  // above the tie: up
-      from_bits(0x3f807fff),  // below the tie: down
-      std::numeric_limits<float>::infinity(),
-      -std::numeric_limits<float>::infinity(),
-      from_bits(0x7f800001),  // NaN whose payload lies only in the low bits
-      std::numeric_limits<float>::quiet_NaN(),
-      from_bits(0x7f7fffff),  // the largest float rounds to infinity, as in oneDNN
-      0.f,
-      -0.f,
-      1.f,
-      -1.5f,
-      from_bits(0x00000001),  // smallest subnormal
-      3.14159265f,
-      -2.71828183f};
+  const std::vector<float> src = {from_bits(0x3f808000),  // tie, even below: rounds down to 0x3f80
+                                  from_bits(0x3f818000),  // tie, odd below: rounds up to 0x3f82
+                                  from_bits(0x3f808001),  // above the tie: up
+                                  from_bits(0x3f807fff),  // below the tie: down
+                                  std::numeric_limits<float>::infinity(),
+                                  -std::numeric_limits<float>::infinity(),
+                                  from_bits(0x7f800001),  // NaN whose payload lies only in the low bits
+                                  std::numeric_limits<float>::quiet_NaN(),
+                                  from_bits(0x7f7fffff),  // the largest float rounds to infinity, as in oneDNN
+                                  0.f,
+                                  -0.f,
+                                  1.f,
+                                  -1.5f,
+                                  from_bits(0x00000001),  // smallest subnormal
+                                  3.14159265f,
+                                  -2.71828183f};
   std::vector<uint16_t> dst(16);
   nchw_to_nhwc_bf16(src.data(), s, dst.data());
   const std::vector<uint16_t> want = {0x3f80, 0x3f82, 0x3f81, 0x3f80, 0x7f80, 0xff80, 0x7fc0, 0x7fc0,
