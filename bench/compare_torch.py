@@ -8,7 +8,9 @@ the table reports each side's fastest round, the closest to the machine's own
 speed, next to the median of the per-round ratios. With --precision bf16
 PyTorch runs forward and loss under torch.autocast("cpu", dtype=torch.bfloat16)
 and the engine gets `poseidon time --precision bf16`; in fp32 the engine is
-called without the flag."""
+called without the flag. --baseline times a second engine binary (say, one
+built before a change) in the same rounds, so that before and after meet
+the same machine."""
 
 import argparse
 import contextlib
@@ -64,6 +66,9 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--json", type=Path, help="also write every measurement here")
     p.add_argument("--passive-peer", action="store_true",
                    help="PyTorch waits passively too (for cores shared with other work)")
+    p.add_argument("--baseline", type=Path,
+                   help="a second engine binary (say, before a change), timed in the same rounds; "
+                        "a second table gives its ratios")
     return p.parse_args()
 
 
@@ -163,31 +168,42 @@ def measure(args: argparse.Namespace) -> dict:
             results[name]["error"] = str(e)
             log(f"{name}: engine failed: {e}")
 
+    engines = {"ours": args.poseidon}
+    if args.baseline:
+        engines["baseline"] = args.baseline
+        for name in args.models:
+            results[name].update(baseline=[], baseline_fastest_ms=results[name].get("fastest_ms", 0.0))
     for r in range(args.rounds):
         for name in args.models:
             entry = results[name]
             # Alternate who goes first so neither always runs on a warmer machine.
-            sides = ["ours", "torch"] if r % 2 == 0 else ["torch", "ours"]
+            sides = list(engines) + ["torch"]
+            if r % 2:
+                sides.reverse()
             for side in sides:
                 if side == "torch":
                     ms = trainers[name].iteration_ms(args.seconds, args.min_iters, warmup=2)
                     entry["torch"].append(batch[name] * 1000.0 / ms)
                 elif entry["error"] is None:
+                    fastest = "fastest_ms" if side == "ours" else "baseline_fastest_ms"
                     # The engine takes an iteration count: sized from its fastest run
                     # so far, so that a busy moment does not shorten later runs.
-                    iters = max(args.min_iters, math.ceil(args.seconds * 1000.0 / entry["fastest_ms"]))
+                    iters = max(args.min_iters, math.ceil(args.seconds * 1000.0 / entry[fastest]))
                     try:
-                        out = run_engine(args.poseidon, name, batch[name], args.threads, iters, warmup=2,
+                        out = run_engine(engines[side], name, batch[name], args.threads, iters, warmup=2,
                                          precision=args.precision)
                     except EngineError as e:
-                        entry["error"] = str(e)
-                        log(f"{name}: engine failed: {e}")
+                        entry["error"] = f"{side}: {e}"
+                        log(f"{name}: engine ({side}) failed: {e}")
                         continue
-                    entry["fastest_ms"] = min(entry["fastest_ms"], out["iteration_ms"])
-                    entry["ours"].append(out["images_per_sec"])
-                    entry["ours_json"].append(out)
+                    entry[fastest] = min(entry[fastest], out["iteration_ms"])
+                    entry[side].append(out["images_per_sec"])
+                    if side == "ours":
+                        entry["ours_json"].append(out)
             ours = f"{entry['ours'][-1]:.1f}" if entry["ours"] else "n/a"
-            log(f"round {r + 1}/{args.rounds} {name}: ours {ours} img/s, PyTorch {entry['torch'][-1]:.1f} img/s")
+            baseline = f", baseline {entry['baseline'][-1]:.1f} img/s" if entry.get("baseline") else ""
+            log(f"round {r + 1}/{args.rounds} {name}: ours {ours} img/s{baseline}, "
+                f"PyTorch {entry['torch'][-1]:.1f} img/s")
     return results
 
 
@@ -211,6 +227,19 @@ def print_table(args: argparse.Namespace, results: dict) -> None:
                   f"{statistics.median(per_round):.2f} ({min(per_round):.2f} to {max(per_round):.2f}) |")
         else:
             print(f"| {name} | {batch} | failed: {entry['error']} | {theirs:.1f} | n/a | |")
+    if args.baseline:
+        print()
+        print(f"Baseline {args.baseline}, in the same rounds:")
+        print()
+        print("| model | baseline img/s | baseline / PyTorch | per-round ratio: median (range) | ours / baseline |")
+        print("|---|---:|---:|---:|---:|")
+        for name, entry in results.items():
+            if not entry["baseline"] or not entry["ours"]:
+                continue
+            theirs, base = max(entry["torch"]), max(entry["baseline"])
+            per_round = [b / t for b, t in zip(entry["baseline"], entry["torch"])]
+            print(f"| {name} | {base:.1f} | {base / theirs:.2f} | {statistics.median(per_round):.2f} "
+                  f"({min(per_round):.2f} to {max(per_round):.2f}) | {max(entry['ours']) / base:.2f} |")
 
 
 def print_layers(results: dict) -> None:
