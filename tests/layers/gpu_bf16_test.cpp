@@ -5,7 +5,9 @@
 // training step against a float32 one; and bf16 refused on GPUs without
 // bfloat16 tensor cores. Without a GPU of compute capability 8.0 or later
 // the GPU tests skip and say why (or fail, where a GPU is expected:
-// gpu_required.h).
+// gpu_required.h). On the CPU, where oneDNN has bfloat16 kernels, the same
+// references are held against the CPU's bf16 layers and training step, which
+// checks the references and tolerances the GPU tests rely on.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -145,7 +147,8 @@ std::vector<std::pair<std::string, double>> errors(const Results& got, const Res
 // rounded operands; oneDNN's bf16 layer too where it has bfloat16 kernels
 // here) within `same_operands` per result, and against float32 within
 // bfloat16's tolerance while clearly off float32's numbers.
-void expect_gpu_bf16_right(const std::string& yaml, const Shape& in_shape, bool conv) {
+void expect_gpu_bf16_right(const std::string& yaml, const Shape& in_shape) {
+  const bool conv = yaml.find("type: conv") != std::string::npos;
   const Operands o = draw(yaml, in_shape);
   const Results gpu = run(yaml, in_shape, o, Device::cuda(0), Precision::bf16);
   // Conv results other than the bias gradient (summed in float32) come out
@@ -155,29 +158,52 @@ void expect_gpu_bf16_right(const std::string& yaml, const Shape& in_shape, bool 
   };
   for (const auto& [what, error] : errors(gpu, run(yaml, in_shape, rounded(o), Device{}, Precision::fp32)))
     EXPECT_LE(error, same_operands(what)) << yaml << ": " << what << " against float32 on bfloat16 operands";
-  if (has_bf16_kernels())
+  if (has_bf16_kernels()) {
     for (const auto& [what, error] : errors(gpu, run(yaml, in_shape, o, Device{}, Precision::bf16)))
       EXPECT_LE(error, same_operands(what)) << yaml << ": " << what << " against the CPU's bf16 layer";
+  }
   for (const auto& [what, error] : errors(gpu, run(yaml, in_shape, o, Device{}, Precision::fp32))) {
     EXPECT_LE(error, kBf16Tolerance) << yaml << ": " << what << " against float32";
     EXPECT_GT(error, kFloat32Noise) << yaml << ": " << what << " is float32's: bfloat16 did not run";
   }
 }
 
+using LayerCase = std::pair<std::string, Shape>;
+
+const std::vector<LayerCase> kConvCases = {
+    {"{name: c, type: conv, num_output: 32, kernel_size: 3, pad: 1}", {4, 16, 12, 12}},
+    {"{name: c, type: conv, num_output: 16, kernel_size: 5, stride: 2}", {2, 3, 21, 21}},
+    {"{name: c, type: conv, num_output: 64, kernel_size: 1, bias: false}", {2, 32, 7, 7}},
+    {"{name: c, type: conv, num_output: 32, kernel_size: 3, pad: 1, groups: 4}", {2, 16, 9, 9}},
+};
+
+const std::vector<LayerCase> kFcCases = {
+    {"{name: f, type: fc, num_output: 96}", {8, 200}},
+    {"{name: f, type: fc, num_output: 10, bias: false}", {3, 4, 5, 6}},
+    {"{name: f, type: fc, num_output: 70}", {9, 130}},
+};
+
 TEST(GpuBf16, ConvMatchesTheCpu) {
   SKIP_WITHOUT_BF16_GPU();
-  expect_gpu_bf16_right("{name: c, type: conv, num_output: 32, kernel_size: 3, pad: 1}", {4, 16, 12, 12}, true);
-  expect_gpu_bf16_right("{name: c, type: conv, num_output: 16, kernel_size: 5, stride: 2}", {2, 3, 21, 21}, true);
-  expect_gpu_bf16_right("{name: c, type: conv, num_output: 64, kernel_size: 1, bias: false}", {2, 32, 7, 7}, true);
-  expect_gpu_bf16_right("{name: c, type: conv, num_output: 32, kernel_size: 3, pad: 1, groups: 4}", {2, 16, 9, 9},
-                        true);
+  for (const auto& [yaml, shape] : kConvCases) expect_gpu_bf16_right(yaml, shape);
 }
 
 TEST(GpuBf16, FcMatchesTheCpu) {
   SKIP_WITHOUT_BF16_GPU();
-  expect_gpu_bf16_right("{name: f, type: fc, num_output: 96}", {8, 200}, false);
-  expect_gpu_bf16_right("{name: f, type: fc, num_output: 10, bias: false}", {3, 4, 5, 6}, false);
-  expect_gpu_bf16_right("{name: f, type: fc, num_output: 70}", {9, 130}, false);
+  for (const auto& [yaml, shape] : kFcCases) expect_gpu_bf16_right(yaml, shape);
+}
+
+// The reference of the two tests above: the CPU's bf16 layers compute what
+// float32 computes on the rounded operands.
+TEST(Bf16Reference, CpuBf16IsFloat32OnRoundedOperands) {
+  if (!has_bf16_kernels()) GTEST_SKIP() << "oneDNN has no bfloat16 kernels on this CPU";
+  for (const auto* cases : {&kConvCases, &kFcCases})
+    for (const auto& [yaml, shape] : *cases) {
+      const Operands o = draw(yaml, shape);
+      const Results cpu = run(yaml, shape, o, Device{}, Precision::bf16);
+      for (const auto& [what, error] : errors(cpu, run(yaml, shape, rounded(o), Device{}, Precision::fp32)))
+        EXPECT_LE(error, kSameOperands) << yaml << ": " << what;
+    }
 }
 
 // A net without switched choices (tanh, no ReLU or max pooling, where a
@@ -208,11 +234,10 @@ struct Trained {
   std::vector<Tensor> initial, final;  // each parameter, on the host
 };
 
-// Two SGD steps with momentum of the smooth net on the GPU at `precision`,
+// Two SGD steps with momentum of the smooth net on `device` at `precision`,
 // from the same parameters and data in every call.
-Trained train_two_steps(Precision precision) {
-  const Device gpu = Device::cuda(0);
-  Net net(ConfigNode::parse(kSmoothNet, "smooth.yaml"), 8, gpu);
+Trained train_two_steps(const Device& device, Precision precision) {
+  Net net(ConfigNode::parse(kSmoothNet, "smooth.yaml"), 8, device);
   net.set_precision(precision);
   net.init_params(3);
   Tensor data(net.blob("data").value.shape()), label(net.blob("label").value.shape());
@@ -227,7 +252,7 @@ Trained train_two_steps(Precision precision) {
   Solver solver(SolverConfig::parse(ConfigNode::parse("{lr: 0.1, momentum: 0.9}", "solver")));
   LocalGradSink sink(solver);
   std::mt19937_64 rng(1);
-  RunContext ctx{Phase::train, &rng, gpu};
+  RunContext ctx{Phase::train, &rng, device};
   for (int step = 0; step < 2; ++step) {
     const float loss = net.forward(ctx);
     if (step == 0) t.loss = loss;
@@ -243,10 +268,9 @@ Tensor difference(const Tensor& a, const Tensor& b) {
   return d;
 }
 
-TEST(GpuBf16, TrainingStepFollowsFloat32) {
-  SKIP_WITHOUT_BF16_GPU();
-  const Trained want = train_two_steps(Precision::fp32);
-  const Trained got = train_two_steps(Precision::bf16);
+void expect_step_follows_float32(const Device& device) {
+  const Trained want = train_two_steps(device, Precision::fp32);
+  const Trained got = train_two_steps(device, Precision::bf16);
   EXPECT_NEAR(got.loss, want.loss, kStepTolerance * want.loss);
   ASSERT_EQ(got.final.size(), want.final.size());
   for (size_t k = 0; k < want.final.size(); ++k) {
@@ -263,6 +287,17 @@ TEST(GpuBf16, TrainingStepFollowsFloat32) {
       beyond_bf16 += from_bf16(to_bf16(got.final[k][i])) != got.final[k][i];
     EXPECT_GT(beyond_bf16, got.final[k].numel() / 2) << "parameter " << k << " holds bfloat16 values";
   }
+}
+
+TEST(GpuBf16, TrainingStepFollowsFloat32) {
+  SKIP_WITHOUT_BF16_GPU();
+  expect_step_follows_float32(Device::cuda(0));
+}
+
+// The same on the CPU, whose bf16 layers the GPU's follow.
+TEST(Bf16Reference, CpuTrainingStepFollowsFloat32) {
+  if (!has_bf16_kernels()) GTEST_SKIP() << "oneDNN has no bfloat16 kernels on this CPU";
+  expect_step_follows_float32(Device{});
 }
 
 #ifdef POSEIDON_HAVE_CUDA
