@@ -2,10 +2,10 @@
 // and bias sums against the CPU's arithmetic; the GPU conv and fc layers in
 // bf16 against the CPU computing on the same bfloat16 operands (and against
 // oneDNN's bf16 layers where this CPU has them) and against float32; a bf16
-// training step against a float32 one; and bf16 refused on GPUs without
-// bfloat16 tensor cores. Without a GPU of compute capability 8.0 or later
-// the GPU tests skip and say why (or fail, where a GPU is expected:
-// gpu_required.h). On the CPU, where oneDNN has bfloat16 kernels, the same
+// training step against a float32 one; training steps that allocate nothing
+// after the first; and bf16 refused on GPUs without bfloat16 tensor cores.
+// Without a GPU of compute capability 8.0 or later the GPU tests skip and say
+// why (or fail, where a GPU is expected: gpu_required.h). On the CPU, where oneDNN has bfloat16 kernels, the same
 // references are held against the CPU's bf16 layers and training step, which
 // checks the references and tolerances the GPU tests rely on.
 #include <gtest/gtest.h>
@@ -19,6 +19,7 @@
 #include "bf16_check.h"
 #include "core/bf16.h"
 #include "core/device_info.h"
+#include "core/device_memory.h"
 #include "core/local_sink.h"
 #include "core/net.h"
 #include "core/registry.h"
@@ -364,6 +365,29 @@ TEST(GpuBf16, CastsAndSumsMatchTheCpu) {
       for (size_t j = 0; j < inner; ++j) want += grad[(i * channels + c) * inner + j];
     ASSERT_EQ(got_sums[c], want) << "channel " << c;
   }
+}
+
+// The staging buffers grow at the first step and are reused after it: no
+// further cudaMalloc (LeNet: convolutions and FC layers of several sizes).
+TEST(GpuBf16, StepsAllocateNothingAfterTheFirst) {
+  SKIP_WITHOUT_BF16_GPU();
+  const Device gpu = Device::cuda(0);
+  Net net(ConfigNode::load_file(POSEIDON_SOURCE_DIR "/models/lenet.yaml"), 16, gpu);
+  net.set_precision(Precision::bf16);
+  net.init_params(1);
+  Solver solver(SolverConfig::parse(ConfigNode::parse("{lr: 0.01, momentum: 0.9}", "solver")));
+  LocalGradSink sink(solver);
+  std::mt19937_64 rng(1);
+  RunContext ctx{Phase::train, &rng, gpu};
+  auto step = [&] {
+    net.forward(ctx);
+    net.backward(ctx, sink);
+    device_memory::synchronize(gpu);
+  };
+  step();
+  const size_t after_first = cuda::Context::get(0).allocator().stats().driver_allocations;
+  for (int i = 0; i < 5; ++i) step();
+  EXPECT_EQ(cuda::Context::get(0).allocator().stats().driver_allocations, after_first);
 }
 
 #endif  // POSEIDON_HAVE_CUDA
