@@ -8,7 +8,6 @@
 #include <cstring>
 
 #include "core/device_memory.h"
-#include "core/safetensors.h"
 
 namespace poseidon {
 
@@ -105,7 +104,7 @@ void read_solver_state(const std::string& path, const SafetensorsFile& file, Net
 
 void save_checkpoint(const std::string& path, Net& net, const Solver* solver,
                      const std::map<std::string, std::string>& metadata,
-                     const std::vector<std::pair<std::string, Tensor>>& compression) {
+                     const std::vector<StreamedTensor>& compression) {
   // GPU tensors are written from host copies.
   std::vector<std::pair<std::string, Tensor>> host;
   for (Param* p : net.params()) host.emplace_back(p->name, p->value.to(Device{}));
@@ -128,18 +127,18 @@ void save_checkpoint(const std::string& path, Net& net, const Solver* solver,
       host.emplace_back(kOptimizerPrefix + name + "." + kStepName, count);
     }
   }
-  for (const auto& [name, tensor] : compression) {
-    POSEIDON_CHECK(starts_with(name, kCompressionPrefix)) << name;
-    host.emplace_back(name, tensor);
-  }
+  for (const StreamedTensor& entry : compression)
+    POSEIDON_CHECK(starts_with(entry.name, kCompressionPrefix)) << entry.name;
   std::vector<std::pair<std::string, const Tensor*>> entries;
   for (const auto& [name, tensor] : host) entries.emplace_back(name, &tensor);
-  write_safetensors(path, entries, metadata);
+  write_safetensors(path, entries, metadata, compression);
 }
 
 std::map<std::string, std::string> load_checkpoint(const std::string& path, Net& net, Solver* solver,
-                                                   std::map<std::string, Tensor>* compression) {
-  SafetensorsFile file = read_safetensors(path);
+                                                   std::map<std::string, DeferredTensor>* compression) {
+  // Compression state is left in the file: its owner reads the part it needs.
+  SafetensorsFile file =
+      read_safetensors(path, [](const std::string& name) { return starts_with(name, kCompressionPrefix); });
 
   std::vector<std::string> unknown;
   for (const auto& [name, tensor] : file.tensors)
@@ -157,15 +156,7 @@ std::map<std::string, std::string> load_checkpoint(const std::string& path, Net&
   if (solver) read_solver_state(path, file, net, *solver, state, steps);
 
   for (auto& [param, tensor] : loads) copy_into(param->value, *tensor);
-  if (compression) {
-    compression->clear();
-    for (const auto& [name, tensor] : file.tensors)
-      if (starts_with(name, kCompressionPrefix)) {
-        Tensor t(tensor.shape);
-        copy_into(t, tensor);
-        (*compression)[name] = t;
-      }
-  }
+  if (compression) *compression = std::move(file.deferred);
   if (solver) {
     solver->state() = std::move(state);
     solver->steps() = std::move(steps);

@@ -5,7 +5,8 @@
 // Solver state is stored under PyTorch's names, "optimizer.<param
 // name>.<state name>" ("momentum_buffer"; "exp_avg", "exp_avg_sq" and "step"; ...).
 // Entries named "compression.*" are the state of gradient compression
-// (dist/lowrank.h), which the caller gives and takes back as they are.
+// (dist/lowrank.h), which the caller streams into the file and reads back
+// in whatever parts it needs: they can be far larger than the model.
 #pragma once
 
 #include <map>
@@ -14,15 +15,17 @@
 #include <vector>
 
 #include "core/net.h"
+#include "core/safetensors.h"
 #include "core/solver.h"
 
 namespace poseidon {
 
 // Saves every parameter and buffer of `net`, the state of `solver` when it is
-// not null, and `metadata`. Atomic: a crash never leaves a torn file at `path`.
+// not null, `metadata` and the `compression` entries (written last, in order,
+// while they are produced). Atomic: a crash never leaves a torn file at `path`.
 void save_checkpoint(const std::string& path, Net& net, const Solver* solver,
                      const std::map<std::string, std::string>& metadata,
-                     const std::vector<std::pair<std::string, Tensor>>& compression = {});
+                     const std::vector<StreamedTensor>& compression = {});
 
 // The prefix of compression state entries.
 inline const std::string kCompressionPrefix = "compression.";
@@ -32,8 +35,8 @@ inline const std::string kCompressionPrefix = "compression.";
 // file's "optimizer.*" entries. Tensors the net does not have are an error
 // unless they are PyTorch's "*num_batches_tracked" or "optimizer.*" entries.
 // Nothing is changed when the file does not fit. Returns the metadata; the
-// "compression.*" entries go to `compression` when it is not null.
+// "compression.*" entries go, unread, to `compression` when it is not null.
 std::map<std::string, std::string> load_checkpoint(const std::string& path, Net& net, Solver* solver,
-                                                   std::map<std::string, Tensor>* compression = nullptr);
+                                                   std::map<std::string, DeferredTensor>* compression = nullptr);
 
 }  // namespace poseidon

@@ -117,23 +117,34 @@ float half_to_float(uint16_t h) {
 }
 
 template <class T>
-void convert(const std::vector<char>& raw, std::vector<float>& out) {
-  for (size_t i = 0; i < out.size(); ++i) {
+void convert(const char* raw, size_t count, float* out) {
+  for (size_t i = 0; i < count; ++i) {
     T v;
-    std::memcpy(&v, raw.data() + i * sizeof(T), sizeof(T));
+    std::memcpy(&v, raw + i * sizeof(T), sizeof(T));
     out[i] = static_cast<float>(v);
   }
 }
 
-void decode(const std::string& dtype, const std::vector<char>& raw, std::vector<float>& out) {
-  if (dtype == "F64") return convert<double>(raw, out);
-  if (dtype == "I64") return convert<int64_t>(raw, out);
-  if (dtype == "I32") return convert<int32_t>(raw, out);
-  for (size_t i = 0; i < out.size(); ++i) {
+// `count` elements of `dtype` (not F32) at `raw`, as float32.
+void decode(const std::string& dtype, const char* raw, size_t count, float* out) {
+  if (dtype == "F64") return convert<double>(raw, count, out);
+  if (dtype == "I64") return convert<int64_t>(raw, count, out);
+  if (dtype == "I32") return convert<int32_t>(raw, count, out);
+  for (size_t i = 0; i < count; ++i) {
     uint16_t v;
-    std::memcpy(&v, raw.data() + i * 2, 2);
+    std::memcpy(&v, raw + i * 2, 2);
     out[i] = dtype == "F16" ? half_to_float(v) : std::bit_cast<float>(static_cast<uint32_t>(v) << 16);
   }
+}
+
+// Reads `count` elements of `dtype` at byte `offset` of `fd` as float32 into
+// `out`; false on a short read.
+bool read_elements(int fd, const std::string& dtype, uint64_t offset, size_t count, float* out) {
+  if (dtype == "F32") return read_at(fd, out, count * sizeof(float), offset);
+  std::vector<char> raw(count * find_dtype(dtype)->bytes);
+  if (!read_at(fd, raw.data(), raw.size(), offset)) return false;
+  decode(dtype, raw.data(), count, out);
+  return true;
 }
 
 // One tensor entry of the header, checked against the data section's size.
@@ -211,19 +222,18 @@ void check_no_overlap(const std::string& path, std::vector<Entry> entries) {
                      "' overlap in the data section");
 }
 
-std::string build_header(const std::vector<std::pair<std::string, const Tensor*>>& tensors,
+std::string build_header(const std::vector<std::pair<std::string, Shape>>& entries,
                          const std::map<std::string, std::string>& metadata,
                          const std::string& path) {
   json header = json::object();
   if (!metadata.empty()) header["__metadata__"] = metadata;
   uint64_t offset = 0;
-  for (const auto& [name, tensor] : tensors) {
-    POSEIDON_CHECK(tensor != nullptr) << "null tensor '" << name << "' for " << path;
+  for (const auto& [name, shape] : entries) {
     POSEIDON_REQUIRE(name != "__metadata__" && !header.contains(name))
         << "safetensors file '" << path << "': tensor name '" << name
         << "' is reserved or used twice";
-    uint64_t bytes = static_cast<uint64_t>(tensor->numel()) * sizeof(float);
-    header[name] = {{"dtype", "F32"}, {"shape", tensor->shape()}, {"data_offsets", {offset, offset + bytes}}};
+    uint64_t bytes = static_cast<uint64_t>(shape_numel(shape)) * sizeof(float);
+    header[name] = {{"dtype", "F32"}, {"shape", shape}, {"data_offsets", {offset, offset + bytes}}};
     offset += bytes;
   }
   std::string text;
@@ -245,18 +255,46 @@ std::string parent_directory(const std::string& path) {
 
 }  // namespace
 
-SafetensorsFile read_safetensors(const std::string& path) {
-  FileDescriptor fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
-  if (fd.get() < 0) fail(path, "cannot open: " + errno_text());
+// Gives DeferredTensor its fields, which only this file sets.
+struct DeferredTensorMaker {
+  static DeferredTensor make(std::shared_ptr<const int> fd, const std::string& path, const Entry& e,
+                             uint64_t data_start) {
+    DeferredTensor t;
+    t.fd_ = std::move(fd);
+    t.path_ = path;
+    t.name_ = e.name;
+    t.dtype_ = e.dtype;
+    t.offset_ = data_start + e.begin;
+    t.shape_ = e.shape;
+    return t;
+  }
+};
+
+void DeferredTensor::read(int64_t first, int64_t count, float* out) const {
+  POSEIDON_CHECK(first >= 0 && count >= 0 && first + count <= shape_numel(shape_))
+      << "elements [" << first << ", " << first + count << ") of tensor '" << name_ << "' " << shape_str(shape_);
+  const uint64_t at = offset_ + static_cast<uint64_t>(first) * find_dtype(dtype_)->bytes;
+  if (!read_elements(*fd_, dtype_, at, static_cast<size_t>(count), out))
+    fail(path_, "cannot read tensor '" + name_ + "': data truncated");
+}
+
+SafetensorsFile read_safetensors(const std::string& path, const std::function<bool(const std::string&)>& defer) {
+  const int opened = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (opened < 0) fail(path, "cannot open: " + errno_text());
+  // Shared with the deferred entries, which read from it later.
+  const std::shared_ptr<const int> fd(new int(opened), [](const int* p) {
+    ::close(*p);
+    delete p;
+  });
   struct stat st {};
-  if (::fstat(fd.get(), &st) != 0) fail(path, "cannot stat: " + errno_text());
+  if (::fstat(*fd, &st) != 0) fail(path, "cannot stat: " + errno_text());
   if (!S_ISREG(st.st_mode)) fail(path, "not a regular file");
   const uint64_t file_bytes = static_cast<uint64_t>(st.st_size);
   if (file_bytes < 8)
     fail(path, "file is " + std::to_string(file_bytes) + " bytes, shorter than the 8-byte header length");
 
   uint64_t header_bytes = 0;
-  if (!read_at(fd.get(), &header_bytes, 8, 0)) fail(path, "cannot read the header length: " + errno_text());
+  if (!read_at(*fd, &header_bytes, 8, 0)) fail(path, "cannot read the header length: " + errno_text());
   if (header_bytes > file_bytes - 8)
     fail(path, "header length " + std::to_string(header_bytes) + " exceeds the " +
                    std::to_string(file_bytes - 8) + " bytes that follow it");
@@ -264,7 +302,7 @@ SafetensorsFile read_safetensors(const std::string& path) {
     fail(path, "header length " + std::to_string(header_bytes) + " exceeds the limit of " +
                    std::to_string(kMaxHeaderBytes) + " bytes");
   std::string text(header_bytes, '\0');
-  if (!read_at(fd.get(), text.data(), text.size(), 8)) fail(path, "cannot read the header: " + errno_text());
+  if (!read_at(*fd, text.data(), text.size(), 8)) fail(path, "cannot read the header: " + errno_text());
 
   json header;
   try {
@@ -284,48 +322,72 @@ SafetensorsFile read_safetensors(const std::string& path) {
   }
   check_no_overlap(path, entries);
 
-  std::vector<char> raw;
   for (const Entry& e : entries) {
+    if (defer && defer(e.name)) {
+      file.deferred.emplace(e.name, DeferredTensorMaker::make(fd, path, e, data_start));
+      continue;
+    }
     SafetensorsTensor& t = file.tensors[e.name];
     t.shape = e.shape;
     t.data.resize(static_cast<size_t>(shape_numel(e.shape)));
-    const size_t n = static_cast<size_t>(e.end - e.begin);
-    bool ok;
-    if (e.dtype == "F32") {
-      ok = read_at(fd.get(), t.data.data(), n, data_start + e.begin);
-    } else {
-      raw.resize(n);
-      ok = read_at(fd.get(), raw.data(), n, data_start + e.begin);
-      if (ok) decode(e.dtype, raw, t.data);
-    }
     // The size was checked up front; a short read here means the file shrank.
-    if (!ok) fail(path, "cannot read tensor '" + e.name + "': data truncated");
+    if (!read_elements(*fd, e.dtype, data_start + e.begin, t.data.size(), t.data.data()))
+      fail(path, "cannot read tensor '" + e.name + "': data truncated");
   }
   return file;
 }
 
 void write_safetensors(const std::string& path,
                        const std::vector<std::pair<std::string, const Tensor*>>& tensors,
-                       const std::map<std::string, std::string>& metadata) {
-  const std::string header = build_header(tensors, metadata, path);
+                       const std::map<std::string, std::string>& metadata,
+                       const std::vector<StreamedTensor>& streamed) {
+  std::vector<std::pair<std::string, Shape>> layout;
+  for (const auto& [name, tensor] : tensors) {
+    POSEIDON_CHECK(tensor != nullptr) << "null tensor '" << name << "' for " << path;
+    layout.emplace_back(name, tensor->shape());
+  }
+  for (const StreamedTensor& s : streamed) layout.emplace_back(s.name, s.shape);
+  const std::string header = build_header(layout, metadata, path);
   const std::string tmp = path + kTemporaryInfix + std::to_string(::getpid());
-  auto give_up = [&](const std::string& step) {
-    std::string reason = errno_text();
-    ::unlink(tmp.c_str());
-    fail(path, "cannot write (" + step + " '" + tmp + "'): " + reason + "; the file at this path is unchanged");
-  };
 
+  // The first failure, as the message to throw; the producers run on regardless.
+  std::string failure;
+  auto note = [&](const std::string& step) {
+    if (failure.empty())
+      failure = "cannot write (" + step + " '" + tmp + "'): " + errno_text() + "; the file at this path is unchanged";
+  };
   FileDescriptor fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
-  if (fd.get() < 0) fail(path, "cannot create '" + tmp + "': " + errno_text());
+  const bool created = fd.get() >= 0;
+  if (!created) failure = "cannot create '" + tmp + "': " + errno_text();
+  auto put = [&](const void* data, size_t bytes) {
+    if (failure.empty() && !write_all(fd.get(), data, bytes)) note("writing");
+  };
   const uint64_t header_bytes = header.size();
-  if (!write_all(fd.get(), &header_bytes, 8) || !write_all(fd.get(), header.data(), header.size()))
-    give_up("writing");
-  for (const auto& [name, tensor] : tensors)
-    if (!write_all(fd.get(), tensor->data(), static_cast<size_t>(tensor->numel()) * sizeof(float)))
-      give_up("writing");
-  if (::fsync(fd.get()) != 0) give_up("syncing");
-  if (!fd.close()) give_up("closing");
-  if (::rename(tmp.c_str(), path.c_str()) != 0) give_up("renaming");
+  put(&header_bytes, 8);
+  put(header.data(), header.size());
+  for (const auto& [name, tensor] : tensors) put(tensor->data(), static_cast<size_t>(tensor->numel()) * sizeof(float));
+  try {
+    for (const StreamedTensor& s : streamed) {
+      uint64_t given = 0;
+      s.produce([&](const float* data, size_t count) {
+        given += count;
+        put(data, count * sizeof(float));
+      });
+      if (given != static_cast<uint64_t>(shape_numel(s.shape)) && failure.empty())
+        failure = "tensor '" + s.name + "' " + shape_str(s.shape) + " was given " + std::to_string(given) +
+                  " numbers; the file at this path is unchanged";
+    }
+  } catch (...) {
+    if (created) ::unlink(tmp.c_str());
+    throw;
+  }
+  if (failure.empty() && ::fsync(fd.get()) != 0) note("syncing");
+  if (failure.empty() && !fd.close()) note("closing");
+  if (failure.empty() && ::rename(tmp.c_str(), path.c_str()) != 0) note("renaming");
+  if (!failure.empty()) {
+    if (created) ::unlink(tmp.c_str());
+    fail(path, failure);
+  }
 
   // The rename itself is durable only once the directory entry is synced.
   FileDescriptor dir(::open(parent_directory(path).c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));

@@ -1,8 +1,8 @@
 // Low-rank compression with error feedback: the arithmetic and the exchange.
 #include "dist/lowrank.h"
 
+#include <algorithm>
 #include <cmath>
-#include <cstring>
 #include <random>
 
 #include "core/checkpoint.h"
@@ -145,30 +145,54 @@ void LowRankExchange::complete(int slot, InFlight& in_flight) {
 std::string LowRankExchange::q_name() const { return kCompressionPrefix + params_[0]->name + ".lowrank_q"; }
 std::string LowRankExchange::error_name() const { return kCompressionPrefix + params_[0]->name + ".lowrank_error"; }
 
-void LowRankExchange::import_state(const std::map<std::string, Tensor>& saved) {
-  const auto q = saved.find(q_name()), error = saved.find(error_name());
-  if (q == saved.end() && error == saved.end()) return;
-  const Shape q_shape{state_.cols, state_.rank}, error_shape{comm_.size(), state_.rows, state_.cols};
-  if (q == saved.end() || error == saved.end() || q->second.shape() != q_shape || error->second.shape() != error_shape)
-    throw Error("the checkpoint's low-rank state of " + params_[0]->name + " does not fit this run (expected " +
-                q_name() + " " + shape_str(q_shape) + " and " + error_name() + " " + shape_str(error_shape) +
-                ": rank dist.lowrank_rank and " + std::to_string(comm_.size()) + " ranks)");
-  std::memcpy(state_.q.data(), q->second.data(), state_.q.size() * sizeof(float));
-  std::memcpy(state_.error.data(), error->second.data() + comm_.rank() * state_.error.size(),
-              state_.error.size() * sizeof(float));
+Shape LowRankExchange::error_shape() const { return {comm_.size(), state_.rows, state_.cols}; }
+
+StreamedTensor LowRankExchange::q_entry() const {
+  return {q_name(), Shape{state_.cols, state_.rank},
+          [this](const StreamedTensor::Writer& write) { write(state_.q.data(), state_.q.size()); }};
 }
 
-void LowRankExchange::gather_state(std::vector<std::pair<std::string, Tensor>>& into, int root) {
-  const int n = static_cast<int>(state_.error.size());
-  Tensor error;
-  if (comm_.rank() == root) error = Tensor(Shape{comm_.size(), state_.rows, state_.cols});
-  POSEIDON_MPI(MPI_Gather(state_.error.data(), n, MPI_FLOAT, comm_.rank() == root ? error.data() : nullptr, n,
-                          MPI_FLOAT, root, comm_.handle()));
-  if (comm_.rank() != root) return;
-  Tensor q(Shape{state_.cols, state_.rank});
-  std::memcpy(q.data(), state_.q.data(), state_.q.size() * sizeof(float));
-  into.emplace_back(q_name(), q);
-  into.emplace_back(error_name(), error);
+void LowRankExchange::import_state(const std::map<std::string, DeferredTensor>& saved) {
+  const auto q = saved.find(q_name()), error = saved.find(error_name());
+  if (q == saved.end() && error == saved.end()) return;
+  const Shape q_shape{state_.cols, state_.rank};
+  if (q == saved.end() || error == saved.end() || q->second.shape() != q_shape ||
+      error->second.shape() != error_shape())
+    throw Error("the checkpoint's low-rank state of " + params_[0]->name + " does not fit this run (expected " +
+                q_name() + " " + shape_str(q_shape) + " and " + error_name() + " " + shape_str(error_shape()) +
+                ": rank dist.lowrank_rank and " + std::to_string(comm_.size()) + " ranks)");
+  q->second.read(0, static_cast<int64_t>(state_.q.size()), state_.q.data());
+  const int64_t n = static_cast<int64_t>(state_.error.size());
+  error->second.read(comm_.rank() * n, n, state_.error.data());
+}
+
+namespace {
+// The most floats one message of stream_error carries: bounds the root's
+// buffer, and keeps MPI's int counts in range for any layer.
+constexpr int64_t kStreamPiece = int64_t{1} << 22;
+}  // namespace
+
+void LowRankExchange::stream_error(int root, const StreamedTensor::Writer& write) {
+  const int64_t n = static_cast<int64_t>(state_.error.size());
+  if (comm_.rank() != root) {
+    for (int64_t at = 0; at < n; at += kStreamPiece)
+      POSEIDON_MPI(MPI_Send(state_.error.data() + at, static_cast<int>(std::min(kStreamPiece, n - at)), MPI_FLOAT,
+                            root, 0, comm_.handle()));
+    return;
+  }
+  std::vector<float> piece;
+  for (int r = 0; r < comm_.size(); ++r) {
+    if (r == root) {
+      if (write) write(state_.error.data(), state_.error.size());
+      continue;
+    }
+    piece.resize(static_cast<size_t>(std::min(kStreamPiece, n)));
+    for (int64_t at = 0; at < n; at += kStreamPiece) {
+      const int count = static_cast<int>(std::min(kStreamPiece, n - at));
+      POSEIDON_MPI(MPI_Recv(piece.data(), count, MPI_FLOAT, r, 0, comm_.handle(), MPI_STATUS_IGNORE));
+      if (write) write(piece.data(), static_cast<size_t>(count));
+    }
+  }
 }
 
 std::string LowRankExchange::describe(int slot) const {

@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "core/layer.h"
+#include "core/safetensors.h"
 #include "core/solver.h"
 #include "dist/comm.h"
 #include "dist/exchange.h"
@@ -69,13 +70,17 @@ class LowRankExchange : public Exchange {
   // error memory in rank order.
   std::string q_name() const;
   std::string error_name() const;
-  // Takes Q and this rank's error memory from `saved` where it holds them
-  // (a resumed run); throws Error when their shapes do not fit this layer,
-  // rank and rank count.
-  void import_state(const std::map<std::string, Tensor>& saved);
+  Shape error_shape() const;
+  // Q as an entry written from this rank's copy (the same on every rank).
+  StreamedTensor q_entry() const;
+  // Takes Q and this rank's slice of the error memory from `saved` where it
+  // holds them (a resumed run), reading no other rank's; throws Error when
+  // their shapes do not fit this layer, rank and rank count.
+  void import_state(const std::map<std::string, DeferredTensor>& saved);
   // Collective over this exchange's communicator, outside iterations: rank
-  // `root` appends the two entries to `into` (the others only send).
-  void gather_state(std::vector<std::pair<std::string, Tensor>>& into, int root);
+  // `root` hands every rank's error memory, in rank order, to `write` (an
+  // empty one drops it), receiving one piece at a time; the others send theirs.
+  void stream_error(int root, const StreamedTensor::Writer& write);
 
  private:
   enum Slot { projected, gathered_p, back_projected, gathered_q, decompressed, updated };

@@ -381,12 +381,41 @@ Solver Scheduler::solver_snapshot(int root) {
   return copy;
 }
 
-std::vector<std::pair<std::string, Tensor>> Scheduler::compression_state(int root) {
-  std::vector<std::pair<std::string, Tensor>> out;
-  run([&](const Comm&) {
-    for (LowRankExchange* lowrank : lowrank_exchanges_) lowrank->gather_state(out, root);
-  });
-  return out;
+void Scheduler::save_with_compression_state(const std::function<void(const std::vector<StreamedTensor>&)>& save,
+                                            int root) {
+  if (comm_->rank() != root) {
+    run([&](const Comm&) {
+      for (LowRankExchange* lowrank : lowrank_exchanges_) lowrank->stream_error(root, {});
+    });
+    return;
+  }
+  std::vector<StreamedTensor> entries;
+  size_t started = 0;  // error entries whose streaming began, in order
+  for (LowRankExchange* lowrank : lowrank_exchanges_) {
+    entries.push_back(lowrank->q_entry());
+    entries.push_back({lowrank->error_name(), lowrank->error_shape(),
+                       [this, lowrank, root, &started](const StreamedTensor::Writer& write) {
+                         ++started;
+                         run([&](const Comm&) { lowrank->stream_error(root, write); });
+                       }});
+  }
+  // The other ranks send every error memory whatever happens here: what
+  // `save` did not take is received and dropped, so none of them waits for ever.
+  auto drain = [&] {
+    run([&](const Comm&) {
+      for (size_t i = started; i < lowrank_exchanges_.size(); ++i) lowrank_exchanges_[i]->stream_error(root, {});
+    });
+  };
+  try {
+    save(entries);
+  } catch (...) {
+    drain();
+    throw;
+  }
+  const size_t taken = started;
+  drain();
+  POSEIDON_CHECK(taken == lowrank_exchanges_.size())
+      << "the checkpoint took " << taken << " of " << lowrank_exchanges_.size() << " low-rank error entries";
 }
 
 void Scheduler::check_replicas_identical() {

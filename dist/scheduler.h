@@ -32,6 +32,7 @@
 
 #include "core/events.h"
 #include "core/net.h"
+#include "core/safetensors.h"
 #include "core/solver.h"
 #include "dist/allreduce.h"
 #include "dist/comm.h"
@@ -79,7 +80,7 @@ struct SchedulerOptions {
   // offload's GEMM). Emulated compute passes its own (dist/emulated_compute.h).
   std::shared_ptr<ExchangeCompute> compute;
   // Low-rank compression's state from a checkpoint (LowRankExchange::import_state).
-  std::map<std::string, Tensor> compression_state;
+  std::map<std::string, DeferredTensor> compression_state;
 };
 
 class Scheduler : public GradSink {
@@ -109,10 +110,13 @@ class Scheduler : public GradSink {
   // A copy of the solver holding the full optimizer state, PS shards
   // gathered; complete on rank `root` only. Every rank must call it.
   Solver solver_snapshot(int root = 0);
-  // Low-rank compression's state (dist/lowrank.h: Q and every rank's error
-  // memory) as checkpoint entries; complete on rank `root` only. Every rank
-  // must call it.
-  std::vector<std::pair<std::string, Tensor>> compression_state(int root = 0);
+  // Runs `save` on rank `root` with low-rank compression's state (dist/lowrank.h:
+  // Q and every rank's error memory) as streamed checkpoint entries: each
+  // error entry, when its turn comes, receives the ranks' memories one at a
+  // time, which the other ranks send meanwhile. Every rank must call it;
+  // `save` must produce the entries in order (write_safetensors does).
+  void save_with_compression_state(const std::function<void(const std::vector<StreamedTensor>&)>& save,
+                                   int root = 0);
   // Averages the Net's buffers (e.g. batch-norm running statistics, which
   // each rank gathers from its own shard) over the ranks, identically on all.
   void average_buffers();

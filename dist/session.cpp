@@ -110,7 +110,9 @@ std::vector<double> Session::sum_over_ranks(const std::vector<double>& values) {
 
 Solver Session::solver_snapshot() { return scheduler_->solver_snapshot(); }
 
-std::vector<std::pair<std::string, Tensor>> Session::compression_state() { return scheduler_->compression_state(); }
+void Session::save_with_compression_state(const std::function<void(const std::vector<StreamedTensor>&)>& save) {
+  scheduler_->save_with_compression_state(save);
+}
 
 CommStats Session::take_stats() { return scheduler_->take_stats(); }
 

@@ -13,6 +13,7 @@
 // collectives run between iterations; it makes no MPI call of its own.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -21,6 +22,7 @@
 #include "core/config_node.h"
 #include "core/events.h"
 #include "core/net.h"
+#include "core/safetensors.h"
 #include "core/solver.h"
 #include "dist/comm.h"
 #include "dist/dist_config.h"
@@ -53,8 +55,9 @@ struct SessionOptions {
   std::optional<LinkModel> recorded_link;
   std::optional<PlanRecord> pinned_plan;
   std::string pinned_plan_path;  // for its errors
-  // Low-rank compression's state from a checkpoint (Scheduler::compression_state).
-  std::map<std::string, Tensor> compression_state;
+  // Low-rank compression's state from a checkpoint, left in the file
+  // (LowRankExchange::import_state reads each rank's part).
+  std::map<std::string, DeferredTensor> compression_state;
 };
 
 class Session {
@@ -79,9 +82,10 @@ class Session {
   // The full solver state, PS shards gathered; complete on rank 0 only.
   // Every rank must call it.
   Solver solver_snapshot();
-  // Low-rank compression's state for a checkpoint; complete on rank 0 only.
-  // Every rank must call it.
-  std::vector<std::pair<std::string, Tensor>> compression_state();
+  // Runs `save` on rank 0 with low-rank compression's state as streamed
+  // checkpoint entries (Scheduler::save_with_compression_state). Every rank
+  // must call it.
+  void save_with_compression_state(const std::function<void(const std::vector<StreamedTensor>&)>& save);
   CommStats take_stats();
   // At every iteration boundary, on every rank: whether the job stops here
   // because some rank asked to (`mine`: this rank's wish). With MPI's

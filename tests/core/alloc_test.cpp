@@ -16,7 +16,6 @@
 
 #include <atomic>
 #include <cstdlib>
-#include <malloc.h>
 #include <new>
 #include <random>
 #include <string>
@@ -27,37 +26,7 @@
 #include "core/net.h"
 #include "tools/cli/train_config.h"
 
-namespace {
-std::atomic<bool> counting{false};
-std::atomic<int64_t> allocations{0};
-std::atomic<int64_t> bytes_outstanding{0};  // allocated minus freed while counting
-
-void* allocate(size_t size, size_t alignment) {
-  size = size ? size : 1;
-  void* p = nullptr;
-  if (alignment <= alignof(std::max_align_t))
-    p = std::malloc(size);
-  else if (::posix_memalign(&p, alignment, size) != 0)
-    p = nullptr;
-  if (p && counting.load(std::memory_order_relaxed)) {
-    allocations.fetch_add(1, std::memory_order_relaxed);
-    bytes_outstanding.fetch_add(static_cast<int64_t>(malloc_usable_size(p)), std::memory_order_relaxed);
-  }
-  return p;
-}
-void release(void* p) {
-  if (p && counting.load(std::memory_order_relaxed))
-    bytes_outstanding.fetch_sub(static_cast<int64_t>(malloc_usable_size(p)), std::memory_order_relaxed);
-  std::free(p);
-}
-void* allocate_or_throw(size_t size, size_t alignment) {
-  void* p = allocate(size, alignment);
-  if (!p) throw std::bad_alloc();
-  return p;
-}
-}  // namespace
-
-#include "../global_new_replacement.inc"
+#include "../counted_new.inc"
 
 namespace poseidon {
 namespace {

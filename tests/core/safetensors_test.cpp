@@ -1,5 +1,6 @@
 // safetensors: round trips, files built byte by byte as other writers make
-// them, every kind of malformed input, and writes that fail half way.
+// them, every kind of malformed input, writes that fail half way, and
+// entries streamed in while writing or read in parts after.
 #include "core/safetensors.h"
 
 #include <gtest/gtest.h>
@@ -10,6 +11,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <random>
 
 #include "core/error.h"
@@ -49,6 +51,29 @@ class SafetensorsTest : public ::testing::Test {
       EXPECT_NE(std::string(e.what()).find(path), std::string::npos) << e.what();
       EXPECT_NE(std::string(e.what()).find(why), std::string::npos) << e.what();
     }
+  }
+
+  // What `write` throws while no file may grow past 4 KiB, failing half way
+  // as on a full disk; empty when it throws nothing.
+  static std::string error_with_full_disk(const std::function<void()>& write) {
+    struct rlimit saved {};
+    if (::getrlimit(RLIMIT_FSIZE, &saved) != 0) return "cannot read the file size limit";
+    auto saved_handler = std::signal(SIGXFSZ, SIG_IGN);
+    struct rlimit limited = saved;
+    limited.rlim_cur = 4096;
+    std::string message;
+    if (::setrlimit(RLIMIT_FSIZE, &limited) != 0) {
+      message = "cannot set the file size limit";
+    } else {
+      try {
+        write();
+      } catch (const Error& e) {
+        message = e.what();
+      }
+    }
+    ::setrlimit(RLIMIT_FSIZE, &saved);
+    std::signal(SIGXFSZ, saved_handler);
+    return message;
   }
 
   std::vector<std::string> leftover_temp_files() const {
@@ -231,22 +256,9 @@ TEST_F(SafetensorsTest, FailedWriteKeepsOldFileAndLeavesNoTemporary) {
   write_safetensors(path, {{"w", &old_value}}, {{"iteration", "1"}});
   const std::string old_bytes = read_bytes(path);
 
-  // A file size limit makes the write fail half way, like a full disk.
   Tensor big = tensor_of({1 << 16}, 0.f);
-  struct rlimit saved {};
-  ASSERT_EQ(::getrlimit(RLIMIT_FSIZE, &saved), 0);
-  auto saved_handler = std::signal(SIGXFSZ, SIG_IGN);
-  struct rlimit limited = saved;
-  limited.rlim_cur = 4096;
-  ASSERT_EQ(::setrlimit(RLIMIT_FSIZE, &limited), 0);
-  std::string message;
-  try {
-    write_safetensors(path, {{"w", &big}}, {{"iteration", "2"}});
-  } catch (const Error& e) {
-    message = e.what();
-  }
-  ::setrlimit(RLIMIT_FSIZE, &saved);
-  std::signal(SIGXFSZ, saved_handler);
+  const std::string message =
+      error_with_full_disk([&] { write_safetensors(path, {{"w", &big}}, {{"iteration", "2"}}); });
 
   EXPECT_NE(message.find(path), std::string::npos) << "the write did not fail with an Error naming the file: "
                                                    << message;
@@ -275,6 +287,83 @@ TEST_F(SafetensorsTest, RejectsDuplicateAndReservedNames) {
   EXPECT_THROW(write_safetensors(file("dup"), {{"t", &t}, {"t", &t}}, {}), Error);
   EXPECT_THROW(write_safetensors(file("meta"), {{"__metadata__", &t}}, {}), Error);
   EXPECT_FALSE(fs::exists(file("dup")));
+}
+
+// A streamed entry handing over `t`'s numbers `piece` at a time, counting the calls to produce.
+StreamedTensor streamed_of(const std::string& name, const Tensor& t, size_t piece, int* produced = nullptr) {
+  return {name, t.shape(), [&t, piece, produced](const StreamedTensor::Writer& write) {
+            if (produced) ++*produced;
+            for (size_t at = 0; at < static_cast<size_t>(t.numel()); at += piece)
+              write(t.data() + at, std::min(piece, static_cast<size_t>(t.numel()) - at));
+          }};
+}
+
+TEST_F(SafetensorsTest, StreamedEntriesWriteTheSameBytesAsWholeTensors) {
+  Tensor a = tensor_of({3, 4}, 1.f), b = tensor_of({7}, -2.f);
+  write_safetensors(file("whole"), {{"a", &a}, {"b", &b}}, {{"k", "v"}});
+  write_safetensors(file("streamed"), {{"a", &a}}, {{"k", "v"}}, {streamed_of("b", b, 3)});
+  EXPECT_EQ(read_bytes(file("streamed")), read_bytes(file("whole")));
+}
+
+TEST_F(SafetensorsTest, DeferredEntriesReadInPartsFromTheFileAsOpened) {
+  Tensor big = tensor_of({4, 5}, 0.f), small = tensor_of({2}, 9.f);
+  const std::string path = file("parts.safetensors");
+  write_safetensors(path, {{"big", &big}, {"small", &small}}, {});
+  SafetensorsFile f = read_safetensors(path, [](const std::string& name) { return name == "big"; });
+  EXPECT_EQ(f.tensors.count("big"), 0u);
+  EXPECT_EQ(f.tensors.at("small").data, (std::vector<float>{9.f, 9.5f}));
+  ASSERT_EQ(f.deferred.count("big"), 1u);
+  EXPECT_EQ(f.deferred.at("big").shape(), (Shape{4, 5}));
+  // Another file renamed over the path changes nothing for the opened one.
+  Tensor other = tensor_of({4, 5}, 100.f);
+  write_safetensors(path, {{"big", &other}, {"small", &small}}, {});
+  std::vector<float> part(6);
+  f.deferred.at("big").read(7, 6, part.data());
+  EXPECT_EQ(part, (std::vector<float>(big.data() + 7, big.data() + 13)));
+  EXPECT_THROW(f.deferred.at("big").read(15, 6, part.data()), InternalError) << "read past the entry's end";
+}
+
+TEST_F(SafetensorsTest, DeferredEntriesOfOtherDtypesConvertPartByPart) {
+  std::string header = R"({"h":{"dtype":"F16","shape":[4],"data_offsets":[0,8]}})";
+  std::string path = file("half.safetensors");
+  write_bytes(path, safetensors_bytes(header, raw<uint16_t>({0x3C00, 0xC000, 0x0001, 0x7C00})));
+  SafetensorsFile f = read_safetensors(path, [](const std::string&) { return true; });
+  std::vector<float> part(2);
+  f.deferred.at("h").read(1, 2, part.data());
+  EXPECT_EQ(part, (std::vector<float>{-2.f, std::ldexp(1.f, -24)}));
+}
+
+TEST_F(SafetensorsTest, FailedWriteStillRunsEveryProducerAndKeepsTheOldFile) {
+  Tensor old_value = tensor_of({4}, 1.f);
+  std::string path = file("ckpt.safetensors");
+  write_safetensors(path, {{"w", &old_value}}, {{"iteration", "1"}});
+  const std::string old_bytes = read_bytes(path);
+
+  Tensor big = tensor_of({1 << 16}, 0.f), after = tensor_of({8}, 0.f);
+  int produced = 0;
+  const std::string message = error_with_full_disk([&] {
+    write_safetensors(path, {}, {{"iteration", "2"}},
+                      {streamed_of("big", big, 1000, &produced), streamed_of("after", after, 8, &produced)});
+  });
+
+  EXPECT_NE(message.find(path), std::string::npos) << "the write did not fail with an Error naming the file: "
+                                                   << message;
+  EXPECT_EQ(produced, 2) << "a producer after the failure did not run";
+  EXPECT_EQ(read_bytes(path), old_bytes);
+  EXPECT_TRUE(leftover_temp_files().empty());
+}
+
+TEST_F(SafetensorsTest, StreamedEntryOfTheWrongSizeIsRefusedAndLeavesNoFile) {
+  Tensor t = tensor_of({5}, 0.f);
+  StreamedTensor short_one{"s", Shape{6}, [&t](const StreamedTensor::Writer& write) { write(t.data(), 5); }};
+  try {
+    write_safetensors(file("short"), {}, {}, {short_one});
+    FAIL() << "wrote 5 numbers for a tensor of 6";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("tensor 's' [6] was given 5 numbers"), std::string::npos) << e.what();
+  }
+  EXPECT_FALSE(fs::exists(file("short")));
+  EXPECT_TRUE(leftover_temp_files().empty());
 }
 
 }  // namespace

@@ -7,7 +7,6 @@
 // Low-rank state (Q, every rank's error memory) goes through a checkpoint
 // and a resumed run continues bit for bit.
 #include <gtest/gtest.h>
-#include <unistd.h>
 
 #include <cmath>
 #include <filesystem>
@@ -336,7 +335,8 @@ struct DistResult {
 // Iterations [first, last) of training `net` with `solver` on every rank;
 // with `checkpoint`, rank 0 writes one there at the end.
 DistResult train_distributed(const Compression& c, Net& net, Solver& solver, int first = 0, int last = kIterations,
-                             std::map<std::string, Tensor> compression_state = {}, const std::string& checkpoint = "") {
+                             std::map<std::string, DeferredTensor> compression_state = {},
+                             const std::string& checkpoint = "") {
   const dist::World& world = test_world();
   dist::SchedulerOptions options;
   options.config = config_of(c);
@@ -356,8 +356,9 @@ DistResult train_distributed(const Compression& c, Net& net, Solver& solver, int
   out.values = values_of(net);
   if (!checkpoint.empty()) {
     const Solver snapshot = scheduler.solver_snapshot();
-    const auto compression = scheduler.compression_state();
-    if (world.rank() == 0) save_checkpoint(checkpoint, net, &snapshot, {}, compression);
+    scheduler.save_with_compression_state([&](const std::vector<StreamedTensor>& compression) {
+      save_checkpoint(checkpoint, net, &snapshot, {}, compression);
+    });
   }
   const uint64_t mine = hash_of(out.values);
   out.hashes.resize(world.size());
@@ -372,13 +373,6 @@ DistResult train_distributed(const Compression& c) {
   net.init_params(7);
   Solver solver(solver_config("sgd", kIterations));
   return train_distributed(c, net, solver);
-}
-
-// A path every rank can read, named by rank 0.
-std::string shared_path(const std::string& name) {
-  int64_t pid = getpid();
-  POSEIDON_MPI(MPI_Bcast(&pid, 1, MPI_INT64_T, 0, MPI_COMM_WORLD));
-  return (std::filesystem::temp_directory_path() / (name + "_" + std::to_string(pid) + ".safetensors")).string();
 }
 
 TEST(LowRankCheckpoint, ResumesBitForBit) {
@@ -396,7 +390,7 @@ TEST(LowRankCheckpoint, ResumesBitForBit) {
   auto resume = [&](bool with_state) {
     Net net(lenet_config(), kPerRank);
     Solver solver(solver_config("sgd", kIterations));
-    std::map<std::string, Tensor> state;
+    std::map<std::string, DeferredTensor> state;
     load_checkpoint(path, net, &solver, &state);
     if (!with_state) state.clear();
     return train_distributed(lowrank, net, solver, kIterations / 2, kIterations, state);

@@ -214,10 +214,10 @@ void Trainer::save(const std::string& path) {
     session_->average_buffers();
     session_->bring_net_current();
     const Solver full = session_->solver_snapshot();
-    const auto compression = session_->compression_state();
-    if (rank_ != 0) return;
-    std::filesystem::create_directories(std::filesystem::path(path).parent_path());
-    save_checkpoint(path, *net_, &full, checkpoint_metadata(iter_, train_loader_->position(), rng_), compression);
+    session_->save_with_compression_state([&](const std::vector<StreamedTensor>& compression) {
+      std::filesystem::create_directories(std::filesystem::path(path).parent_path());
+      save_checkpoint(path, *net_, &full, checkpoint_metadata(iter_, train_loader_->position(), rng_), compression);
+    });
     return;
   }
   std::filesystem::create_directories(std::filesystem::path(path).parent_path());

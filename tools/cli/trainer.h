@@ -97,7 +97,7 @@ class Trainer {
   std::mt19937_64 rng_;
   int64_t iter_ = 0;
   std::optional<dist::LinkModel> resumed_link_;  // the link figures the resumed checkpoint recorded
-  std::map<std::string, Tensor> compression_state_;  // the resumed checkpoint's, until the session takes it
+  std::map<std::string, DeferredTensor> compression_state_;  // the resumed checkpoint's, until the session takes it
   // Where this run's plan comes from: pinned by dist.plan_file, reused
   // figures (the checkpoint's, or the output directory's plan.json), or none.
   dist::SessionOptions plan_origin(std::string& said);
