@@ -43,6 +43,7 @@ def parse_args() -> argparse.Namespace:
     # PowerSGD hook at --powersgd-rank (error feedback and warm start on, as ours).
     p.add_argument("--comm-hook", choices=["none", "fp16", "powersgd"], default="none")
     p.add_argument("--powersgd-rank", type=int, default=4)
+    p.add_argument("--bucket-mb", type=float, default=25.0, help="DDP's bucket_cap_mb (its default: 25)")
     return p.parse_args()
 
 
@@ -80,7 +81,7 @@ def main() -> None:
     # DDP copies rank 0's parameters to every rank at construction. The
     # gradients share storage with its buckets (no copy in and out of them),
     # the option its documentation recommends for speed and memory.
-    model = DistributedDataParallel(bench.build().train(), gradient_as_bucket_view=True)
+    model = DistributedDataParallel(bench.build().train(), gradient_as_bucket_view=True, bucket_cap_mb=args.bucket_mb)
     register_hook(model, args)
     optimizer = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=args.momentum,
                                 weight_decay=args.weight_decay)

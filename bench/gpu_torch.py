@@ -4,8 +4,9 @@ vgg19 with VGG19-22K's 21,841 classes and inception_v3 (no auxiliary head,
 as the engine is run) at batch 32 and full input size, one step = forward,
 cross-entropy, backward and an SGD-with-momentum update, TF32 off like the
 engine by default (--tf32 turns it on for matrix products and convolutions,
-as POSEIDON_TF32=1 does for the engine). Prints one JSON object: model ->
-images per second."""
+as POSEIDON_TF32=1 does for the engine; --bf16 runs forward and loss under
+bfloat16 autocast, as the engine's precision bf16). Prints one JSON object:
+model -> images per second."""
 
 import argparse
 import json
@@ -27,7 +28,7 @@ def build(name: str):
     raise ValueError(name)
 
 
-def images_per_second(name: str, batch: int, iters: int, warmup: int) -> float:
+def images_per_second(name: str, batch: int, iters: int, warmup: int, bf16: bool) -> float:
     model, size, classes = build(name)
     model = model.cuda().train()
     data = torch.randn(batch, 3, size, size, device="cuda")
@@ -36,7 +37,9 @@ def images_per_second(name: str, batch: int, iters: int, warmup: int) -> float:
 
     def step():
         opt.zero_grad(set_to_none=False)
-        F.cross_entropy(model(data), label).backward()
+        with torch.autocast("cuda", dtype=torch.bfloat16, enabled=bf16):
+            loss = F.cross_entropy(model(data), label)
+        loss.backward()
         opt.step()
 
     for _ in range(warmup):
@@ -56,6 +59,7 @@ def main() -> int:
     p.add_argument("--iters", type=int, default=20)
     p.add_argument("--warmup", type=int, default=5)
     p.add_argument("--tf32", action="store_true", help="TF32 tensor cores for FP32 products and convolutions")
+    p.add_argument("--bf16", action="store_true", help="bfloat16 autocast for forward and loss")
     args = p.parse_args()
     if not torch.cuda.is_available():
         print("PyTorch sees no GPU", file=sys.stderr)
@@ -63,7 +67,7 @@ def main() -> int:
     torch.backends.cuda.matmul.allow_tf32 = args.tf32
     torch.backends.cudnn.allow_tf32 = args.tf32
     torch.backends.cudnn.benchmark = True  # algorithm chosen once per shape, as the engine does
-    out = {m: images_per_second(m, args.batch, args.iters, args.warmup) for m in args.models}
+    out = {m: images_per_second(m, args.batch, args.iters, args.warmup, args.bf16) for m in args.models}
     print(json.dumps(out))
     return 0
 

@@ -16,7 +16,8 @@
 # Usage: bench/scaling.sh [--bin build/poseidon] [--models vgg19_22k,inception_v3]
 #          [--hosts 1,2,4,8] [--schemes ps-nowfbp,ps,hybrid,allreduce] [--scale 10]
 #          [--iters M] [--latency-us 20] [--out DIR (/tmp/poseidon_scaling)] [--append]
-#          [--run-timeout S] [--set KEY=VALUE]... [--subnet A.B.C] [--queue-ms MS] [--tcp CC] [--resimulate]
+#          [--run-timeout S] [--set KEY=VALUE]... [--subnet A.B.C] [--queue-ms MS] [--tcp CC]
+#          [--ranks-per-host G] [--resimulate]
 #   schemes: ps-nowfbp (PS, WFBP off), ps, hybrid, allreduce, sfb (FC layers by
 #   SFB, the rest by PS: HybComm's byte rule without the planner's GEMM probe)
 # Each run trains 2M iterations and times the last M (default 2). Results go
@@ -28,6 +29,8 @@
 # gives tools/cluster the hosts' /24 (another cluster may be using the
 # default); --queue-ms each link's queue in milliseconds (tools/cluster's,
 # default 8); --tcp the hosts' TCP congestion control (tools/cluster's);
+# --ranks-per-host G puts G consecutive ranks on each host, sharing its link
+# (P = hosts x G ranks; dist.ranks_per_host = G for training and simulator);
 # --resimulate trains nothing and refreshes the simulator's
 # columns of DIR/results.jsonl for --models (after a change to the
 # simulator). Needs root (tools/cluster).
@@ -46,6 +49,7 @@ latency_us=20
 out=/tmp/poseidon_scaling
 append=false
 resimulate=false
+ranks_per_host=1
 run_timeout=600
 extra=()
 cluster_args=()
@@ -66,9 +70,14 @@ while [[ $# -gt 0 ]]; do
     --subnet) cluster_args+=(--subnet "$2"); shift 2 ;;
     --queue-ms) cluster_args+=(--queue-ms "$2"); shift 2 ;;
     --tcp) cluster_args+=(--tcp "$2"); shift 2 ;;
+    --ranks-per-host) ranks_per_host=$2; shift 2 ;;
     *) echo "scaling.sh: unknown option $1" >&2; exit 2 ;;
   esac
 done
+if [[ $ranks_per_host -gt 1 ]]; then
+  cluster_args+=(--ranks-per-host "$ranks_per_host")
+  extra+=(--set dist.ranks_per_host="$ranks_per_host")
+fi
 mkdir -p "$out"
 out=$(realpath "$out")
 # Open MPI's TCP transport sends a message whose receive is already posted
@@ -129,9 +138,9 @@ sample_cpu() {  # sample_cpu FILE
 
 # One run: P hosts, one scheme; appends a line to results.jsonl.
 run_one() {  # run_one MODEL P SCHEME
-  local model=$1 p=$2 scheme=$3 wfbp=true dist_scheme=$3
+  local model=$1 p=$2 scheme=$3 wfbp=true dist_scheme=$3 ranks=$(($2 * ranks_per_host))
   if [[ $scheme == ps-nowfbp ]]; then wfbp=false; dist_scheme=ps; fi
-  if [[ $scheme == single ]]; then dist_scheme=hybrid; fi  # one rank: no communication
+  if [[ $scheme == single ]]; then dist_scheme=hybrid ranks=1; fi  # one rank: no communication
   local run_dir=$work/$model-$p-$scheme log=$out/logs/$model-p$p-$scheme.log
   mkdir -p "$out/logs"
   rm -rf "$run_dir"
@@ -153,11 +162,11 @@ run_one() {  # run_one MODEL P SCHEME
   wait "$sampler" 2>/dev/null || true
   local sim_json=$work/sim.json
   if [[ $status -eq 0 && $p -gt 1 ]]; then
-    simulate_one "$p" "$scheme" "$sim_json"
+    simulate_one "$ranks" "$scheme" "$sim_json"
   else
     echo '{}' >"$sim_json"
   fi
-  "${scaling_py[@]}" row "$run_dir/metrics.jsonl" "$sim_json" --model "$model" --workers "$p" --scheme "$scheme" \
+  "${scaling_py[@]}" row "$run_dir/metrics.jsonl" "$sim_json" --model "$model" --workers "$ranks" --scheme "$scheme" \
     --scale "$scale" --bandwidth-gbps "$gbps" --payload-gbps "$payload_gbps" --status "$status" \
     --wall-s "$((SECONDS - start))" --iters "$iters" --cpu-log "$cpu_log" >>"$out/results.jsonl"
   tail -1 "$out/results.jsonl" >&2

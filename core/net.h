@@ -49,8 +49,9 @@ class Net {
   // Changes the batch size: re-infers every shape; parameters are kept.
   void reshape(int64_t batch);
   // Offers `precision` to every layer (core/precision.h) and reshapes them so
-  // that they set up their kernels for it. bf16 runs on the CPU, tf32 on a
-  // GPU; asking for either elsewhere throws Error.
+  // that they set up their kernels for it. tf32 runs on a GPU, bf16 on the
+  // CPU and on GPUs of compute capability 8.0 or later; asking for either
+  // elsewhere throws Error.
   void set_precision(Precision precision);
   Precision precision() const { return precision_; }
 

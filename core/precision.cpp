@@ -1,9 +1,7 @@
 // Names of the run precisions (see precision.h).
 #include "core/precision.h"
 
-#include <cmath>
-#include <cstring>
-
+#include "core/bf16.h"
 #include "core/error.h"
 
 namespace poseidon {
@@ -27,21 +25,21 @@ Precision parse_precision(const std::string& name) {
 }
 
 void require_precision_on(Precision p, const Device& device) {
-  POSEIDON_REQUIRE(p != Precision::bf16 || !device.is_cuda())
-      << "precision bf16 runs on the CPU; on a GPU use fp32 or tf32";
   POSEIDON_REQUIRE(p != Precision::tf32 || device.is_cuda())
       << "precision tf32 is TF32 tensor-core math on a GPU; on the CPU use fp32 or bf16";
+  if (p != Precision::bf16 || !device.is_cuda()) return;
+  for (const device_info::Gpu& gpu : device_info::visible_gpus())
+    if (gpu.index == device.index) require_precision_on_gpu(p, gpu);
+}
+
+void require_precision_on_gpu(Precision p, const device_info::Gpu& gpu) {
+  POSEIDON_REQUIRE(p != Precision::bf16 || gpu.compute_major >= 8)
+      << "precision bf16 needs a GPU of compute capability 8.0 or later (Ampere, Hopper); cuda:" << gpu.index
+      << " (" << gpu.name << ") has " << gpu.compute_major << "." << gpu.compute_minor << ": use fp32 there";
 }
 
 void round_to_bf16(float* values, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) {
-    if (std::isnan(values[i])) continue;
-    uint32_t bits;
-    std::memcpy(&bits, &values[i], sizeof bits);
-    bits += 0x7fffu + ((bits >> 16) & 1u);
-    bits &= 0xffff0000u;
-    std::memcpy(&values[i], &bits, sizeof bits);
-  }
+  for (int64_t i = 0; i < n; ++i) values[i] = from_bf16(to_bf16(values[i]));
 }
 
 }  // namespace poseidon

@@ -6,7 +6,9 @@
 //   bf16  mixed precision with PyTorch autocast's rules: convolutions and
 //         fully connected layers multiply in bfloat16 with float32
 //         accumulation and float32 results; everything else (losses,
-//         softmax, normalisation statistics, the solver) stays float32.
+//         softmax, normalisation statistics, the solver) stays float32. On
+//         the CPU through oneDNN, on a GPU (compute capability 8.0 or later)
+//         through cuDNN and cuBLAS.
 //   tf32  float32 storage with TF32 tensor-core math on a GPU.
 #pragma once
 
@@ -14,6 +16,7 @@
 #include <string>
 
 #include "core/device.h"
+#include "core/device_info.h"
 
 namespace poseidon {
 
@@ -22,9 +25,13 @@ enum class Precision { fp32, bf16, tf32 };
 const char* precision_name(Precision p);
 // Throws Error naming the accepted values for anything else.
 Precision parse_precision(const std::string& name);
-// Throws Error where `device` has no such mode: bf16 runs on the CPU, tf32
-// on a GPU.
+// Throws Error where `device` has no such mode: tf32 is GPU math, and bf16
+// on a GPU needs one of compute capability 8.0 or later (checked where that
+// GPU is visible: require_precision_on_gpu).
 void require_precision_on(Precision p, const Device& device);
+// Throws Error where `gpu` lacks the hardware for `p`: bfloat16 tensor-core
+// math came with compute capability 8.0 (Ampere).
+void require_precision_on_gpu(Precision p, const device_info::Gpu& gpu);
 
 // Rounds each float to the nearest bfloat16 (ties to even), as oneDNN's
 // conversions do, keeping it a float: what a bf16 kernel reads.

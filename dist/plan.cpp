@@ -207,4 +207,26 @@ std::string count_schemes(const CommPlan& plan, Net& net) {
   return out;
 }
 
+std::string describe_units(const CommPlan& plan) {
+  int buckets = 0, blocks = 0, bf16 = 0;
+  std::map<std::string, int> algorithms;
+  for (const SyncGroup& unit : plan.groups) {
+    if (unit.scheme == Scheme::allreduce) {
+      ++buckets;
+      ++algorithms[algorithm_name(unit.algorithm)];
+    }
+    if (unit.scheme == Scheme::ps) blocks += static_cast<int>(unit.blocks.size());
+    if ((unit.scheme == Scheme::allreduce || unit.scheme == Scheme::ps) && unit.wire == Wire::bf16) ++bf16;
+  }
+  std::string out;
+  if (buckets > 0) {
+    std::string kinds;
+    for (const auto& [name, count] : algorithms) append(kinds, name + " " + std::to_string(count));
+    append(out, std::to_string(buckets) + (buckets == 1 ? " all-reduce bucket (" : " all-reduce buckets (") + kinds + ")");
+  }
+  if (blocks > 0) append(out, std::to_string(blocks) + (blocks == 1 ? " PS block" : " PS blocks"));
+  if (bf16 > 0) append(out, "bf16 wire " + std::to_string(bf16) + (bf16 == 1 ? " unit" : " units"));
+  return out;
+}
+
 }  // namespace poseidon::dist

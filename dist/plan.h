@@ -95,4 +95,8 @@ std::string describe_schemes(const CommPlan& plan, Net& net);
 // counted, named only while that stays short (a terminal line).
 std::string count_schemes(const CommPlan& plan, Net& net);
 
+// "12 all-reduce buckets (halving_doubling 9, ring 3), 40 PS blocks, bf16 wire 52":
+// the units the plan moves and how, so a run's log shows what the dist: keys chose.
+std::string describe_units(const CommPlan& plan);
+
 }  // namespace poseidon::dist

@@ -48,7 +48,7 @@ void PsExchange::start(InFlight& in_flight) {
       continue;
     }
     std::vector<uint16_t>& out = pushed_.at(b);
-    encode_bf16(grad + blk.begin, out.data(), blk.count);
+    if (compute_.reads_received()) encode_bf16(grad + blk.begin, out.data(), blk.count);  // else nothing reads it
     send_block(in_flight, b, blk.owner, out.data(), MPI_UINT16_T, blk.count * 2, false);
   }
   for (size_t b = 0; b < blocks_.size(); ++b) {

@@ -138,8 +138,10 @@ int Session::rank() const { return scheduler_->rank(); }
 int Session::size() const { return scheduler_->size(); }
 
 std::string Session::describe() const {
+  const std::string units = describe_units(plan());
   std::string line = std::to_string(size()) + " ranks, " + choice_name(config_.scheme) + " (" +
-                     count_schemes(plan(), mirror_ ? *mirror_ : net_) + "; per layer: poseidon plan)" +
+                     count_schemes(plan(), mirror_ ? *mirror_ : net_) + (units.empty() ? "" : "; " + units) +
+                     "; per layer: poseidon plan)" +
                      (config_.wfbp ? ", WFBP" : "") + (gpu_allreduce_ ? ", all-reduce buckets summed by NCCL" : "");
   if (link_)
     line += "; link " + human_number(link_->bandwidth_gbps) + " Gbit/s, " + human_seconds(link_->latency_us * 1e-6) +

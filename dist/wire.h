@@ -8,8 +8,9 @@
 #pragma once
 
 #include <cstdint>
-#include <cstring>
 #include <string>
+
+#include "core/bf16.h"
 
 namespace poseidon::dist {
 
@@ -20,21 +21,9 @@ Wire parse_wire(const std::string& name);
 // Bytes one number takes on the wire.
 inline int64_t wire_bytes(Wire w) { return w == Wire::bf16 ? 2 : 4; }
 
-// Round to nearest, ties to even; a NaN stays a (quiet) NaN.
-inline uint16_t to_bf16(float x) {
-  uint32_t u;
-  std::memcpy(&u, &x, 4);
-  if ((u & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((u >> 16) | 0x40u);
-  u += 0x7fffu + ((u >> 16) & 1u);
-  return static_cast<uint16_t>(u >> 16);
-}
-
-inline float from_bf16(uint16_t h) {
-  const uint32_t u = static_cast<uint32_t>(h) << 16;
-  float x;
-  std::memcpy(&x, &u, 4);
-  return x;
-}
+// The conversions themselves are the engine's (core/bf16.h).
+using poseidon::from_bf16;
+using poseidon::to_bf16;
 
 // x as the receiver of its bf16 sees it.
 inline float bf16_rounded(float x) { return from_bf16(to_bf16(x)); }

@@ -1,20 +1,29 @@
 // Convolution on the GPU through cuDNN's convolution API. For each input
-// shape (made at the first forward with it, kept until the shape changes)
-// the layer describes input, filter, output and bias as NCHW float tensors
+// shape and math (made at the first forward with them, kept until they
+// change) the layer describes input, filter, output and bias as NCHW tensors
 // and ranks each direction's algorithms by running them once (cuDNN's Find,
-// as PyTorch's cudnn.benchmark does), keeping those that run with FP32 FMA
-// math (TF32 tensor cores only when the context allows them) and whose
-// workspace fits the context's limit, with deterministic ones first for the
-// two backward directions. A call cuDNN answers with NOT_SUPPORTED moves on
-// to the next algorithm of the ranking.
+// as PyTorch's cudnn.benchmark does), keeping those that run with the math
+// asked for and whose workspace fits the context's limit, with deterministic
+// ones first for the two backward directions. A call cuDNN answers with
+// NOT_SUPPORTED moves on to the next algorithm of the ranking.
+//
+// The math: FP32 FMA (TF32 tensor cores only when the context allows them);
+// in precision bf16, cuDNN's bfloat16 configuration: input, filter and
+// output in bfloat16, float32 accumulation (the convolution's compute type),
+// tensor cores. The layer's tensors stay float32: x, w and dy are rounded
+// into the context's staging buffers, and what cuDNN writes in bfloat16 (the
+// output, the input and weight gradients) is widened into them. The bias is
+// added, and its gradient summed from the rounded dy, in float32.
 //
 // Gradients follow the CPU layer: backward data adds into the input gradient
-// (beta = 1); the weight and bias gradients are overwritten (beta = 0).
+// (beta = 1, or the widening adds); the weight and bias gradients are
+// overwritten (beta = 0).
 #include <algorithm>
 #include <climits>
 #include <string>
 #include <vector>
 
+#include "core/cuda/bf16.h"
 #include "core/cuda/check.h"
 #include "core/cuda/context.h"
 #include "core/error.h"
@@ -30,6 +39,25 @@ int cudnn_int(int64_t v, const std::string& layer) {
   if (v < 0 || v > INT_MAX)
     throw Error(layer + ": convolution size " + std::to_string(v) + " exceeds cuDNN's int range");
   return static_cast<int>(v);
+}
+
+// How the convolution multiplies: float32 with FMA math only, float32 with
+// TF32 tensor cores allowed, or bfloat16 operands on tensor cores.
+enum class ConvMath { fp32, tf32, bf16 };
+
+// The math type cuDNN ranks the algorithms under.
+cudnnMathType_t ranking_math(ConvMath m) { return m == ConvMath::fp32 ? CUDNN_FMA_MATH : CUDNN_TENSOR_OP_MATH; }
+
+const char* math_name(ConvMath m) {
+  switch (m) {
+    case ConvMath::fp32:
+      return "FP32 (non-TF32)";
+    case ConvMath::tf32:
+      return "TF32";
+    case ConvMath::bf16:
+      return "bfloat16";
+  }
+  return "";
 }
 
 // One algorithm with the math type it runs with and the workspace it needs.
@@ -51,26 +79,28 @@ struct AlgoRanking {
 // The usable entries of cuDNN's ranking (best first). `workspace_of(algo,
 // math, &bytes)` says whether the algorithm runs with that math type on this
 // shape, and with how much workspace. Deterministic entries come first when
-// asked; FP16 conversion is never allowed, tensor-core math only with TF32 on.
+// asked; FP16 conversion is never allowed, tensor-core math only with TF32
+// on or with bfloat16 operands (whose products float32 holds exactly).
 template <class Perf, class WorkspaceOf>
-auto usable_algos(const std::vector<Perf>& ranked, bool tf32, bool prefer_deterministic, WorkspaceOf workspace_of,
-                  const std::string& what) {
+auto usable_algos(const std::vector<Perf>& ranked, ConvMath conv_math, bool prefer_deterministic,
+                  WorkspaceOf workspace_of, const std::string& what) {
+  const bool fma_only = conv_math == ConvMath::fp32;
   AlgoRanking<decltype(Perf{}.algo)> out;
   for (int pass = prefer_deterministic ? 0 : 1; pass < 2; ++pass)
     for (const Perf& p : ranked) {
       if (p.status != CUDNN_STATUS_SUCCESS) continue;
       if (prefer_deterministic && (pass == 0) != (p.determinism == CUDNN_DETERMINISTIC)) continue;
       if (p.mathType == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION) continue;
-      if (!tf32 && p.mathType == CUDNN_TENSOR_OP_MATH) continue;
-      // Without TF32 every call runs with FMA math, also for entries ranked
-      // under DEFAULT math, which would let cuDNN use TF32 tensor cores.
-      const cudnnMathType_t math = tf32 ? p.mathType : CUDNN_FMA_MATH;
+      if (fma_only && p.mathType == CUDNN_TENSOR_OP_MATH) continue;
+      // With FMA math only every call runs with FMA math, also for entries
+      // ranked under DEFAULT math, which would let cuDNN use TF32 tensor cores.
+      const cudnnMathType_t math = fma_only ? CUDNN_FMA_MATH : p.mathType;
       size_t bytes = 0;
       if (!workspace_of(p.algo, math, &bytes) || bytes > cuda::Context::kWorkspaceLimit) continue;
       out.usable.push_back({p.algo, math, bytes});
     }
   if (out.usable.empty())
-    throw Error(what + ": cuDNN offers no " + (tf32 ? "" : "FP32 (non-TF32) ") + "algorithm within the " +
+    throw Error(what + ": cuDNN offers no " + math_name(conv_math) + " algorithm within the " +
                 std::to_string(cuda::Context::kWorkspaceLimit >> 20) + " MiB workspace limit");
   return out;
 }
@@ -116,6 +146,7 @@ class ConvCudaLayer : public ConvLayer {
     // Destruction may follow a failed call or run at exit: statuses are ignored.
     if (x_desc_) cudnnDestroyTensorDescriptor(x_desc_);
     if (y_desc_) cudnnDestroyTensorDescriptor(y_desc_);
+    if (out_desc_) cudnnDestroyTensorDescriptor(out_desc_);
     if (bias_desc_) cudnnDestroyTensorDescriptor(bias_desc_);
     if (w_desc_) cudnnDestroyFilterDescriptor(w_desc_);
     if (conv_desc_) cudnnDestroyConvolutionDescriptor(conv_desc_);
@@ -128,19 +159,21 @@ class ConvCudaLayer : public ConvLayer {
     POSEIDON_CHECK(io.in[0]->shape() == in_shape_) << name() << ": forward before reshape";
     if (io.out[0]->empty()) return;
     cuda::Context& gpu = cuda::Context::get(ctx.device.index);
-    plan_for(io, gpu);
+    const Operands op = operands(io, gpu);
+    plan_for(io, gpu, op);
     cudnnHandle_t h = gpu.cudnn();
     const float one = 1.f, zero = 0.f;
     run_ranked(
         forward_, gpu, conv_desc_,
         [&](const auto& c, void* ws) {
-          return cudnnConvolutionForward(h, &one, x_desc_, io.in[0]->data(), w_desc_, param(0).value.data(),
-                                         conv_desc_, c.algo, ws, c.workspace, &zero, y_desc_, io.out[0]->data());
+          return cudnnConvolutionForward(h, &one, x_desc_, op.x, w_desc_, op.w, conv_desc_, c.algo, ws, c.workspace,
+                                         &zero, y_desc_, op.y);
         },
         name() + " forward");
+    if (op.bf16) cuda::widen_bf16(io.out[0]->data(), bf16_bits(op.y), io.out[0]->numel(), false, gpu.compute());
     if (has_bias_)
       POSEIDON_CUDNN_CHECK(
-          cudnnAddTensor(h, &one, bias_desc_, param(1).value.data(), &one, y_desc_, io.out[0]->data()));
+          cudnnAddTensor(h, &one, bias_desc_, param(1).value.data(), &one, out_desc_, io.out[0]->data()));
   }
 
   void backward(LayerIO& io, RunContext& ctx) override {
@@ -154,42 +187,91 @@ class ConvCudaLayer : public ConvLayer {
       if (db) param(1).grad.zero();
       return;
     }
-    plan_for(io, gpu);
+    const Operands op = operands(io, gpu);
+    plan_for(io, gpu, op);  // may overwrite op.y: dy is rounded into it after
     cudnnHandle_t h = gpu.cudnn();
+    cudaStream_t stream = gpu.compute();
     const float one = 1.f, zero = 0.f;
-    const float* x = io.in[0]->data();
-    const float* dy = io.out_grad[0]->data();
-    if (db) POSEIDON_CUDNN_CHECK(cudnnConvolutionBackwardBias(h, &one, y_desc_, dy, &zero, bias_desc_, db));
+    const Tensor& dy32 = *io.out_grad[0];
+    const void* dy = dy32.data();
+    if (op.bf16) {
+      cuda::round_to_bf16(bf16_bits(op.y), dy32.data(), dy32.numel(), stream);
+      dy = op.y;
+    }
+    if (db && op.bf16)
+      cuda::channel_sums_bf16(db, bf16_bits(op.y), dy32.shape()[0], num_output_, out_hw_, stream);
+    else if (db)
+      POSEIDON_CUDNN_CHECK(cudnnConvolutionBackwardBias(h, &one, out_desc_, dy32.data(), &zero, bias_desc_, db));
+    void* dw_out = op.bf16 ? op.result : dw;
     run_ranked(
         backward_filter_, gpu, conv_desc_,
         [&](const auto& c, void* ws) {
-          return cudnnConvolutionBackwardFilter(h, &one, x_desc_, x, y_desc_, dy, conv_desc_, c.algo, ws, c.workspace,
-                                                &zero, w_desc_, dw);
+          return cudnnConvolutionBackwardFilter(h, &one, x_desc_, op.x, y_desc_, dy, conv_desc_, c.algo, ws,
+                                                c.workspace, &zero, w_desc_, dw_out);
         },
         name() + " backward filter");
+    if (op.bf16) cuda::widen_bf16(dw, bf16_bits(op.result), param(0).grad.numel(), false, stream);
     if (!io.in_grad[0]) return;
+    // In bf16 the product goes to staging (beta = 0) and its widening adds.
+    void* dx_out = op.bf16 ? op.result : io.in_grad[0]->data();
     run_ranked(
         backward_data_, gpu, conv_desc_,
         [&](const auto& c, void* ws) {
-          return cudnnConvolutionBackwardData(h, &one, w_desc_, param(0).value.data(), y_desc_, dy, conv_desc_, c.algo,
-                                              ws, c.workspace, &one, x_desc_, io.in_grad[0]->data());
+          return cudnnConvolutionBackwardData(h, &one, w_desc_, op.w, y_desc_, dy, conv_desc_, c.algo, ws,
+                                              c.workspace, op.bf16 ? &zero : &one, x_desc_, dx_out);
         },
         name() + " backward data");
+    if (op.bf16) cuda::widen_bf16(io.in_grad[0]->data(), bf16_bits(op.result), io.in_grad[0]->numel(), true, stream);
   }
 
  private:
+  // What the cuDNN calls read and write: the layer's input, weight and
+  // output; in precision bf16 their bfloat16 copies in the context's staging
+  // buffers (x and w rounded already, y for the output or the rounded output
+  // gradient), and staging for a gradient on its way to its float32 tensor.
+  struct Operands {
+    bool bf16 = false;
+    const void* x = nullptr;
+    const void* w = nullptr;
+    void* y = nullptr;
+    void* result = nullptr;
+  };
+
+  static uint16_t* bf16_bits(void* p) { return static_cast<uint16_t*>(p); }
+
+  Operands operands(const LayerIO& io, cuda::Context& gpu) {
+    if (precision() != Precision::bf16)
+      return {false, io.in[0]->data(), param(0).value.data(), io.out[0]->data(), nullptr};
+    using Slot = cuda::Context::Staging;
+    const Tensor& x = *io.in[0];
+    const Tensor& w = param(0).value;
+    auto slot = [&](Slot s, int64_t count) { return gpu.staging(s, size_t(count) * sizeof(uint16_t)); };
+    Operands op{true, nullptr, nullptr, slot(Slot::output, shape_numel(io.out[0]->shape())),
+                slot(Slot::result, std::max(x.numel(), w.numel()))};
+    void* x16 = slot(Slot::input, x.numel());
+    void* w16 = slot(Slot::weight, w.numel());
+    cuda::round_to_bf16(bf16_bits(x16), x.data(), x.numel(), gpu.compute());
+    cuda::round_to_bf16(bf16_bits(w16), w.data(), w.numel(), gpu.compute());
+    op.x = x16;
+    op.w = w16;
+    return op;
+  }
+
   // Describes the convolution of the input of `io` and ranks its
-  // algorithms, unless that is already done for its shape. The ranking runs
-  // them on the layer's own input, weight and output, and on scratch for the
+  // algorithms, unless that is already done for its shape and math. The
+  // ranking runs them on the operands `op` (the layer's own input and weight,
+  // or their bfloat16 copies; it overwrites op.y), and on scratch for the
   // gradients (never on the gradients themselves, which backward accumulates
   // into or which may still be on their way to the host).
-  void plan_for(const LayerIO& io, cuda::Context& gpu) {
+  void plan_for(const LayerIO& io, cuda::Context& gpu, const Operands& op) {
     const Shape& shape = io.in[0]->shape();
-    if (shape == planned_shape_) return;
+    const ConvMath conv_math = op.bf16 ? ConvMath::bf16 : gpu.tf32() ? ConvMath::tf32 : ConvMath::fp32;
+    if (shape == planned_shape_ && conv_math == planned_math_) return;
     planned_shape_.clear();  // until the plan below is complete
     if (!conv_desc_) {
       POSEIDON_CUDNN_CHECK(cudnnCreateTensorDescriptor(&x_desc_));
       POSEIDON_CUDNN_CHECK(cudnnCreateTensorDescriptor(&y_desc_));
+      POSEIDON_CUDNN_CHECK(cudnnCreateTensorDescriptor(&out_desc_));
       POSEIDON_CUDNN_CHECK(cudnnCreateTensorDescriptor(&bias_desc_));
       POSEIDON_CUDNN_CHECK(cudnnCreateFilterDescriptor(&w_desc_));
       POSEIDON_CUDNN_CHECK(cudnnCreateConvolutionDescriptor(&conv_desc_));
@@ -201,21 +283,26 @@ class ConvCudaLayer : public ConvLayer {
     // Element offsets too must stay within int.
     to_int(shape_numel(shape));
     to_int(n * int64_t(k) * out_h * out_w);
-    POSEIDON_CUDNN_CHECK(cudnnSetTensor4dDescriptor(x_desc_, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, n, c,
-                                                    to_int(shape[2]), to_int(shape[3])));
-    POSEIDON_CUDNN_CHECK(cudnnSetTensor4dDescriptor(y_desc_, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, n, k, out_h, out_w));
+    // The convolution's operands in its data type; the output once more in
+    // float32 for the bias, which is added and summed in float32.
+    const cudnnDataType_t type = op.bf16 ? CUDNN_DATA_BFLOAT16 : CUDNN_DATA_FLOAT;
+    POSEIDON_CUDNN_CHECK(
+        cudnnSetTensor4dDescriptor(x_desc_, CUDNN_TENSOR_NCHW, type, n, c, to_int(shape[2]), to_int(shape[3])));
+    POSEIDON_CUDNN_CHECK(cudnnSetTensor4dDescriptor(y_desc_, CUDNN_TENSOR_NCHW, type, n, k, out_h, out_w));
+    POSEIDON_CUDNN_CHECK(
+        cudnnSetTensor4dDescriptor(out_desc_, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, n, k, out_h, out_w));
     POSEIDON_CUDNN_CHECK(cudnnSetTensor4dDescriptor(bias_desc_, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, 1, k, 1, 1));
     // The filter's channel count is per group, as in the weight's layout.
-    POSEIDON_CUDNN_CHECK(cudnnSetFilter4dDescriptor(w_desc_, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW, k,
-                                                    to_int(c / groups_), to_int(kernel_[0]), to_int(kernel_[1])));
-    // Cross-correlation (no kernel flip), like the CPU layer and PyTorch.
+    POSEIDON_CUDNN_CHECK(cudnnSetFilter4dDescriptor(w_desc_, type, CUDNN_TENSOR_NCHW, k, to_int(c / groups_),
+                                                    to_int(kernel_[0]), to_int(kernel_[1])));
+    // Cross-correlation (no kernel flip), like the CPU layer and PyTorch;
+    // float32 accumulation in every math (cuDNN's "pseudo" bfloat16).
     POSEIDON_CUDNN_CHECK(cudnnSetConvolution2dDescriptor(
         conv_desc_, to_int(pad_[0]), to_int(pad_[1]), to_int(stride_[0]), to_int(stride_[1]), to_int(dilation_[0]),
         to_int(dilation_[1]), CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT));
     POSEIDON_CUDNN_CHECK(cudnnSetConvolutionGroupCount(conv_desc_, to_int(groups_)));
-    const bool tf32 = gpu.tf32();
     // The math type the algorithms are ranked under; each choice then sets its own.
-    POSEIDON_CUDNN_CHECK(cudnnSetConvolutionMathType(conv_desc_, tf32 ? CUDNN_TENSOR_OP_MATH : CUDNN_FMA_MATH));
+    POSEIDON_CUDNN_CHECK(cudnnSetConvolutionMathType(conv_desc_, ranking_math(conv_math)));
 
     int dims[4] = {};
     POSEIDON_CUDNN_CHECK(
@@ -228,19 +315,18 @@ class ConvCudaLayer : public ConvLayer {
     const std::string what = name() + " (input " + shape_str(shape) + ")";
     // Ranking uses the ranking math type; a candidate's own type is set for
     // its workspace query (and later for its runs).
-    auto ranked_math = [&] {
-      POSEIDON_CUDNN_CHECK(cudnnSetConvolutionMathType(conv_desc_, tf32 ? CUDNN_TENSOR_OP_MATH : CUDNN_FMA_MATH));
-    };
+    auto ranked_math = [&] { POSEIDON_CUDNN_CHECK(cudnnSetConvolutionMathType(conv_desc_, ranking_math(conv_math))); };
     auto set_math = [&](cudnnMathType_t math) { POSEIDON_CUDNN_CHECK(cudnnSetConvolutionMathType(conv_desc_, math)); };
 
-    // Scratch for Find: outputs it may overwrite, and the largest workspace
-    // any algorithm within the limit asks for.
+    // Scratch for Find: outputs it may overwrite (float32 tensors, large
+    // enough for bfloat16 too), and the largest workspace any algorithm
+    // within the limit asks for.
     Tensor x_scratch(shape, io.in[0]->device());
     Tensor w_scratch(param(0).shape, io.in[0]->device());
-    const void* x = io.in[0]->data();
-    const void* w = param(0).value.data();
-    void* y = io.out[0]->data();  // forward overwrites it anyway
-    const void* dy = y;           // any values of the output's shape rank the backward algorithms
+    const void* x = op.x;
+    const void* w = op.w;
+    void* y = op.y;      // forward overwrites it anyway
+    const void* dy = y;  // any values of the output's shape rank the backward algorithms
     int count = 0;
 
     ranked_math();
@@ -254,7 +340,7 @@ class ConvCudaLayer : public ConvLayer {
                                                                 gpu.workspace(ws_bytes), ws_bytes));
     fwd.resize(count);
     forward_ = usable_algos(
-        fwd, tf32, false,
+        fwd, conv_math, false,
         [&](cudnnConvolutionFwdAlgo_t algo, cudnnMathType_t math, size_t* bytes) {
           set_math(math);
           return cudnnGetConvolutionForwardWorkspaceSize(h, x_desc_, w_desc_, conv_desc_, y_desc_, algo, bytes) ==
@@ -273,7 +359,7 @@ class ConvCudaLayer : public ConvLayer {
         static_cast<int>(data.size()), &count, data.data(), gpu.workspace(ws_bytes), ws_bytes));
     data.resize(count);
     backward_data_ = usable_algos(
-        data, tf32, true,
+        data, conv_math, true,
         [&](cudnnConvolutionBwdDataAlgo_t algo, cudnnMathType_t math, size_t* bytes) {
           set_math(math);
           return cudnnGetConvolutionBackwardDataWorkspaceSize(h, w_desc_, y_desc_, conv_desc_, x_desc_, algo, bytes) ==
@@ -292,7 +378,7 @@ class ConvCudaLayer : public ConvLayer {
         static_cast<int>(filter.size()), &count, filter.data(), gpu.workspace(ws_bytes), ws_bytes));
     filter.resize(count);
     backward_filter_ = usable_algos(
-        filter, tf32, true,
+        filter, conv_math, true,
         [&](cudnnConvolutionBwdFilterAlgo_t algo, cudnnMathType_t math, size_t* bytes) {
           set_math(math);
           return cudnnGetConvolutionBackwardFilterWorkspaceSize(h, x_desc_, y_desc_, conv_desc_, w_desc_, algo,
@@ -300,12 +386,15 @@ class ConvCudaLayer : public ConvLayer {
         },
         what + " backward filter");
     planned_shape_ = shape;
+    planned_math_ = conv_math;
   }
 
-  cudnnTensorDescriptor_t x_desc_ = nullptr, y_desc_ = nullptr, bias_desc_ = nullptr;
+  cudnnTensorDescriptor_t x_desc_ = nullptr, y_desc_ = nullptr, out_desc_ = nullptr, bias_desc_ = nullptr;
   cudnnFilterDescriptor_t w_desc_ = nullptr;
   cudnnConvolutionDescriptor_t conv_desc_ = nullptr;
-  Shape planned_shape_;  // the input shape the descriptors and choices are for
+  // The input shape and math the descriptors and choices are for.
+  Shape planned_shape_;
+  ConvMath planned_math_ = ConvMath::fp32;
   AlgoRanking<cudnnConvolutionFwdAlgo_t> forward_;
   AlgoRanking<cudnnConvolutionBwdDataAlgo_t> backward_data_;
   AlgoRanking<cudnnConvolutionBwdFilterAlgo_t> backward_filter_;

@@ -27,7 +27,8 @@ class ConvLayer : public Layer {
   void backward(LayerIO& io, RunContext& ctx) override;
   int64_t forward_flops(const std::vector<Shape>& in) const override;
   // bf16 on the CPU through oneDNN (conv_dnnl.h; the im2col path computes
-  // in float32), tf32 on a GPU through cuDNN's tensor-core math.
+  // in float32) and on a GPU through cuDNN's bfloat16 convolutions, tf32 on
+  // a GPU through cuDNN's tensor-core math.
   bool supports_precision(Precision) const override { return true; }
 
  protected:

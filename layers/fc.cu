@@ -3,8 +3,15 @@
 // row-major [r, c] matrix is, to cuBLAS, the column-major [c, r] matrix that
 // is its transpose, so each row-major product C = A B is asked for as
 // C^T = B^T A^T.
+//
+// In precision bf16 the products are cublasGemmEx calls that read bfloat16
+// copies of X, W and dY (rounded into the context's staging buffers) and
+// write float32 with float32 accumulation (CUBLAS_COMPUTE_32F) straight into
+// the layer's tensors; the bias gradient is summed from the rounded dY, as
+// the CPU's bf16 layer sums it.
 #include <climits>
 
+#include "core/cuda/bf16.h"
 #include "core/cuda/check.h"
 #include "core/cuda/context.h"
 #include "core/error.h"
@@ -36,6 +43,19 @@ int blas_int(int64_t v) {
   return static_cast<int>(v);
 }
 
+// C (m x n, column-major) = op(A) op(B) + beta C in float32, from float32 A
+// and B, or from bfloat16 ones (`bf16`) with float32 accumulation.
+void gemm(cublasHandle_t h, bool bf16, cublasOperation_t op_a, cublasOperation_t op_b, int m, int n, int k,
+          const void* a, int lda, const void* b, int ldb, float beta, float* c, int ldc) {
+  const float one = 1.f;
+  if (bf16)
+    POSEIDON_CUBLAS_CHECK(cublasGemmEx(h, op_a, op_b, m, n, k, &one, a, CUDA_R_16BF, lda, b, CUDA_R_16BF, ldb, &beta,
+                                       c, CUDA_R_32F, ldc, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+  else
+    POSEIDON_CUBLAS_CHECK(cublasSgemm(h, op_a, op_b, m, n, k, &one, static_cast<const float*>(a), lda,
+                                      static_cast<const float*>(b), ldb, &beta, c, ldc));
+}
+
 class FcCudaLayer : public FcLayer {
  public:
   using FcLayer::FcLayer;
@@ -53,9 +73,9 @@ class FcCudaLayer : public FcLayer {
     if (f == 0) {
       POSEIDON_CUDA_CHECK(cudaMemsetAsync(y, 0, size_t(n) * o * sizeof(float), cuda_ctx.compute()));
     } else {
-      const float one = 1.f, zero = 0.f;
-      POSEIDON_CUBLAS_CHECK(cublasSgemm(cuda_ctx.cublas(), CUBLAS_OP_T, CUBLAS_OP_N, o, n, f, &one,
-                                        param(0).value.data(), f, io.in[0]->data(), f, &zero, y, o));
+      Operands op(*this, cuda_ctx);
+      gemm(cuda_ctx.cublas(), op.bf16, CUBLAS_OP_T, CUBLAS_OP_N, o, n, f, op.read(Slot::weight, param(0).value), f,
+           op.read(Slot::input, *io.in[0]), f, 0.f, y, o);
     }
     if (!has_bias_) return;
     const size_t total = size_t(n) * o;
@@ -66,10 +86,9 @@ class FcCudaLayer : public FcLayer {
   void backward(LayerIO& io, RunContext& ctx) override {
     auto& cuda_ctx = cuda::Context::get(ctx.device.index);
     cudaStream_t stream = cuda_ctx.compute();
-    const float* dy = io.out_grad[0]->data();
-    const float* x = io.in[0]->data();
     const int n = blas_int(batch_), o = blas_int(num_output_), f = blas_int(features_);
-    const float one = 1.f, zero = 0.f;
+    Operands op(*this, cuda_ctx);
+    const void* dy = op.read(Slot::output, *io.out_grad[0]);
     // dW [O, F] = dY^T X, overwritten like the CPU's, asked for as
     // dW^T (F x O) = X^T (F x N) dY (N x O): X's memory is X^T (op N), dY's
     // is dY^T (O x N), hence op T.
@@ -78,19 +97,40 @@ class FcCudaLayer : public FcLayer {
       if (n == 0)
         POSEIDON_CUDA_CHECK(cudaMemsetAsync(dw, 0, size_t(o) * f * sizeof(float), stream));
       else
-        POSEIDON_CUBLAS_CHECK(
-            cublasSgemm(cuda_ctx.cublas(), CUBLAS_OP_N, CUBLAS_OP_T, f, o, n, &one, x, f, dy, o, &zero, dw, f));
+        gemm(cuda_ctx.cublas(), op.bf16, CUBLAS_OP_N, CUBLAS_OP_T, f, o, n, op.read(Slot::input, *io.in[0]), f, dy, o,
+             0.f, dw, f);
     }
-    if (has_bias_) {
-      bias_gradient<<<cuda::blocks_for(o), 256, 0, stream>>>(dy, param(1).grad.data(), n, o);
+    if (has_bias_ && op.bf16) {
+      cuda::channel_sums_bf16(param(1).grad.data(), static_cast<const uint16_t*>(dy), n, o, 1, stream);
+    } else if (has_bias_) {
+      bias_gradient<<<cuda::blocks_for(o), 256, 0, stream>>>(static_cast<const float*>(dy), param(1).grad.data(), n,
+                                                             o);
       POSEIDON_CUDA_CHECK_LAUNCH();
     }
     // dX [N, F] += dY W, asked for as dX^T (F x N) += W^T (F x O) dY^T (O x N):
     // both memories already are those column-major matrices (op N).
     if (io.in_grad[0] && n > 0 && f > 0)
-      POSEIDON_CUBLAS_CHECK(cublasSgemm(cuda_ctx.cublas(), CUBLAS_OP_N, CUBLAS_OP_N, f, n, o, &one,
-                                        param(0).value.data(), f, dy, o, &one, io.in_grad[0]->data(), f));
+      gemm(cuda_ctx.cublas(), op.bf16, CUBLAS_OP_N, CUBLAS_OP_N, f, n, o, op.read(Slot::weight, param(0).value), f, dy,
+           o, 1.f, io.in_grad[0]->data(), f);
   }
+
+ private:
+  using Slot = cuda::Context::Staging;
+
+  // What the products read: the layer's float32 tensors, or in precision
+  // bf16 their bfloat16 copies, rounded into the context's staging buffers
+  // as they are read.
+  struct Operands {
+    Operands(const FcCudaLayer& layer, cuda::Context& gpu) : bf16(layer.precision() == Precision::bf16), gpu(gpu) {}
+    const void* read(Slot slot, const Tensor& t) {
+      if (!bf16) return t.data();
+      void* copy = gpu.staging(slot, size_t(t.numel()) * sizeof(uint16_t));
+      cuda::round_to_bf16(static_cast<uint16_t*>(copy), t.data(), t.numel(), gpu.compute());
+      return copy;
+    }
+    const bool bf16;
+    cuda::Context& gpu;
+  };
 };
 
 }  // namespace

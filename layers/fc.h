@@ -27,8 +27,9 @@ class FcLayer : public Layer {
   void forward(LayerIO& io, RunContext& ctx) override;
   void backward(LayerIO& io, RunContext& ctx) override;
   int64_t forward_flops(const std::vector<Shape>& in) const override { return 2 * shape_numel(in[0]) * num_output_; }
-  // bf16 on the CPU through oneDNN (BLAS computes in float32), tf32 on a GPU
-  // through cuBLAS's tensor-core math.
+  // bf16 on the CPU through oneDNN (BLAS computes in float32) and on a GPU
+  // through cuBLAS's bfloat16 GEMMs, tf32 on a GPU through cuBLAS's
+  // tensor-core math.
   bool supports_precision(Precision) const override { return true; }
 
  protected:

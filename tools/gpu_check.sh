@@ -2,10 +2,12 @@
 # The GPU check in one go, for a machine with an NVIDIA GPU (H100/H200): runs
 # the GPU tests (every layer's forward and backward against its CPU version,
 # the allocator, the staging streams, the GEMM, NCCL; no GPU where one is
-# expected is a failure, not a skip), times vgg19, vgg19_22k and inception_v3
-# training steps at batch 32 on the GPU beside PyTorch's on the same GPU
-# (when python3 has torch with CUDA), with TF32 off on both sides and then on
-# on both sides, trains two ranks on the one GPU, traces one distributed
+# expected is a failure, not a skip; precision bf16's layers against the
+# CPU's and a bf16 training step against float32), times vgg19, vgg19_22k and
+# inception_v3 training steps at batch 32 on the GPU beside PyTorch's on the
+# same GPU (when python3 has torch with CUDA), in float32 with TF32 off on
+# both sides, then on on both sides, then in bf16 mixed precision (PyTorch's
+# bfloat16 autocast), trains two ranks on the one GPU, traces one distributed
 # iteration (the gradients' copies to the host against backward), writes the
 # models' profiles for `poseidon simulate` (profiles/<model>_h200_b32.json
 # on an H200, else named after the GPU) and prints a short table.
@@ -73,7 +75,8 @@ esac
 step "GPU tests"
 # Test binary and gtest filter: every GPU test of the suite.
 tests_rc=0
-for spec in "core_tests:Cuda*" "layers_tests:CudaLayers.*:*GpuMatchesCpu*" "tools_tests:InfoVerb*:Plugin.CpuOnlyLayerTrainsInAGpuNet"; do
+for spec in "core_tests:Cuda*" "layers_tests:CudaLayers.*:*GpuMatchesCpu*:GpuBf16.*" \
+    "tools_tests:InfoVerb*:Plugin.CpuOnlyLayerTrainsInAGpuNet"; do
   binary=${spec%%:*}
   filter=${spec#*:}
   "$tests/$binary" --gtest_filter="$filter" --gtest_brief=1 >"$out/$binary.log" 2>&1 || tests_rc=1
@@ -84,38 +87,43 @@ done
 step "training speed, batch 32"
 models=(vgg19 vgg19_22k inception_v3)
 declare -A ours theirs
-for tf32 in 0 1; do
+# The math of each pass: float32 (TF32 off), TF32, bf16 mixed precision.
+modes=(fp32 tf32 bf16)
+for mode in "${modes[@]}"; do
+  tf32=0 precision=fp32 flag=()
+  case $mode in
+    tf32) tf32=1 flag=(--tf32) ;;
+    bf16) precision=bf16 flag=(--bf16) ;;
+  esac
   for model in "${models[@]}"; do
     sets=()
     [[ $model == inception_v3 ]] && sets=(--set vars.aux=false)
-    json="$out/time_${model}_tf32_$tf32.json"
+    json="$out/time_${model}_$mode.json"
     if POSEIDON_TF32=$tf32 "$bin/poseidon" time "$root/models/$model.yaml" --device cuda --batch 32 --iters "$iters" \
-        --warmup 3 "${sets[@]}" --json >"$json" 2>"${json%.json}.err"; then
-      ours[$model.$tf32]=$(python3 -c "import json,sys; print('%.1f' % json.load(open(sys.argv[1]))['images_per_sec'])" \
+        --warmup 3 --precision "$precision" "${sets[@]}" --json >"$json" 2>"${json%.json}.err"; then
+      ours[$model.$mode]=$(python3 -c "import json,sys; print('%.1f' % json.load(open(sys.argv[1]))['images_per_sec'])" \
         "$json")
     else
-      ours[$model.$tf32]="failed"
+      ours[$model.$mode]="failed"
       tail -3 "${json%.json}.err"
     fi
   done
   if $torch && python3 -c "import torch, torchvision, sys; sys.exit(0 if torch.cuda.is_available() else 1)" 2>/dev/null
   then
-    flag=()
-    [[ $tf32 == 1 ]] && flag=(--tf32)
-    python3 "$root/bench/gpu_torch.py" --iters "$iters" "${flag[@]}" >"$out/torch_tf32_$tf32.json" \
-      2>"$out/torch_tf32_$tf32.err" || tail -5 "$out/torch_tf32_$tf32.err"
+    python3 "$root/bench/gpu_torch.py" --iters "$iters" "${flag[@]}" >"$out/torch_$mode.json" \
+      2>"$out/torch_$mode.err" || tail -5 "$out/torch_$mode.err"
     for model in "${models[@]}"; do
-      theirs[$model.$tf32]=$(python3 -c "import json,sys; print('%.1f' % json.load(open(sys.argv[1]))[sys.argv[2]])" \
-        "$out/torch_tf32_$tf32.json" "$model" 2>/dev/null || echo "n/a")
+      theirs[$model.$mode]=$(python3 -c "import json,sys; print('%.1f' % json.load(open(sys.argv[1]))[sys.argv[2]])" \
+        "$out/torch_$mode.json" "$model" 2>/dev/null || echo "n/a")
     done
   fi
 done
-# The TF32-off timings are the models' profiles on this GPU.
+# The float32 (TF32-off) timings are the models' profiles on this GPU.
 profiles=()
 for model in "${models[@]}"; do
-  if [[ ${ours[$model.0]} != failed ]]; then
-    cp "$out/time_${model}_tf32_0.json" "$root/profiles/${model}_${gpu_tag}_b32.json"
-    cp "$out/time_${model}_tf32_0.json" "$out/${model}_${gpu_tag}_b32.json"
+  if [[ ${ours[$model.fp32]} != failed ]]; then
+    cp "$out/time_${model}_fp32.json" "$root/profiles/${model}_${gpu_tag}_b32.json"
+    cp "$out/time_${model}_fp32.json" "$out/${model}_${gpu_tag}_b32.json"
     profiles+=("profiles/${model}_${gpu_tag}_b32.json")
   fi
 done
@@ -163,15 +171,15 @@ EOF
 step "table"
 {
   echo "date: $(date -u +%Y-%m-%d) $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null | head -1)"
-  echo "| model (batch 32) | TF32 | ours img/s | PyTorch img/s | ours / PyTorch |"
+  echo "| model (batch 32) | math | ours img/s | PyTorch img/s | ours / PyTorch |"
   echo "|---|---|---:|---:|---:|"
-  for tf32 in 0 1; do
+  for mode in "${modes[@]}"; do
     for model in "${models[@]}"; do
-      o=${ours[$model.$tf32]}
-      t=${theirs[$model.$tf32]:-n/a}
+      o=${ours[$model.$mode]}
+      t=${theirs[$model.$mode]:-n/a}
       ratio=$(python3 -c "import sys; print('%.2f' % (float(sys.argv[1]) / float(sys.argv[2])))" "$o" "$t" 2>/dev/null ||
         echo "n/a")
-      echo "| $model | $([[ $tf32 == 1 ]] && echo on || echo off) | $o | $t | $ratio |"
+      echo "| $model | $mode | $o | $t | $ratio |"
     done
   done
   echo "GPU tests: $([[ $tests_rc -eq 0 ]] && echo passed || echo FAILED) (see $out/*_tests.log)"

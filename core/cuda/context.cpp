@@ -92,16 +92,21 @@ Context::~Context() {
 
 void* Context::workspace(size_t bytes) {
   POSEIDON_CHECK(bytes <= kWorkspaceLimit) << "workspace of " << bytes << " bytes asked, limit " << kWorkspaceLimit;
-  if (bytes > workspace_bytes_) {
+  return grow(workspace_, bytes);
+}
+
+void* Context::staging(Staging slot, size_t bytes) { return grow(staging_.at(static_cast<size_t>(slot)), bytes); }
+
+void* Context::grow(Scratch& scratch, size_t bytes) {
+  if (bytes > scratch.bytes) {
     // Work still queued on the compute stream may use the old scratch; the
     // allocator hands a block out again only to work queued behind it.
-    allocator_.release(workspace_);
-    workspace_ = nullptr;
-    workspace_bytes_ = 0;
-    workspace_ = allocator_.allocate(bytes);
-    workspace_bytes_ = bytes;
+    allocator_.release(scratch.ptr);
+    scratch = {};
+    scratch.ptr = allocator_.allocate(bytes);
+    scratch.bytes = bytes;
   }
-  return workspace_;
+  return scratch.ptr;
 }
 
 }  // namespace poseidon::cuda

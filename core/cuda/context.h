@@ -2,7 +2,8 @@
 // compute stream every layer kernel runs on, two copy streams (device to
 // host and host to device) for staging gradients and parameters while the
 // compute stream goes on, the cuBLAS and cuDNN handles bound to the compute
-// stream, a bounded cuDNN workspace, and the caching allocator. The cuDNN
+// stream, a bounded cuDNN workspace, staging buffers for the bfloat16 copies
+// of a layer's operands (precision bf16), and the caching allocator. The cuDNN
 // handle is made at its first use, so that a machine whose cuDNN cannot
 // start fails only the layers that need it, with a message saying why.
 #pragma once
@@ -11,6 +12,7 @@
 #include <cuda_runtime.h>
 #include <cudnn.h>
 
+#include <array>
 #include <cstddef>
 #include <memory>
 #include <mutex>
@@ -50,6 +52,15 @@ class Context {
   // (NCCL's, the copies') may be busy.
   void* workspace(size_t bytes);
 
+  // The bfloat16 copies a conv or fc layer multiplies in precision bf16
+  // (its input, weight, output or output gradient) and the bfloat16 result
+  // on its way to a float32 tensor: one buffer per slot, shared by the
+  // device's layers (they run one at a time on the compute stream), of at
+  // least `bytes`, valid until the next call for the same slot. They grow
+  // like the workspace, so training steps after the first allocate nothing.
+  enum class Staging { input, weight, output, result };
+  void* staging(Staging slot, size_t bytes);
+
   // TF32 tensor-core math for FP32 GEMMs and convolutions: off, so that GPU
   // results match the CPU's to 1e-4 (POSEIDON_TF32=1 turns it on).
   bool tf32() const { return tf32_; }
@@ -74,8 +85,14 @@ class Context {
   cudnnHandle_t cudnn_ = nullptr;
   std::mutex cudnn_mutex_;
   CachingAllocator allocator_;
-  void* workspace_ = nullptr;
-  size_t workspace_bytes_ = 0;
+  // A scratch buffer that only grows (workspace, staging).
+  struct Scratch {
+    void* ptr = nullptr;
+    size_t bytes = 0;
+  };
+  void* grow(Scratch& scratch, size_t bytes);
+  Scratch workspace_;
+  std::array<Scratch, 4> staging_;
   bool tf32_ = false;
 };
 

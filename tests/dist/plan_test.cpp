@@ -140,4 +140,19 @@ TEST(Plan, CountSchemesFitsALine) {
   EXPECT_LT(line.size(), 20u) << line;
 }
 
+// The dist: line's units: what fusion, the algorithm and the wire format
+// made of the plan. LeNet on all-reduce with halving-doubling and the
+// default 4 MiB buckets is one bucket of its 431k parameters; on PS at the
+// default 4 MiB blocks every parameter is one block (8), each on bf16.
+TEST(Plan, DescribeUnitsNamesBucketsAlgorithmsAndWire) {
+  Net net = lenet(2);
+  dist::DistConfig config;
+  config.scheme = dist::SchemeChoice::allreduce;
+  config.collective.allreduce = dist::AllreduceAlgorithm::halving_doubling;
+  EXPECT_EQ(dist::describe_units(dist::plan_for_config(net, config, 4)), "1 all-reduce bucket (halving_doubling 1)");
+  config.scheme = dist::SchemeChoice::ps;
+  config.wire = dist::Wire::bf16;
+  EXPECT_EQ(dist::describe_units(dist::plan_for_config(net, config, 4)), "8 PS blocks, bf16 wire 8 units");
+}
+
 }  // namespace poseidon::testing

@@ -3,13 +3,12 @@
 // its BLAS path; and the Net's handing out of the run's precision.
 #include <gtest/gtest.h>
 
-#include <cmath>
 #include <random>
 #include <string>
 
+#include "bf16_check.h"
 #include "core/net.h"
 #include "core/registry.h"
-#include "layers/dnnl_support.h"
 
 namespace poseidon::testing {
 namespace {
@@ -47,29 +46,6 @@ Outputs run_layer(const std::string& yaml, const Shape& in_shape, Precision prec
   for (Param& p : layer->params()) o.param_grads.push_back(p.grad);
   return o;
 }
-
-double norm_relative_error(const Tensor& got, const Tensor& want) {
-  double diff = 0, norm = 0;
-  for (int64_t i = 0; i < got.numel(); ++i) {
-    diff += (double(got[i]) - want[i]) * (double(got[i]) - want[i]);
-    norm += double(want[i]) * want[i];
-  }
-  return std::sqrt(diff / norm);
-}
-
-// bfloat16 keeps 8 significant bits: rounding x and w each moves a product
-// by up to 2 u (u = 2^-8 = 3.9e-3) of itself, and in the float32 sums of
-// such products the errors, independent and of either sign, grow as the
-// square root of the terms while the sums of the random operands here grow
-// alike; so the whole result is off by about u, normwise. 1e-2 (2.5 u)
-// leaves room for that and is still far below what a wrong element among a
-// few hundred would cause.
-constexpr double kBf16Tolerance = 1e-2;
-// Above float32's own rounding differences (the two precisions also sum in
-// other orders), below any bfloat16 rounding: the bf16 path really rounds.
-constexpr double kFloat32Noise = 1e-5;
-
-bool has_bf16_kernels() { return dnnl_cpu_isa().rfind("avx512_core", 0) == 0; }
 
 void expect_bf16_close_to_fp32(const std::string& yaml, const Shape& in_shape) {
   const Outputs want = run_layer(yaml, in_shape, Precision::fp32);

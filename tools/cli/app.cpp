@@ -51,7 +51,7 @@ int run_cli(int argc, char** argv) {
   ti->add_option("--warmup", time.warmup, "untimed iterations first")->check(CLI::NonNegativeNumber);
   ti->add_option("--threads", time.threads, "threads (0: all cores)")->check(CLI::NonNegativeNumber);
   ti->add_option("--device", time.device, "cpu, cuda or cuda:N (default: the config's device, else cpu)");
-  ti->add_option("--precision", time.precision, "fp32, bf16 (CPU) or tf32 (GPU) (default: the config's, else fp32)")
+  ti->add_option("--precision", time.precision, "fp32, bf16 or tf32 (GPU) (default: the config's, else fp32)")
       ->check(CLI::IsMember({"fp32", "bf16", "tf32"}));
   ti->add_flag("--json", time.json, "machine-readable output");
 

@@ -5,7 +5,7 @@
 //   seed: 1
 //   threads: 2
 //   device: cpu
-//   precision: fp32                # fp32, bf16 (CPU) or tf32 (GPU): core/precision.h
+//   precision: fp32                # fp32, bf16 or tf32 (GPU): core/precision.h
 //   data:
 //     train: {source: idx, images: ..., labels: ..., batch_size: 64, shuffle: true}
 //     test:  {source: idx, images: ..., labels: ..., batch_size: 100}

@@ -1,0 +1,25 @@
+// Precision bf16 on the GPU (core/precision.h): the casts between a layer's
+// float32 tensors and the bfloat16 copies that cuDNN and cuBLAS multiply
+// (rounded to nearest even, bit for bit as the CPU rounds: core/bf16.h), and
+// a bias gradient summed from a bfloat16 output gradient, as the CPU's bf16
+// layers sum it. bfloat16 values are passed as their 16 bits.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <cstdint>
+
+namespace poseidon::cuda {
+
+// dst[i] = src[i] rounded to bfloat16.
+void round_to_bf16(uint16_t* dst, const float* src, size_t n, cudaStream_t stream);
+// dst[i] = src[i] widened to float32; with `accumulate`, dst[i] += it.
+void widen_bf16(float* dst, const uint16_t* src, size_t n, bool accumulate, cudaStream_t stream);
+// sums[c] = the float32 sum over i < outer, j < inner of
+// x[(i * channels + c) * inner + j]: the bias gradient of an NCHW output
+// gradient (outer = N, inner = H * W) or of an [N, C] one (inner = 1).
+void channel_sums_bf16(float* sums, const uint16_t* x, size_t outer, size_t channels, size_t inner,
+                       cudaStream_t stream);
+
+}  // namespace poseidon::cuda
