@@ -76,11 +76,12 @@ case $compression in
   bf16) dist_extra=", wire: bf16" ddp_hook=fp16 bucket_mb=25 ;;
   # One DDP bucket for PowerSGD: the hook chains three collectives per bucket
   # (the uncompressed tensors, then P, then Q), and with several buckets
-  # gloo's ranks can issue them in different orders: reduced VGG19-22K in
-  # 25 MB buckets stopped with gloo's "op.preamble.length <= op.nbytes"
-  # (PyTorch 1.13) or made no progress (2.15). One bucket runs its chain in the same order
-  # everywhere; what is lost is the overlap of its small transfers with
-  # backward, which on cores shared by every rank saves little anyway.
+  # gloo's ranks can issue them in different orders (the likely cause:
+  # reduced VGG19-22K in 25 MB buckets stopped with gloo's
+  # "op.preamble.length <= op.nbytes" on PyTorch 1.13, made no progress on
+  # 2.15). One bucket runs its chain in the same order everywhere; what is
+  # lost is the overlap of its small transfers with backward, which on cores
+  # shared by every rank saves little anyway.
   lowrank) dist_extra=", lowrank: true, lowrank_rank: $rank" ddp_hook=powersgd bucket_mb=100000 ;;
   *) echo "ddp.sh: unknown compression $compression (none, bf16, lowrank)" >&2; exit 2 ;;
 esac
