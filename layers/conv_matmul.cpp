@@ -102,10 +102,24 @@ void conv_bias_grad(const float* dy, int64_t batch, int64_t channels, int64_t pi
   }
 }
 
-// Measured with `poseidon time` per-layer tables (2 threads, batch 32, see
-// the commit that added this path)...
+// Measured on an AMX Xeon, 2 threads, batch 32, `poseidon time` per-layer
+// tables, fastest of 3 runs under a load of 4 to 5 (forward / backward ms,
+// oneDNN direct -> matmul):
+//   bf16, VGG19 3x3 512->512 on 2x2 images: 9.4 / 92-151 -> 4.1-5.7 / 5.8-6.4;
+//        on 4x4 images: 10.6-11.5 / 103-130 -> 10.0-12.2 / 13.8-16.2
+//        (the forward even, the backward many times faster);
+//        Inception-V3 at 75: Mixed_6b-e (3x3 images) 24.6 / 52.8 -> 32.0 /
+//        43.9 (even in sum), Mixed_7b-c (1x1 images) 22.9 / 39.2 -> 16.8 /
+//        17.1, Mixed_5b-d (7x7 images) 11.9 / 35.7 -> 35.5 / 52.4 (slower);
+//   fp32, VGG19 on 2x2 images: 6.0-6.6 / 22.4-24.2 -> 5.1-5.7 / 12.7-15.0;
+//        on 4x4 images: 15.9 / 40-41 -> 19.3-21.4 / 53-55 (slower);
+//        Inception Mixed_6b-e 36.0 / 73.9 -> 48.0 / 87.1 (slower),
+//        Mixed_7b-c 19.5 / 66.0 -> 13.1 / 31.2.
+// Hence matrix products up to 4x4 output pixels in bf16 and 2x2 in fp32.
+constexpr int64_t kMatmulPixelsBf16 = 16, kMatmulPixelsFp32 = 4;
+
 bool MatmulConv::preferred(const DnnlConvShape& s) {
-  return s.groups == 1 && s.geom.col_cols() <= 49;
+  return s.groups == 1 && s.geom.col_cols() <= (s.bf16 ? kMatmulPixelsBf16 : kMatmulPixelsFp32);
 }
 
 std::unique_ptr<MatmulConv> MatmulConv::create(const DnnlConvShape& shape) {

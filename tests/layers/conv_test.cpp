@@ -26,8 +26,8 @@ GRAD_CASE("conv_1x1_pointwise", "{name: c, type: conv, num_output: 3, kernel_siz
 GRAD_CASE("conv_1x1_groups2", "{name: c, type: conv, num_output: 4, kernel_size: 1, groups: 2}", {{2, 4, 5, 5}});
 // Small images, which run as matrix products (layers/conv_matmul.h).
 GRAD_CASE("conv_2x2_image_pad1", "{name: c, type: conv, num_output: 3, kernel_size: 3, pad: 1}", {{2, 4, 2, 2}});
-GRAD_CASE("conv_3x3_image_3x1", "{name: c, type: conv, num_output: 3, kernel_size: [3, 1], pad: [1, 0]}",
-          {{2, 4, 3, 3}});
+GRAD_CASE("conv_2x2_image_3x1", "{name: c, type: conv, num_output: 3, kernel_size: [3, 1], pad: [1, 0]}",
+          {{2, 4, 2, 2}});
 GRAD_CASE("conv_1x1_image_pad1_no_bias", "{name: c, type: conv, num_output: 3, kernel_size: 3, pad: 1, bias: false}",
           {{3, 4, 1, 1}});
 GRAD_CASE("conv_1x1_stride2", "{name: c, type: conv, num_output: 2, kernel_size: 1, stride: 2}", {{2, 2, 5, 5}});
@@ -160,8 +160,8 @@ INSTANTIATE_TEST_SUITE_P(
                       ConvSpec{"pointwise_groups_no_bias", 3, 4, 5, 6, 6, 1, 1, 1, 1, 0, 0, 1, 1, 2, false},
                       ConvSpec{"pointwise", 2, 5, 4, 3, 3, 1, 1},
                       ConvSpec{"small_2x2_pad1", 3, 8, 2, 2, 6, 3, 3, 1, 1, 1, 1},
-                      ConvSpec{"small_4x4_stride2_pad1_no_bias", 2, 6, 7, 7, 5, 3, 3, 2, 2, 1, 1, 1, 1, 1, false},
-                      ConvSpec{"small_1x3_on_3x3", 2, 6, 3, 3, 4, 1, 3, 1, 1, 0, 1},
+                      ConvSpec{"small_2x2_stride2_pad1_no_bias", 2, 6, 4, 4, 5, 3, 3, 2, 2, 1, 1, 1, 1, 1, false},
+                      ConvSpec{"small_1x3_on_2x2", 2, 6, 2, 2, 4, 1, 3, 1, 1, 0, 1},
                       ConvSpec{"small_1x1_image", 4, 8, 1, 1, 6, 3, 3, 1, 1, 1, 1}, kChunked),
     [](const auto& info) { return info.param.label; });
 
