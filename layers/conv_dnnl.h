@@ -5,6 +5,8 @@
 // so each operand is reordered between the two around the primitive: by
 // oneDNN's reorders, or for activations in NHWC by the layer's own
 // transposes (layers/channel_transpose.h), which are faster at few channels.
+// Small images (a few output pixels) run as matrix products over the whole
+// batch instead (layers/conv_matmul.h), where that measured faster.
 //
 // Everything that depends on the shape (primitives, reorders, blocked buffers,
 // scratchpad) is made once in the constructor; forward and backward only point

@@ -105,9 +105,10 @@ void conv_bias_grad(const float* dy, int64_t batch, int64_t channels, int64_t pi
 // Measured on an AMX Xeon, 2 threads, batch 32, `poseidon time` per-layer
 // tables, fastest of 3 runs under a load of 4 to 5 (forward / backward ms,
 // oneDNN direct -> matmul):
-//   bf16, VGG19 3x3 512->512 on 2x2 images: 9.4 / 92-151 -> 4.1-5.7 / 5.8-6.4;
+//   bf16, VGG19 3x3 512->512 on 2x2 images: 8.5-9.5 / 83-151 -> 4.1-5.7 / 5.8-6.4;
 //        on 4x4 images: 10.6-11.5 / 103-130 -> 10.0-12.2 / 13.8-16.2
-//        (the forward even, the backward many times faster);
+//        (the forward even; the direct backward, 15 to 17 ms on a quiet
+//        machine, stalls under load, the matrix products do not);
 //        Inception-V3 at 75: Mixed_6b-e (3x3 images) 24.6 / 52.8 -> 32.0 /
 //        43.9 (even in sum), Mixed_7b-c (1x1 images) 22.9 / 39.2 -> 16.8 /
 //        17.1, Mixed_5b-d (7x7 images) 11.9 / 35.7 -> 35.5 / 52.4 (slower);
