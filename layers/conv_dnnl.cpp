@@ -167,8 +167,8 @@ void DnnlConv::matmul_weight_grad(const memory::desc& x, const memory::desc& dy)
   const ConvGeometry& g = shape_.geom;
   const bool one_by_one = g.kernel_h == 1 && g.kernel_w == 1 && g.pad_h == 0 && g.pad_w == 0;
   const bool pointwise = one_by_one && g.stride_h == 1 && g.stride_w == 1;
-  if (shape_.groups != 1 || !is_layout(x, memory::format_tag::nhwc) ||
-      !is_layout(dy, memory::format_tag::nhwc) || (!one_by_one && g.col_cols() > kMatmulWeightGradPixels))
+  if (shape_.groups != 1 || !is_layout(x, memory::format_tag::nhwc) || !is_layout(dy, memory::format_tag::nhwc) ||
+      (!one_by_one && g.col_cols() > kMatmulWeightGradPixels))
     return;
   const int64_t rows = shape_.batch * g.col_cols(), cols = g.channels * g.kernel_h * g.kernel_w;
   const int64_t out = shape_.num_output;
@@ -282,7 +282,8 @@ void DnnlConv::backward(const float* x, const float* w, const float* dy, float* 
   if (!bwdw_shares_diff_dst_) load(bwdw_diff_dst_, dy);
   if (weight_grad_matmul_) {
     run_weight_grad_matmul(dw);
-    if (shape_.bias) conv_bias_grad(dy, shape_.batch, shape_.num_output, shape_.geom.col_cols(), bias_partial_.get(), db);
+    if (shape_.bias)
+      conv_bias_grad(dy, shape_.batch, shape_.num_output, shape_.geom.col_cols(), bias_partial_.get(), db);
     stream_.wait();
     return;
   }

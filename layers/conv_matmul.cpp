@@ -177,9 +177,9 @@ MatmulConv::MatmulConv(const DnnlConvShape& s) : shape_(s), stream_(dnnl_cpu_eng
     weights_ = memory(weights, engine, nullptr);
     weights_t_view = memory(weights_t, engine, nullptr);
   }
-  scratchpad_ = memory(memory::desc({std::max<int64_t>(1, int64_t(scratchpad_bytes_))}, memory::data_type::u8,
-                                    memory::format_tag::x),
-                       engine);
+  scratchpad_ = memory(
+      memory::desc({std::max<int64_t>(1, int64_t(scratchpad_bytes_))}, memory::data_type::u8, memory::format_tag::x),
+      engine);
   forward_args_ = {{DNNL_ARG_SRC, col_},
                    {DNNL_ARG_WEIGHTS, weights_t_view},
                    {DNNL_ARG_DST, y_rows_},
@@ -198,8 +198,7 @@ MatmulConv::MatmulConv(const DnnlConvShape& s) : shape_(s), stream_(dnnl_cpu_eng
 
 dnnl::matmul MatmulConv::make(const memory::desc& a, const memory::desc& b, const memory::desc& bias,
                               const memory::desc& c) {
-  const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a, b, bias, c), dnnl_user_scratchpad(),
-                                        dnnl_cpu_engine());
+  const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a, b, bias, c), dnnl_user_scratchpad(), dnnl_cpu_engine());
   reference_ = reference_ || dnnl_is_reference(pd.impl_info_str());
   scratchpad_bytes_ = std::max(scratchpad_bytes_, pd.scratchpad_desc().get_size());
   return dnnl::matmul(pd);

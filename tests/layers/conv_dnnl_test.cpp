@@ -7,7 +7,6 @@
 // up to 2x2 outputs): 1x1 and 2x2 outputs with and without bias, padded,
 // strided, 1x3 and 3x1 kernels, pointwise; and 4x4, which does not.
 #include "layers/conv_dnnl.h"
-#include "layers/conv_matmul.h"
 
 #include <gtest/gtest.h>
 
@@ -16,6 +15,7 @@
 #include <random>
 
 #include "core/registry.h"
+#include "layers/conv_matmul.h"
 
 namespace poseidon::testing {
 namespace {
