@@ -60,11 +60,13 @@ class DnnlFc {
   };
   // A float32 row-major matrix (pointed at the caller's on each call) and
   // its copy, owned here, with the reorder that makes one from the other: in
-  // bf16 rounded to bfloat16, for dY in float32 laid out column-major.
+  // bf16 rounded to bfloat16, for dY in float32 laid out column-major. Small
+  // matrices are rounded by a loop instead, without the reorder.
   struct Copy {
     dnnl::memory from, to;
     dnnl::reorder make;
     std::unordered_map<int, dnnl::memory> args;
+    int64_t serial_rounding = 0;  // > 0: the loop's count of floats
   };
 
   explicit DnnlFc(const DnnlFcShape& shape);
