@@ -77,19 +77,32 @@ std::string NonFinite::describe(const std::string& what) const {
 
 namespace {
 
-// Whether every learnable gradient is finite: one pass over the flat buffer,
-// or, where layers proved some finite, over the others one by one.
+// Whether every learnable gradient is finite: one pass over the flat buffer
+// but for the gradients layers proved finite. Learnable gradients lie in the
+// buffer in layer order, so those between two proven ones are read as one
+// run (with the padding between them), in parallel like the whole buffer.
 bool gradients_finite(Net& net) {
   const Tensor& grads = net.flat_grads();
   if (grads.is_cuda()) return device_memory::gpu_first_non_finite(grads.device(), grads.data(), grads.numel()) < 0;
-  auto each_learnable = [&net](auto visit) {
-    for (size_t k = 0; k < net.num_layers(); ++k)
-      for (Param& p : net.layer(k).params())
-        if (p.learnable && !visit(p)) return false;
-    return true;
+  const float* run_begin = nullptr;
+  const float* run_end = nullptr;
+  bool finite = true;
+  auto check_run = [&] {
+    if (run_begin) finite = finite && all_finite(run_begin, run_end - run_begin);
+    run_begin = nullptr;
   };
-  if (each_learnable([](const Param& p) { return !p.grad_bounded; })) return all_finite(grads.data(), grads.numel());
-  return each_learnable([](const Param& p) { return p.grad_bounded || all_finite(p.grad.data(), p.grad.numel()); });
+  for (size_t k = 0; k < net.num_layers(); ++k)
+    for (const Param& p : net.layer(k).params()) {
+      if (!p.learnable) continue;
+      if (p.grad_bounded) {
+        check_run();
+        continue;
+      }
+      if (!run_begin) run_begin = p.grad.data();
+      run_end = p.grad.data() + p.grad.numel();
+    }
+  check_run();
+  return finite;
 }
 
 }  // namespace

@@ -187,6 +187,24 @@ TEST(FiniteCheck, NamesTheBadGradientNearestTheLoss) {
   EXPECT_EQ(bad->describe("x"), "x in layer 'fc1', tensor 'fc1.bias' (first at index 3: inf)");
 }
 
+TEST(FiniteCheck, ReadsEveryGradientALayerDidNotProveFinite) {
+  Net net(ConfigNode::parse(kModel, "model.yaml"), 2);
+  Param& proven = *net.find_param("fc1.weight");
+  proven.grad_bounded = true;  // as fc1's backward sets it
+  proven.grad[1] = kNan;       // so the check trusts it and does not read it
+  EXPECT_FALSE(find_non_finite_gradient(net));
+  proven.grad[1] = 0.f;  // the naming scan reads everything
+  // Before, right after and well after the proven gradient in the buffer.
+  for (const char* name : {"conv1.weight", "bn1.bias", "fc1.bias", "inject.weight", "fc2.bias"}) {
+    Param& p = *net.find_param(name);
+    p.grad[p.grad.numel() - 1] = kInf;
+    auto bad = find_non_finite_gradient(net);
+    ASSERT_TRUE(bad) << name;
+    EXPECT_EQ(bad->tensor, name);
+    p.grad[p.grad.numel() - 1] = 0.f;
+  }
+}
+
 class NumericGuard : public ::testing::Test {
  protected:
   void SetUp() override {
