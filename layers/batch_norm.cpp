@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "core/registry.h"
+#include "layers/cpu_vector.h"
 
 namespace poseidon {
 
@@ -43,35 +44,124 @@ std::vector<Shape> BatchNormLayer::reshape(const std::vector<Shape>& in) {
   return {s};
 }
 
+namespace {
+
+// One channel of an [N, C, S] tensor: batch runs of spatial values, stride
+// apart. Each kernel below walks one channel.
+struct Channel {
+  int64_t batch, stride, spatial;
+};
+
+POSEIDON_VECTOR_CLONES double channel_sum(const float* x, Channel ch) {
+  double sum = 0;
+  for (int64_t n = 0; n < ch.batch; ++n) {
+    const float* row = x + n * ch.stride;
+#pragma omp simd reduction(+ : sum)
+    for (int64_t s = 0; s < ch.spatial; ++s) sum += row[s];
+  }
+  return sum;
+}
+
+POSEIDON_VECTOR_CLONES double channel_centred_squares(const float* x, Channel ch, double mean) {
+  double squares = 0;
+  for (int64_t n = 0; n < ch.batch; ++n) {
+    const float* row = x + n * ch.stride;
+#pragma omp simd reduction(+ : squares)
+    for (int64_t s = 0; s < ch.spatial; ++s) {
+      const double d = row[s] - mean;
+      squares += d * d;
+    }
+  }
+  return squares;
+}
+
+POSEIDON_VECTOR_CLONES void channel_affine(const float* x, float* y, Channel ch, float scale, float shift) {
+  for (int64_t n = 0; n < ch.batch; ++n) {
+    const float* in = x + n * ch.stride;
+    float* out = y + n * ch.stride;
+#pragma omp simd
+    for (int64_t s = 0; s < ch.spatial; ++s) out[s] = in[s] * scale + shift;
+  }
+}
+
+// Sums over the channel's values of dy and dy * xhat, both in one pass.
+POSEIDON_VECTOR_CLONES void channel_grad_sums(const float* x, const float* dy, Channel ch, float mean, float inv_std,
+                                              double& sum_dy_out, double& sum_dy_xhat_out) {
+  double sum_dy = 0, sum_dy_xhat = 0;
+  for (int64_t n = 0; n < ch.batch; ++n) {
+    const float* in = x + n * ch.stride;
+    const float* g = dy + n * ch.stride;
+#pragma omp simd reduction(+ : sum_dy, sum_dy_xhat)
+    for (int64_t s = 0; s < ch.spatial; ++s) {
+      sum_dy += g[s];
+      sum_dy_xhat += double(g[s]) * ((in[s] - mean) * inv_std);
+    }
+  }
+  sum_dy_out = sum_dy;
+  sum_dy_xhat_out = sum_dy_xhat;
+}
+
+// dx += g * (dy - mean_dy - xhat * mean_dy_xhat)
+POSEIDON_VECTOR_CLONES void channel_input_grad(const float* x, const float* dy, float* dx, Channel ch, float mean,
+                                               float inv_std, float g, float mean_dy, float mean_dy_xhat) {
+  for (int64_t n = 0; n < ch.batch; ++n) {
+    const float* in = x + n * ch.stride;
+    const float* grad = dy + n * ch.stride;
+    float* out = dx + n * ch.stride;
+#pragma omp simd
+    for (int64_t s = 0; s < ch.spatial; ++s) {
+      const float xhat = (in[s] - mean) * inv_std;
+      out[s] += g * (grad[s] - mean_dy - xhat * mean_dy_xhat);
+    }
+  }
+}
+
+// Two passes in double: the mean, then the centred sum of squares.
+void channel_stats(const float* x, Channel ch, int64_t count, double& mean, double& squares) {
+  mean = channel_sum(x, ch) / count;
+  squares = channel_centred_squares(x, ch, mean);
+}
+
+}  // namespace
+
+// Channel by channel: the statistics and the normalisation read the channel's
+// values while they are still in cache from the first pass, so the input
+// comes from memory once.
 void BatchNormLayer::forward(LayerIO& io, RunContext& ctx) {
   const Tensor& x = *io.in[0];
   const Extent e = extent(x);
   batch_stats_ = ctx.phase == Phase::train;
-  if (batch_stats_) {
-    check_batch(x, e);
-    compute_batch_stats(x, e);
-  } else {
-    const float* rm = running_mean().value.data();
-    const float* rv = running_var().value.data();
-    for (int64_t c = 0; c < e.channels; ++c) {
-      mean_[c] = rm[c];
-      inv_std_[c] = static_cast<float>(1.0 / std::sqrt(double(rv[c]) + eps_));
-    }
-  }
+  if (batch_stats_) check_batch(x, e);
   const float* px = x.data();
   float* py = io.out[0]->data();
   const float* w = affine_ ? param(0).value.data() : nullptr;
   const float* b = affine_ ? param(1).value.data() : nullptr;
-#pragma omp parallel for collapse(2) if (x.numel() > 32768)
-  for (int64_t n = 0; n < e.batch; ++n)
-    for (int64_t c = 0; c < e.channels; ++c) {
-      const float scale = inv_std_[c] * (w ? w[c] : 1.f);
-      const float shift = (b ? b[c] : 0.f) - mean_[c] * scale;
-      const int64_t off = (n * e.channels + c) * e.spatial;
-      for (int64_t s = 0; s < e.spatial; ++s) py[off + s] = px[off + s] * scale + shift;
+  float* rm = running_mean().value.data();
+  float* rv = running_var().value.data();
+  const double m = momentum_;
+  const Channel ch{e.batch, e.channels * e.spatial, e.spatial};
+#pragma omp parallel for schedule(static) if (x.numel() > 32768)
+  for (int64_t c = 0; c < e.channels; ++c) {
+    const float* xc = px + c * e.spatial;
+    if (batch_stats_) {
+      double mean, squares;
+      channel_stats(xc, ch, e.count, mean, squares);
+      mean_[c] = static_cast<float>(mean);
+      inv_std_[c] = static_cast<float>(1.0 / std::sqrt(squares / e.count + eps_));
+      rm[c] = static_cast<float>((1 - m) * rm[c] + m * mean);
+      rv[c] = static_cast<float>((1 - m) * rv[c] + m * squares / (e.count - 1));
+    } else {
+      mean_[c] = rm[c];
+      inv_std_[c] = static_cast<float>(1.0 / std::sqrt(double(rv[c]) + eps_));
     }
+    const float scale = inv_std_[c] * (w ? w[c] : 1.f);
+    const float shift = (b ? b[c] : 0.f) - mean_[c] * scale;
+    channel_affine(xc, py + c * e.spatial, ch, scale, shift);
+  }
 }
 
+// Per channel, both sums in one pass and then the input gradient, which reads
+// x and dy again while they are in cache.
 void BatchNormLayer::backward(LayerIO& io, RunContext&) {
   const Tensor& x = *io.in[0];
   const Extent e = extent(x);
@@ -81,69 +171,22 @@ void BatchNormLayer::backward(LayerIO& io, RunContext&) {
   const float* w = affine_ ? param(0).value.data() : nullptr;
   float* dw = affine_ ? param(0).grad.data() : nullptr;
   float* db = affine_ ? param(1).grad.data() : nullptr;
-#pragma omp parallel for if (x.numel() > 32768)
+  const Channel ch{e.batch, e.channels * e.spatial, e.spatial};
+#pragma omp parallel for schedule(static) if (x.numel() > 32768)
   for (int64_t c = 0; c < e.channels; ++c) {
-    // Sums over the channel's values of dy and dy * xhat. The values are
-    // locals and the reductions declared so that the loops vectorise; the
-    // order of the sums, and so the result, stays the same from run to run.
+    const int64_t off = c * e.spatial;
     const float mean = mean_[c], inv_std = inv_std_[c];
-    double sum_dy = 0, sum_dy_xhat = 0;
-    for (int64_t n = 0; n < e.batch; ++n) {
-      const int64_t off = (n * e.channels + c) * e.spatial;
-#pragma omp simd reduction(+ : sum_dy, sum_dy_xhat)
-      for (int64_t s = 0; s < e.spatial; ++s) {
-        sum_dy += dy[off + s];
-        sum_dy_xhat += double(dy[off + s]) * ((px[off + s] - mean) * inv_std);
-      }
-    }
+    double sum_dy, sum_dy_xhat;
+    channel_grad_sums(px + off, dy + off, ch, mean, inv_std, sum_dy, sum_dy_xhat);
     if (dw) dw[c] = static_cast<float>(sum_dy_xhat);
     if (db) db[c] = static_cast<float>(sum_dy);
     if (!dx) continue;
-    const float g = inv_std_[c] * (w ? w[c] : 1.f);
     // With batch statistics the mean and variance depend on x too:
     // dx = g * (dy - mean(dy) - xhat * mean(dy * xhat)).
+    const float g = inv_std * (w ? w[c] : 1.f);
     const float mean_dy = batch_stats_ ? static_cast<float>(sum_dy / e.count) : 0.f;
     const float mean_dy_xhat = batch_stats_ ? static_cast<float>(sum_dy_xhat / e.count) : 0.f;
-    for (int64_t n = 0; n < e.batch; ++n) {
-      const int64_t off = (n * e.channels + c) * e.spatial;
-#pragma omp simd
-      for (int64_t s = 0; s < e.spatial; ++s) {
-        const float xhat = (px[off + s] - mean) * inv_std;
-        dx[off + s] += g * (dy[off + s] - mean_dy - xhat * mean_dy_xhat);
-      }
-    }
-  }
-}
-
-// Two passes in double per channel: mean, then the centred sum of squares.
-void BatchNormLayer::compute_batch_stats(const Tensor& x, const Extent& e) {
-  const float* px = x.data();
-  float* rm = running_mean().value.data();
-  float* rv = running_var().value.data();
-  const double m = momentum_;
-#pragma omp parallel for if (x.numel() > 32768)
-  for (int64_t c = 0; c < e.channels; ++c) {
-    double sum = 0;
-    for (int64_t n = 0; n < e.batch; ++n) {
-      const int64_t off = (n * e.channels + c) * e.spatial;
-#pragma omp simd reduction(+ : sum)
-      for (int64_t s = 0; s < e.spatial; ++s) sum += px[off + s];
-    }
-    const double mean = sum / e.count;
-    double squares = 0;
-    for (int64_t n = 0; n < e.batch; ++n) {
-      const int64_t off = (n * e.channels + c) * e.spatial;
-#pragma omp simd reduction(+ : squares)
-      for (int64_t s = 0; s < e.spatial; ++s) {
-        const double d = px[off + s] - mean;
-        squares += d * d;
-      }
-    }
-    const double var = squares / e.count;
-    mean_[c] = static_cast<float>(mean);
-    inv_std_[c] = static_cast<float>(1.0 / std::sqrt(var + eps_));
-    rm[c] = static_cast<float>((1 - m) * rm[c] + m * mean);
-    rv[c] = static_cast<float>((1 - m) * rv[c] + m * squares / (e.count - 1));
+    channel_input_grad(px + off, dy + off, dx + off, ch, mean, inv_std, g, mean_dy, mean_dy_xhat);
   }
 }
 

@@ -37,8 +37,6 @@ class BatchNormLayer : public Layer {
   bool batch_stats_ = true;  // the last forward used batch statistics
 
  private:
-  void compute_batch_stats(const Tensor& x, const Extent& e);
-
   std::vector<float> mean_, inv_std_;  // per channel, as used by the last forward
 };
 
