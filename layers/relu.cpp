@@ -28,7 +28,8 @@ POSEIDON_VECTOR_CLONES void relu_grad_range(const float* x, const float* dy, flo
 void ReluLayer::forward(LayerIO& io, RunContext&) {
   const float* x = io.in[0]->data();
   float* y = io.out[0]->data();
-  parallel_chunks(io.in[0]->numel(), [&](int64_t begin, int64_t end) { relu_range(x + begin, y + begin, end - begin); });
+  parallel_chunks(io.in[0]->numel(),
+                  [&](int64_t begin, int64_t end) { relu_range(x + begin, y + begin, end - begin); });
 }
 
 void ReluLayer::backward(LayerIO& io, RunContext&) {

@@ -60,8 +60,7 @@ void SumLayer::forward(LayerIO& io, RunContext&) {
     } else {
       // The first two inputs in one pass: a residual sum is all of the work,
       // and a pass of its own for the first input would add a third to it.
-      sum2_range(coefficients_[0], io.in[0]->data() + begin, coefficients_[1], io.in[1]->data() + begin, y + begin,
-                 n);
+      sum2_range(coefficients_[0], io.in[0]->data() + begin, coefficients_[1], io.in[1]->data() + begin, y + begin, n);
       k = 2;
     }
     for (; k < io.in.size(); ++k) add_scaled_range(coefficients_[k], io.in[k]->data() + begin, y + begin, n);

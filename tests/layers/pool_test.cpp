@@ -157,7 +157,18 @@ INSTANTIATE_TEST_SUITE_P(
                       PoolSpec{"floor_max_short_of_right_edge", 2, 4, 7, 9, 2, 2, 2, 2, 0, 0},
                       PoolSpec{"max_stride3_pad", 2, 3, 11, 11, 3, 3, 3, 3, 1, 1},
                       PoolSpec{"max_stride1_pad", 2, 3, 9, 9, 3, 3, 1, 1, 1, 1},
-                      PoolSpec{"global_avg_large", 3, 16, 8, 8, 0, 0, 0, 0, 0, 0, false, false, true, true}),
+                      PoolSpec{"global_avg_large", 3, 16, 8, 8, 0, 0, 0, 0, 0, 0, false, false, true, true},
+                      // Inception's small planes, many to a thread's run of planes
+                      // and enough for threads; global pooling of 1x1 planes, of
+                      // one plane larger than a run, and a kernel the plane's size.
+                      PoolSpec{"inception_avg3_pad_3x3", 2, 40, 3, 3, 3, 3, 1, 1, 1, 1, false},
+                      PoolSpec{"inception_avg3_pad_1x1", 2, 40, 1, 1, 3, 3, 1, 1, 1, 1, false},
+                      PoolSpec{"inception_max3_15x15", 2, 96, 15, 15, 3, 3, 2, 2, 0, 0},
+                      PoolSpec{"inception_avg3_pad_7x7", 3, 300, 7, 7, 3, 3, 1, 1, 1, 1, false},
+                      PoolSpec{"global_avg_1x1", 2, 5, 1, 1, 0, 0, 0, 0, 0, 0, false, false, true, true},
+                      PoolSpec{"global_avg_threaded_runs", 4, 300, 7, 7, 0, 0, 0, 0, 0, 0, false, false, true, true},
+                      PoolSpec{"global_avg_one_big_plane", 1, 1, 181, 183, 0, 0, 0, 0, 0, 0, false, false, true, true},
+                      PoolSpec{"avg_kernel_is_plane", 2, 3, 5, 4, 5, 4, 1, 1, 0, 0, false}),
     [](const auto& info) { return info.param.label; });
 
 template <class Fn>
