@@ -1,7 +1,9 @@
 // NaN and infinity checks over the Net's gradients and parameters.
 #include "core/finite_check.h"
 
+#include <algorithm>
 #include <cmath>
+#include <limits>
 
 #include "core/device_memory.h"
 
@@ -39,6 +41,23 @@ bool all_finite(const float* data, int64_t n) {
   return sum == 0.f;
 }
 
+float max_abs(const float* data, int64_t n) {
+  float largest = 0.f, poison = 0.f;  // poison: NaN once a non-finite value was seen (see all_finite)
+#pragma omp parallel for simd reduction(max : largest) reduction(+ : poison) if (n >= kParallelFrom)
+  for (int64_t i = 0; i < n; ++i) {
+    largest = std::max(largest, std::fabs(data[i]));
+    poison += data[i] * 0.f;
+  }
+  return poison == 0.f ? largest : std::numeric_limits<float>::quiet_NaN();
+}
+
+bool product_sums_finite(float max_a, float max_b, int64_t terms) {
+  constexpr double kQuarter = std::numeric_limits<float>::max() / 4.0;
+  constexpr int64_t kMaxTerms = int64_t(1) << 22;
+  if (!(max_a <= kQuarter && max_b <= kQuarter) || terms < 0 || terms >= kMaxTerms) return false;
+  return double(terms) * max_a * max_b <= kQuarter / 2;
+}
+
 int64_t first_non_finite(const float* data, int64_t n) {
   if (all_finite(data, n)) return -1;
   for (int64_t i = 0; i < n; ++i)
@@ -56,11 +75,27 @@ std::string NonFinite::describe(const std::string& what) const {
          non_finite_text(value) + ")";
 }
 
-std::optional<NonFinite> find_non_finite_gradient(Net& net) {
+namespace {
+
+// Whether every learnable gradient is finite: one pass over the flat buffer,
+// or, where layers proved some finite, over the others one by one.
+bool gradients_finite(Net& net) {
   const Tensor& grads = net.flat_grads();
-  if (grads.is_cuda() ? device_memory::gpu_first_non_finite(grads.device(), grads.data(), grads.numel()) < 0
-                      : all_finite(grads.data(), grads.numel()))
-    return std::nullopt;
+  if (grads.is_cuda()) return device_memory::gpu_first_non_finite(grads.device(), grads.data(), grads.numel()) < 0;
+  auto each_learnable = [&net](auto visit) {
+    for (size_t k = 0; k < net.num_layers(); ++k)
+      for (Param& p : net.layer(k).params())
+        if (p.learnable && !visit(p)) return false;
+    return true;
+  };
+  if (each_learnable([](const Param& p) { return !p.grad_bounded; })) return all_finite(grads.data(), grads.numel());
+  return each_learnable([](const Param& p) { return p.grad_bounded || all_finite(p.grad.data(), p.grad.numel()); });
+}
+
+}  // namespace
+
+std::optional<NonFinite> find_non_finite_gradient(Net& net) {
+  if (gradients_finite(net)) return std::nullopt;
   return scan(net, true, [](Param& p) { return p.learnable ? &p.grad : nullptr; });
 }
 

@@ -1,7 +1,13 @@
 // Finite checks for training: a NaN or an infinity in the loss or in a
 // gradient stops training before it reaches the parameters. The common case,
-// everything finite, costs one branch-free pass over the flat gradient buffer;
-// only a failure pays for finding and naming the culprit.
+// everything finite, costs one branch-free pass over the gradients; only a
+// failure pays for finding and naming the culprit.
+// A layer may spare a gradient that pass by proving it finite from its
+// operands (Param::grad_bounded): an fc layer's weight gradient dy^T x is far
+// larger than x and dy, whose largest magnitudes bound every element of it
+// (product_sums_finite). That pass is otherwise a read of every gradient from
+// memory: 6% of an fp32 training step of models/mlp_2048.yaml, 8% of a bf16
+// step of VGG19-22K at 32x32 pixels.
 #pragma once
 
 #include <cstdint>
@@ -16,6 +22,17 @@ namespace poseidon {
 bool all_finite(const float* data, int64_t n);
 // Index of the first NaN or infinite element of data[0, n), or -1.
 int64_t first_non_finite(const float* data, int64_t n);
+// The largest |data[i]| over [0, n) (0 when n is 0), or NaN when data holds
+// a NaN or an infinity.
+float max_abs(const float* data, int64_t n);
+// Whether every sum of at most `terms` products a * b with |a| <= max_a and
+// |b| <= max_b is finite however float32 arithmetic rounds and orders it,
+// also with both factors first rounded to bfloat16: each rounding grows a
+// magnitude by at most a factor 1 + 2^-8, so below 2^22 terms the computed
+// sum stays under 2 * terms * max_a * max_b, and that is asked to stay under
+// a quarter of the largest float32 (each factor under a quarter too, so that
+// rounding it cannot overflow). False for NaN or infinite bounds.
+bool product_sums_finite(float max_a, float max_b, int64_t terms);
 // "nan", "inf" or "-inf".
 std::string non_finite_text(float v);
 

@@ -47,6 +47,10 @@ struct Param {
   float decay_mult = 1.f;
   Tensor value;  // views into the Net's flat buffers
   Tensor grad;   // empty for buffers
+  // Set by the layer's backward when its operands prove this gradient finite
+  // (core/finite_check.h), so the finite check need not read it; cleared
+  // whenever it cannot prove it.
+  bool grad_bounded = false;
 };
 
 // Tensors of one forward or backward call. In backward, in_grad[i] is null for

@@ -170,7 +170,7 @@ void Scheduler::grad_ready(Param& param) {
   auto it = group_of_param_.find(&param);
   POSEIDON_CHECK(it != group_of_param_.end()) << "parameter '" << param.name << "' is not in the plan";
   const size_t u = it->second;
-  if (check_finite_ && !formed_.count(&param) && !all_finite(param.grad.data(), param.grad.numel())) {
+  if (check_finite_ && !formed_.count(&param) && !param.grad_bounded && !all_finite(param.grad.data(), param.grad.numel())) {
     const int64_t at = first_non_finite(param.grad.data(), param.grad.numel());
     throw Error("non-finite gradient of '" + param.name + "' (first at index " + std::to_string(at) + ": " +
                 non_finite_text(param.grad[at]) + ")");

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 
+#include "core/finite_check.h"
 #include "core/math.h"
 #include "core/registry.h"
 #include "layers/fc_dnnl.h"
@@ -69,6 +70,7 @@ void FcLayer::backward(LayerIO& io, RunContext&) {
   float* dw = io.writes_param_grad(0) ? param(0).grad.data() : nullptr;
   float* dx = io.in_grad[0] ? io.in_grad[0]->data() : nullptr;
   float* db = has_bias_ ? param(1).grad.data() : nullptr;
+  bound_param_grads(x, dy, dw != nullptr);
   if (dnnl_) {
     dnnl_->backward(x, w, dy, dx, dw, db);
     return;
@@ -76,6 +78,17 @@ void FcLayer::backward(LayerIO& io, RunContext&) {
   if (db) bias_grad_on_host(dy, db);
   if (dw) gemm(true, false, num_output_, features_, batch_, 1.f, dy, x, 0.f, dw);
   if (dx) gemm(false, false, batch_, features_, num_output_, 1.f, dy, w, 1.f, dx);
+}
+
+// dw[o, f] sums batch_ products dy[n, o] x[n, f], and db[o] batch_ of
+// dy[n, o] (times 1): the largest |x| and |dy|, read from the two small
+// matrices, bound both (core/finite_check.h), sparing the finite check a
+// read of the large weight gradient.
+void FcLayer::bound_param_grads(const float* x, const float* dy, bool writes_weight_grad) {
+  const float largest_dy = max_abs(dy, batch_ * num_output_);
+  param(0).grad_bounded =
+      writes_weight_grad && product_sums_finite(largest_dy, max_abs(x, batch_ * features_), batch_);
+  if (has_bias_) param(1).grad_bounded = product_sums_finite(largest_dy, 1.f, batch_);
 }
 
 void FcLayer::add_bias_on_host(float* y) {

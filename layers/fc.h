@@ -45,6 +45,8 @@ class FcLayer : public Layer {
   void prepare_cpu_engine();
   void add_bias_on_host(float* y);
   void bias_grad_on_host(const float* dy, float* db);
+  // Sets the parameters' grad_bounded for this backward (core/layer.h).
+  void bound_param_grads(const float* x, const float* dy, bool writes_weight_grad);
 
   bool blas_only_ = false;
   // oneDNN's primitives per batch size and precision, kept so that switching

@@ -4,7 +4,8 @@
 // status 2 and a message naming the iteration, the layer and the tensor, no
 // parameter takes that iteration's update nor buffer its forward's running
 // statistics, and the checkpoint of the state before it resumes to the
-// numbers of a run that never failed.
+// numbers of a run that never failed. An fc layer proves its gradients
+// finite from its operands where it can, and only there.
 // The injecting layer is registered in this test binary only: the tools
 // tests require every registered layer type to be documented.
 #include "core/finite_check.h"
@@ -74,6 +75,81 @@ TEST(FiniteCheck, FindsTheFirstNanOrInfinityAtAnySize) {
     }
   }
   EXPECT_TRUE(all_finite(nullptr, 0));
+}
+
+TEST(FiniteCheck, MaxAbsSeesEveryMagnitudeAndTurnsNanOnANonFiniteValue) {
+  for (int64_t n : {1, 7, 1000, (1 << 18) + 5}) {
+    std::vector<float> v(n);
+    for (int64_t i = 0; i < n; ++i) v[i] = (i % 2 ? -1.f : 1.f) * float(i % 100);
+    v[n / 2] = -1e30f;
+    EXPECT_EQ(max_abs(v.data(), n), 1e30f) << n;
+    for (float bad : {kNan, kInf, -kInf}) {
+      std::vector<float> w = v;
+      w[n - 1] = bad;
+      EXPECT_TRUE(std::isnan(max_abs(w.data(), n))) << n << " " << bad;
+    }
+  }
+  EXPECT_EQ(max_abs(nullptr, 0), 0.f);
+}
+
+TEST(FiniteCheck, ProductSumBoundHoldsOnlyWellInsideTheRange) {
+  const float big = std::numeric_limits<float>::max();
+  EXPECT_TRUE(product_sums_finite(1.f, 1.f, 1000));
+  EXPECT_TRUE(product_sums_finite(1e18f, 1e18f, 10));
+  EXPECT_FALSE(product_sums_finite(1e19f, 1e19f, 1));  // 1e38: over an eighth of the range
+  EXPECT_TRUE(product_sums_finite(1e-30f, 1e30f, 1));
+  EXPECT_FALSE(product_sums_finite(big / 2, 1e-30f, 1));  // the factor alone could round to infinity
+  EXPECT_FALSE(product_sums_finite(1.f, 1.f, int64_t(1) << 22));  // too many roundings to bound
+  for (float bad : {kNan, kInf}) {
+    EXPECT_FALSE(product_sums_finite(bad, 1.f, 1));
+    EXPECT_FALSE(product_sums_finite(1.f, bad, 1));
+  }
+}
+
+const char* kFcModel = R"(name: fc_only
+inputs: {data: [2], label: []}
+layers:
+  - {name: fc, type: fc, inputs: data, num_output: 2}
+  - {name: loss, type: softmax_loss, inputs: [fc, label]}
+)";
+
+// The fc layer's backward alone over a batch of two, with every element of x
+// and of dy set (the loss only puts the layer on backward's path).
+void fc_backward(Net& net, float x, float dy) {
+  RunContext ctx{Phase::train, nullptr, Device{}};
+  net.blob("data").value.fill(x);
+  net.forward_layer(0, ctx);
+  net.blob("fc").grad.fill(dy);
+  net.backward_layer(0, ctx);
+}
+
+TEST(FiniteCheck, FcProvesItsGradientsFiniteOnlyWhereItsOperandsBoundThem) {
+  Net net(ConfigNode::parse(kFcModel, "model.yaml"), 2);
+  net.init_params(1);
+  Param& w = *net.find_param("fc.weight");
+  Param& b = *net.find_param("fc.bias");
+  fc_backward(net, 1.f, 1.f);
+  EXPECT_TRUE(w.grad_bounded);
+  EXPECT_TRUE(b.grad_bounded);
+  EXPECT_FALSE(find_non_finite_gradient(net));
+  // Each product 2e38 x 1 is finite; their sum over the batch is not.
+  fc_backward(net, 2e38f, 1.f);
+  EXPECT_FALSE(w.grad_bounded);
+  EXPECT_TRUE(b.grad_bounded);
+  EXPECT_TRUE(std::isinf(w.grad[0]));
+  auto bad = find_non_finite_gradient(net);
+  ASSERT_TRUE(bad);
+  EXPECT_EQ(bad->tensor, "fc.weight");
+  fc_backward(net, 1.f, kNan);
+  EXPECT_FALSE(w.grad_bounded);
+  EXPECT_FALSE(b.grad_bounded);
+  bad = find_non_finite_gradient(net);
+  ASSERT_TRUE(bad);
+  EXPECT_EQ(bad->tensor, "fc.weight");
+  // Proven again by the next backward with ordinary operands.
+  fc_backward(net, -3.f, 0.5f);
+  EXPECT_TRUE(w.grad_bounded);
+  EXPECT_FALSE(find_non_finite_gradient(net));
 }
 
 const char* kModel = R"(name: guarded
