@@ -1,6 +1,7 @@
 // Batch normalisation on the CPU (see batch_norm.h).
 #include "layers/batch_norm.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "core/registry.h"
@@ -52,27 +53,26 @@ struct Channel {
   int64_t batch, stride, spatial;
 };
 
-POSEIDON_VECTOR_CLONES double channel_sum(const float* x, Channel ch) {
-  double sum = 0;
+// Sums of d = x - shift and of d * d over the channel in one pass, in double.
+// The shift is a value of the channel, and no value lies more than
+// sqrt(count) standard deviations from the mean, so squares - sum^2 / count
+// cancels at most a factor count of double's precision: the variance keeps
+// fp32 precision up to 1e8 values per channel, as a second, centred pass
+// would give it.
+POSEIDON_VECTOR_CLONES void channel_shifted_sums(const float* x, Channel ch, double shift, double& sum_out,
+                                                 double& squares_out) {
+  double sum = 0, squares = 0;
   for (int64_t n = 0; n < ch.batch; ++n) {
     const float* row = x + n * ch.stride;
-#pragma omp simd reduction(+ : sum)
-    for (int64_t s = 0; s < ch.spatial; ++s) sum += row[s];
-  }
-  return sum;
-}
-
-POSEIDON_VECTOR_CLONES double channel_centred_squares(const float* x, Channel ch, double mean) {
-  double squares = 0;
-  for (int64_t n = 0; n < ch.batch; ++n) {
-    const float* row = x + n * ch.stride;
-#pragma omp simd reduction(+ : squares)
+#pragma omp simd reduction(+ : sum, squares)
     for (int64_t s = 0; s < ch.spatial; ++s) {
-      const double d = row[s] - mean;
+      const double d = row[s] - shift;
+      sum += d;
       squares += d * d;
     }
   }
-  return squares;
+  sum_out = sum;
+  squares_out = squares;
 }
 
 POSEIDON_VECTOR_CLONES void channel_affine(const float* x, float* y, Channel ch, float scale, float shift) {
@@ -116,16 +116,19 @@ POSEIDON_VECTOR_CLONES void channel_input_grad(const float* x, const float* dy, 
   }
 }
 
-// Two passes in double: the mean, then the centred sum of squares.
+// The mean and the centred sum of squares of a channel, from one pass.
 void channel_stats(const float* x, Channel ch, int64_t count, double& mean, double& squares) {
-  mean = channel_sum(x, ch) / count;
-  squares = channel_centred_squares(x, ch, mean);
+  const double shift = x[0];
+  double sum, shifted_squares;
+  channel_shifted_sums(x, ch, shift, sum, shifted_squares);
+  mean = shift + sum / count;
+  squares = std::max(shifted_squares - sum * sum / count, 0.0);
 }
 
 }  // namespace
 
-// Channel by channel: the statistics and the normalisation read the channel's
-// values while they are still in cache from the first pass, so the input
+// Channel by channel: the normalisation reads the channel's values while they
+// are still in cache from the pass that took its statistics, so the input
 // comes from memory once.
 void BatchNormLayer::forward(LayerIO& io, RunContext& ctx) {
   const Tensor& x = *io.in[0];

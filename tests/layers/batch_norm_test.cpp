@@ -232,6 +232,24 @@ INSTANTIATE_TEST_SUITE_P(Shapes, BatchNormReference,
                          ::testing::Values(Shape{1, 1, 37, 3}, Shape{3, 5, 17}, Shape{40, 3}, Shape{2, 1, 131, 129},
                                            Shape{3, 7, 61, 23}));
 
+// Channels whose values spread some 1e-6 of their mean: sums of plain squares
+// would lose the variance to the mean's square (about 1e-3 of it in double).
+TEST(BatchNorm, VarianceOfValuesFarFromZeroKeepsItsPrecision) {
+  const Shape shape = {16, 2, 40};
+  auto layer = make_bn("{name: bn, type: batch_norm, momentum: 1}", shape);
+  Tensor x(shape), y(shape);
+  // Channel 0 around 3e4, channel 1 around -7e3.
+  for (int64_t i = 0; i < x.numel(); ++i) x[i] = (i % 80 < 40 ? 3e4f : -7e3f) + 0.01f * static_cast<float>(i % 7);
+  std::mt19937_64 rng(1);
+  RunContext ctx{Phase::train, &rng, {}};
+  LayerIO io{{&x}, {&y}, {}, {}};
+  layer->forward(io, ctx);
+  for (int64_t c = 0; c < 2; ++c) {
+    const ChannelStats st = stats(x, c);
+    EXPECT_NEAR(find(*layer, "bn.running_var").value[c], st.unbiased_var, 1e-5 * st.unbiased_var) << c;
+  }
+}
+
 TEST(BatchNorm, TrainingNeedsMoreThanOneValuePerChannel) {
   auto layer = make_bn("{name: bn, type: batch_norm}", {1, 3});
   Tensor x({1, 3}), y({1, 3});
