@@ -61,6 +61,12 @@ inline void prefetch_next_row(const float* row, Channel ch, int64_t n) {
   for (int64_t s = 0; s < ch.spatial; s += 16) __builtin_prefetch(row + ch.stride + s);
 }
 
+// The same for a row about to be written.
+inline void prefetch_next_row_for_write(float* row, Channel ch, int64_t n) {
+  if (n + 1 >= ch.batch) return;
+  for (int64_t s = 0; s < ch.spatial; s += 16) __builtin_prefetch(row + ch.stride + s, 1);
+}
+
 // Sums of d = x - shift and of d * d over the channel in one pass, in double.
 // The shift is a value of the channel, and no value lies more than
 // sqrt(count) standard deviations from the mean, so squares - sum^2 / count
@@ -88,6 +94,7 @@ POSEIDON_VECTOR_CLONES void channel_affine(const float* x, float* y, Channel ch,
   for (int64_t n = 0; n < ch.batch; ++n) {
     const float* in = x + n * ch.stride;
     float* out = y + n * ch.stride;
+    prefetch_next_row_for_write(out, ch, n);
 #pragma omp simd
     for (int64_t s = 0; s < ch.spatial; ++s) out[s] = in[s] * scale + shift;
   }
@@ -119,6 +126,7 @@ POSEIDON_VECTOR_CLONES void channel_input_grad(const float* x, const float* dy, 
     const float* in = x + n * ch.stride;
     const float* grad = dy + n * ch.stride;
     float* out = dx + n * ch.stride;
+    prefetch_next_row_for_write(out, ch, n);
 #pragma omp simd
     for (int64_t s = 0; s < ch.spatial; ++s) {
       const float xhat = (in[s] - mean) * inv_std;
