@@ -38,6 +38,10 @@ class BatchNormLayer : public Layer {
 
  private:
   std::vector<float> mean_, inv_std_;  // per channel, as used by the last forward
+  // Per channel, three sums and three coefficients of the CPU passes, sized
+  // in reshape so that steps allocate nothing.
+  std::vector<double> sums_;
+  std::vector<float> coefficients_;
 };
 
 }  // namespace poseidon
