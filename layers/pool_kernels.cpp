@@ -40,12 +40,125 @@ inline void max_taps(const float* row, int32_t at, int64_t lo, int64_t hi, int64
   }
 }
 
+// Small planes (Inception's 15x15 down to 1x1) make the row loops above 1 to
+// 7 outputs long. Up to kSmallPlane values per plane, 16 planes go side by
+// side instead: value i of plane l at lanes[i * kLanes + l], so that every
+// tap is one 16-wide operation, in the same order per output as the row
+// loops take, so the results are the same.
+constexpr int64_t kLanes = 16, kSmallPlane = 256;
+
+template <class T>
+inline void to_lanes(const T* planes, int64_t plane, T* lanes) {
+  for (int64_t l = 0; l < kLanes; ++l)
+    for (int64_t i = 0; i < plane; ++i) lanes[i * kLanes + l] = planes[l * plane + i];
+}
+
+template <class T>
+inline void from_lanes(const T* lanes, int64_t plane, T* planes) {
+  for (int64_t l = 0; l < kLanes; ++l)
+    for (int64_t i = 0; i < plane; ++i) planes[l * plane + i] = lanes[i * kLanes + l];
+}
+
+// Planes that go side by side: a multiple of kLanes, or none.
+inline int64_t lane_planes(const PoolGeometry& g, int64_t planes) {
+  return g.in_h * g.in_w <= kSmallPlane && g.out_h * g.out_w <= kSmallPlane ? planes / kLanes * kLanes : 0;
+}
+
+POSEIDON_VECTOR_CLONES void max_lanes(const PoolGeometry& g, const float* src, float* dst, int32_t* argmax,
+                                      int64_t groups) {
+  alignas(64) float in[kSmallPlane * kLanes], best[kSmallPlane * kLanes];
+  alignas(64) int32_t best_at[kSmallPlane * kLanes];
+  const int64_t in_plane = g.in_h * g.in_w, out_plane = g.out_h * g.out_w;
+  for (int64_t k = 0; k < groups; ++k) {
+    to_lanes(src + k * kLanes * in_plane, in_plane, in);
+    for (int64_t oy = 0; oy < g.out_h; ++oy) {
+      const int64_t first_row = std::max<int64_t>(oy * g.stride[0] - g.pad[0], 0);
+      for (int64_t ox = 0; ox < g.out_w; ++ox) {
+        const int32_t first =
+            static_cast<int32_t>(first_row * g.in_w + std::max<int64_t>(ox * g.stride[1] - g.pad[1], 0));
+        for (int64_t l = 0; l < kLanes; ++l) {
+          best[(oy * g.out_w + ox) * kLanes + l] = -std::numeric_limits<float>::infinity();
+          best_at[(oy * g.out_w + ox) * kLanes + l] = first;
+        }
+      }
+      for_each_tap_row(g, oy, [&](int64_t iy, int64_t offset, int64_t lo, int64_t hi) {
+        for (int64_t ox = lo; ox < hi; ++ox) {
+          const int32_t at = static_cast<int32_t>(iy * g.in_w + ox * g.stride[1] + offset);
+          const float* v = in + at * kLanes;
+          float* b = best + (oy * g.out_w + ox) * kLanes;
+          int32_t* b_at = best_at + (oy * g.out_w + ox) * kLanes;
+#pragma omp simd
+          for (int64_t l = 0; l < kLanes; ++l) {
+            const bool take = v[l] > b[l] || v[l] != v[l];
+            b[l] = take ? v[l] : b[l];
+            b_at[l] = take ? at : b_at[l];
+          }
+        }
+      });
+    }
+    from_lanes(best, out_plane, dst + k * kLanes * out_plane);
+    from_lanes(best_at, out_plane, argmax + k * kLanes * out_plane);
+  }
+}
+
+POSEIDON_VECTOR_CLONES void avg_lanes(const PoolGeometry& g, const float* src, float* dst, int64_t groups) {
+  alignas(64) float in[kSmallPlane * kLanes], sum[kSmallPlane * kLanes];
+  const int64_t in_plane = g.in_h * g.in_w, out_plane = g.out_h * g.out_w;
+  for (int64_t k = 0; k < groups; ++k) {
+    to_lanes(src + k * kLanes * in_plane, in_plane, in);
+    std::fill(sum, sum + out_plane * kLanes, 0.f);
+    for (int64_t oy = 0; oy < g.out_h; ++oy) {
+      for_each_tap_row(g, oy, [&](int64_t iy, int64_t offset, int64_t lo, int64_t hi) {
+        for (int64_t ox = lo; ox < hi; ++ox) {
+          const float* v = in + (iy * g.in_w + ox * g.stride[1] + offset) * kLanes;
+          float* acc = sum + (oy * g.out_w + ox) * kLanes;
+#pragma omp simd
+          for (int64_t l = 0; l < kLanes; ++l) acc[l] += v[l];
+        }
+      });
+      for (int64_t ox = 0; ox < g.out_w; ++ox) {
+        const float divisor = g.row_divisors[oy] * g.col_divisors[ox];
+        float* acc = sum + (oy * g.out_w + ox) * kLanes;
+#pragma omp simd
+        for (int64_t l = 0; l < kLanes; ++l) acc[l] /= divisor;
+      }
+    }
+    from_lanes(sum, out_plane, dst + k * kLanes * out_plane);
+  }
+}
+
+POSEIDON_VECTOR_CLONES void avg_lanes_grad(const PoolGeometry& g, const float* dy, float* dx, int64_t groups) {
+  alignas(64) float grad[kSmallPlane * kLanes], acc[kSmallPlane * kLanes];
+  const int64_t in_plane = g.in_h * g.in_w, out_plane = g.out_h * g.out_w;
+  for (int64_t k = 0; k < groups; ++k) {
+    to_lanes(dy + k * kLanes * out_plane, out_plane, grad);
+    to_lanes(dx + k * kLanes * in_plane, in_plane, acc);
+    for (int64_t oy = 0; oy < g.out_h; ++oy) {
+      const float row_scale = 1.f / g.row_divisors[oy];
+      for_each_tap_row(g, oy, [&](int64_t iy, int64_t offset, int64_t lo, int64_t hi) {
+        for (int64_t ox = lo; ox < hi; ++ox) {
+          const float* gr = grad + (oy * g.out_w + ox) * kLanes;
+          float* d = acc + (iy * g.in_w + ox * g.stride[1] + offset) * kLanes;
+          const float col_scale = g.col_scales[ox];
+#pragma omp simd
+          for (int64_t l = 0; l < kLanes; ++l) d[l] += gr[l] * row_scale * col_scale;
+        }
+      });
+    }
+    from_lanes(acc, in_plane, dx + k * kLanes * in_plane);
+  }
+}
+
 }  // namespace
 
 // Not cloned: on the short rows of small planes (Inception's 15x15 and 7x7)
 // the AVX-512 loops took twice the time of the SSE2 ones.
 void max_planes(const PoolGeometry& g, const float* src, float* dst, int32_t* argmax, int64_t planes) {
   const int64_t in_plane = g.in_h * g.in_w, out_plane = g.out_h * g.out_w;
+  const int64_t side_by_side = lane_planes(g, planes);
+  max_lanes(g, src, dst, argmax, side_by_side / kLanes);
+  src += side_by_side * in_plane, dst += side_by_side * out_plane, argmax += side_by_side * out_plane;
+  planes -= side_by_side;
   for (int64_t p = 0; p < planes; ++p, src += in_plane, dst += out_plane, argmax += out_plane)
     for (int64_t oy = 0; oy < g.out_h; ++oy) {
       float* best = dst + oy * g.out_w;
@@ -80,6 +193,10 @@ void max_planes_grad(const int32_t* argmax, const float* dy, int64_t out_plane, 
 
 POSEIDON_VECTOR_CLONES void avg_planes(const PoolGeometry& g, const float* src, float* dst, int64_t planes) {
   const int64_t in_plane = g.in_h * g.in_w, out_plane = g.out_h * g.out_w;
+  const int64_t side_by_side = lane_planes(g, planes);
+  avg_lanes(g, src, dst, side_by_side / kLanes);
+  src += side_by_side * in_plane, dst += side_by_side * out_plane;
+  planes -= side_by_side;
   for (int64_t p = 0; p < planes; ++p, src += in_plane, dst += out_plane)
     for (int64_t oy = 0; oy < g.out_h; ++oy) {
       float* sum = dst + oy * g.out_w;
@@ -94,6 +211,10 @@ POSEIDON_VECTOR_CLONES void avg_planes(const PoolGeometry& g, const float* src, 
 
 POSEIDON_VECTOR_CLONES void avg_planes_grad(const PoolGeometry& g, const float* dy, float* dx, int64_t planes) {
   const int64_t in_plane = g.in_h * g.in_w, out_plane = g.out_h * g.out_w;
+  const int64_t side_by_side = lane_planes(g, planes);
+  avg_lanes_grad(g, dy, dx, side_by_side / kLanes);
+  dy += side_by_side * out_plane, dx += side_by_side * in_plane;
+  planes -= side_by_side;
   for (int64_t p = 0; p < planes; ++p, dy += out_plane, dx += in_plane)
     for (int64_t oy = 0; oy < g.out_h; ++oy) {
       const float* grad = dy + oy * g.out_w;
