@@ -59,6 +59,15 @@ inline void from_lanes(const T* lanes, int64_t plane, T* planes) {
     for (int64_t i = 0; i < plane; ++i) planes[l * plane + i] = lanes[i * kLanes + l];
 }
 
+// Calls visit(i, o) for each tap of output row oy, in for_each_tap_row's
+// order: output o reads input value i (both indices within a plane).
+template <class Fn>
+inline void for_each_tap(const PoolGeometry& g, int64_t oy, Fn visit) {
+  for_each_tap_row(g, oy, [&](int64_t iy, int64_t offset, int64_t lo, int64_t hi) {
+    for (int64_t ox = lo; ox < hi; ++ox) visit(iy * g.in_w + ox * g.stride[1] + offset, oy * g.out_w + ox);
+  });
+}
+
 // Planes that go side by side: a multiple of kLanes, or none.
 inline int64_t lane_planes(const PoolGeometry& g, int64_t planes) {
   return g.in_h * g.in_w <= kSmallPlane && g.out_h * g.out_w <= kSmallPlane ? planes / kLanes * kLanes : 0;
@@ -81,18 +90,16 @@ POSEIDON_VECTOR_CLONES void max_lanes(const PoolGeometry& g, const float* src, f
           best_at[(oy * g.out_w + ox) * kLanes + l] = first;
         }
       }
-      for_each_tap_row(g, oy, [&](int64_t iy, int64_t offset, int64_t lo, int64_t hi) {
-        for (int64_t ox = lo; ox < hi; ++ox) {
-          const int32_t at = static_cast<int32_t>(iy * g.in_w + ox * g.stride[1] + offset);
-          const float* v = in + at * kLanes;
-          float* b = best + (oy * g.out_w + ox) * kLanes;
-          int32_t* b_at = best_at + (oy * g.out_w + ox) * kLanes;
+      for_each_tap(g, oy, [&](int64_t i, int64_t o) {
+        const int32_t at = static_cast<int32_t>(i);
+        const float* v = in + i * kLanes;
+        float* b = best + o * kLanes;
+        int32_t* b_at = best_at + o * kLanes;
 #pragma omp simd
-          for (int64_t l = 0; l < kLanes; ++l) {
-            const bool take = v[l] > b[l] || v[l] != v[l];
-            b[l] = take ? v[l] : b[l];
-            b_at[l] = take ? at : b_at[l];
-          }
+        for (int64_t l = 0; l < kLanes; ++l) {
+          const bool take = v[l] > b[l] || v[l] != v[l];
+          b[l] = take ? v[l] : b[l];
+          b_at[l] = take ? at : b_at[l];
         }
       });
     }
@@ -108,13 +115,11 @@ POSEIDON_VECTOR_CLONES void avg_lanes(const PoolGeometry& g, const float* src, f
     to_lanes(src + k * kLanes * in_plane, in_plane, in);
     std::fill(sum, sum + out_plane * kLanes, 0.f);
     for (int64_t oy = 0; oy < g.out_h; ++oy) {
-      for_each_tap_row(g, oy, [&](int64_t iy, int64_t offset, int64_t lo, int64_t hi) {
-        for (int64_t ox = lo; ox < hi; ++ox) {
-          const float* v = in + (iy * g.in_w + ox * g.stride[1] + offset) * kLanes;
-          float* acc = sum + (oy * g.out_w + ox) * kLanes;
+      for_each_tap(g, oy, [&](int64_t i, int64_t o) {
+        const float* v = in + i * kLanes;
+        float* acc = sum + o * kLanes;
 #pragma omp simd
-          for (int64_t l = 0; l < kLanes; ++l) acc[l] += v[l];
-        }
+        for (int64_t l = 0; l < kLanes; ++l) acc[l] += v[l];
       });
       for (int64_t ox = 0; ox < g.out_w; ++ox) {
         const float divisor = g.row_divisors[oy] * g.col_divisors[ox];
@@ -135,14 +140,12 @@ POSEIDON_VECTOR_CLONES void avg_lanes_grad(const PoolGeometry& g, const float* d
     to_lanes(dx + k * kLanes * in_plane, in_plane, acc);
     for (int64_t oy = 0; oy < g.out_h; ++oy) {
       const float row_scale = 1.f / g.row_divisors[oy];
-      for_each_tap_row(g, oy, [&](int64_t iy, int64_t offset, int64_t lo, int64_t hi) {
-        for (int64_t ox = lo; ox < hi; ++ox) {
-          const float* gr = grad + (oy * g.out_w + ox) * kLanes;
-          float* d = acc + (iy * g.in_w + ox * g.stride[1] + offset) * kLanes;
-          const float col_scale = g.col_scales[ox];
+      for_each_tap(g, oy, [&](int64_t i, int64_t o) {
+        const float* gr = grad + o * kLanes;
+        float* d = acc + i * kLanes;
+        const float col_scale = g.col_scales[o - oy * g.out_w];
 #pragma omp simd
-          for (int64_t l = 0; l < kLanes; ++l) d[l] += gr[l] * row_scale * col_scale;
-        }
+        for (int64_t l = 0; l < kLanes; ++l) d[l] += gr[l] * row_scale * col_scale;
       });
     }
     from_lanes(acc, in_plane, dx + k * kLanes * in_plane);
