@@ -1,9 +1,11 @@
 // 2-D convolution on the CPU (see conv.h).
 //
 // Where oneDNN is built in, its direct convolution runs the layer (see
-// layers/conv_dnnl.h). The im2col path below remains for builds without it,
-// for shapes oneDNN covers only with reference loops, and on request
-// (engine: im2col), which also lets tests hold one path against the other.
+// layers/conv_dnnl.h), or on small images its matrix products over the
+// whole batch (layers/conv_matmul.h). The im2col path below remains for
+// builds without it, for shapes oneDNN covers only with reference loops, and
+// on request (engine: im2col), which also lets tests hold one path against
+// the other.
 //
 // im2col path: im2col + GEMM. A chunk of the batch (as many images as fit a
 // bounded column buffer) is unrolled into one [in*kh*kw, images*out_h*out_w]

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 
+#include "layers/conv_matmul.h"
 #include "layers/dnnl_support.h"
 
 namespace poseidon {
@@ -32,7 +33,10 @@ std::unique_ptr<DnnlConv> DnnlConv::create(const DnnlConvShape& shape) {
   return conv;
 }
 
+DnnlConv::~DnnlConv() = default;
+
 DnnlConv::DnnlConv(const DnnlConvShape& s) : shape_(s), stream_(dnnl_cpu_engine()) {
+  if (MatmulConv::preferred(s) && (matmul_ = MatmulConv::create(s))) return;
   const ConvGeometry& g = s.geom;
   const memory::format_tag any = memory::format_tag::any;
   const Dims src_dims{s.batch, g.channels, g.height, g.width};
@@ -155,16 +159,16 @@ DnnlConv::Operand DnnlConv::operand(const memory::desc& plain, const memory::des
 // runs that at about the forward's speed. Unrolling costs kh * kw copies of
 // the output pixels, so only on images of at most kMatmulWeightGradPixels of
 // them, except for strided 1x1 kernels, where it is a subsampling of x;
-// one group, no bias (the sum of dy would need a pass of its own), and only
-// where oneDNN has a non-reference matmul for it.
+// one group, and only where oneDNN has a non-reference matmul for it. The
+// bias gradient beside it is summed from the float32 dy (conv_bias_grad).
 constexpr int64_t kMatmulWeightGradPixels = 49;  // 7x7
 
 void DnnlConv::matmul_weight_grad(const memory::desc& x, const memory::desc& dy) {
   const ConvGeometry& g = shape_.geom;
   const bool one_by_one = g.kernel_h == 1 && g.kernel_w == 1 && g.pad_h == 0 && g.pad_w == 0;
   const bool pointwise = one_by_one && g.stride_h == 1 && g.stride_w == 1;
-  if (shape_.groups != 1 || shape_.bias || !is_layout(x, memory::format_tag::nhwc) ||
-      !is_layout(dy, memory::format_tag::nhwc) || (!one_by_one && g.col_cols() > kMatmulWeightGradPixels))
+  if (shape_.groups != 1 || !is_layout(x, memory::format_tag::nhwc) || !is_layout(dy, memory::format_tag::nhwc) ||
+      (!one_by_one && g.col_cols() > kMatmulWeightGradPixels))
     return;
   const int64_t rows = shape_.batch * g.col_cols(), cols = g.channels * g.kernel_h * g.kernel_w;
   const int64_t out = shape_.num_output;
@@ -180,6 +184,7 @@ void DnnlConv::matmul_weight_grad(const memory::desc& x, const memory::desc& dy)
   unrolled_x_ = !pointwise;
   matmul_x_ = pointwise ? memory(x_rows, dnnl_cpu_engine(), nullptr) : memory(x_rows, dnnl_cpu_engine());
   matmul_dw_ = memory(dw_rows, dnnl_cpu_engine(), nullptr);
+  if (shape_.bias) bias_partial_ = std::make_unique<float[]>(out * g.col_cols());
 }
 
 namespace {
@@ -243,11 +248,13 @@ bool DnnlConv::nhwc_activation(const memory::desc& plain, const memory::desc& bl
 }
 
 bool DnnlConv::uses_reference_kernels() const {
+  if (matmul_) return false;  // MatmulConv::create checked its own
   return dnnl_is_reference(fwd_pd_.impl_info_str()) || dnnl_is_reference(bwd_data_pd_.impl_info_str()) ||
          dnnl_is_reference(bwd_weights_pd_.impl_info_str());
 }
 
 void DnnlConv::forward(const float* x, const float* w, const float* b, float* y) {
+  if (matmul_) return matmul_->forward(x, w, b, y);
   load(src_, x);
   load(weights_, w);
   if (shape_.bias) load(bias_, b);
@@ -258,6 +265,7 @@ void DnnlConv::forward(const float* x, const float* w, const float* b, float* y)
 }
 
 void DnnlConv::backward(const float* x, const float* w, const float* dy, float* dx, float* dw, float* db) {
+  if (matmul_) return matmul_->backward(w, dy, dx, dw, db);
   load(diff_dst_, dy);
   if (dx) {
     load(bwd_weights_in_, w);
@@ -274,6 +282,8 @@ void DnnlConv::backward(const float* x, const float* w, const float* dy, float* 
   if (!bwdw_shares_diff_dst_) load(bwdw_diff_dst_, dy);
   if (weight_grad_matmul_) {
     run_weight_grad_matmul(dw);
+    if (shape_.bias)
+      conv_bias_grad(dy, shape_.batch, shape_.num_output, shape_.geom.col_cols(), bias_partial_.get(), db);
     stream_.wait();
     return;
   }

@@ -5,6 +5,8 @@
 // so each operand is reordered between the two around the primitive: by
 // oneDNN's reorders, or for activations in NHWC by the layer's own
 // transposes (layers/channel_transpose.h), which are faster at few channels.
+// Small images (a few output pixels) run as matrix products over the whole
+// batch instead (layers/conv_matmul.h), where that measured faster.
 //
 // Everything that depends on the shape (primitives, reorders, blocked buffers,
 // scratchpad) is made once in the constructor; forward and backward only point
@@ -28,6 +30,8 @@
 
 namespace poseidon {
 
+class MatmulConv;
+
 // A convolution's full shape: one image's geometry plus the batch, the output
 // channels, the groups and whether it has a bias; and whether it multiplies
 // in bfloat16 (precision bf16).
@@ -45,7 +49,12 @@ class DnnlConv {
   // Null where oneDNN offers only its reference (naive loop) implementation
   // for this shape, or none (bfloat16 before AVX-512): im2col + GEMM is
   // faster there.
+  // Small images run as matrix products instead (conv_matmul.h) where that
+  // is faster.
   static std::unique_ptr<DnnlConv> create(const DnnlConvShape& shape);
+  ~DnnlConv();
+  // Whether the shape runs as matrix products (MatmulConv).
+  bool runs_as_matmuls() const { return matmul_ != nullptr; }
 
   // y = conv(x, w) + b; b is ignored without bias.
   void forward(const float* x, const float* w, const float* b, float* y);
@@ -105,12 +114,18 @@ class DnnlConv {
   Operand bwdw_src_, bwdw_diff_dst_, diff_weights_, diff_bias_;
   bool bwdw_shares_src_ = false, bwdw_shares_diff_dst_ = false;
 
+  // The whole convolution as matrix products, where set: no direct
+  // primitive is made then.
+  std::unique_ptr<MatmulConv> matmul_;
+
   // The weight gradient as a matrix product, where set (see
   // matmul_weight_grad): dy as the matrix it is in NHWC; x as well for a
-  // pointwise convolution, else unrolled into matmul_x_'s own buffer.
+  // pointwise convolution, else unrolled into matmul_x_'s own buffer. The
+  // bias gradient beside it sums the float32 dy into bias_partial_ first.
   dnnl::matmul weight_grad_matmul_;
   dnnl::memory matmul_dy_, matmul_x_, matmul_dw_;
   bool unrolled_x_ = false;
+  std::unique_ptr<float[]> bias_partial_;
 
   std::unordered_map<int, dnnl::memory> fwd_args_, bwd_data_args_, bwd_weights_args_, matmul_args_;
   std::unordered_map<int, dnnl::memory> reorder_args_;

@@ -5,9 +5,10 @@
 // the heap at every call (7 small allocations, freed before it returns; its
 // 2.6 API has no way around it): these tests run convolutions on the
 // engine's own im2col path and fully connected layers on BLAS, and the last
-// tests hold the oneDNN paths, in float32 and in bf16, to a constant number
-// of allocations per iteration, all freed, so memory cannot grow however
-// long training runs.
+// tests hold the oneDNN paths, in float32 and in bf16 (convolutions on small
+// images as matrix products among them), to a constant number of
+// allocations per iteration, all freed, so memory cannot grow however long
+// training runs.
 // Counting replaces the global operator new of this test binary (so of every
 // core test), but counts only inside a CountAllocations scope. Tensor storage
 // is made through std::make_shared, so a new tensor is counted too. The data
@@ -19,6 +20,7 @@
 #include <new>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/finite_check.h"
@@ -165,15 +167,32 @@ TEST(Allocations, SteadyStateOfEveryStatefulLayerAllocatesNothing) {
   expect_steady_state_allocates_nothing(model, false);
 }
 
+// Convolutions on 4x4, 2x2 and 1x1 images, with and without bias, which
+// oneDNN runs as matrix products (layers/conv_matmul.h).
+const char* kSmallImagesModel = R"(name: small_images
+inputs: {data: [16, 4, 4], label: []}
+layers:
+  - {name: conv1, type: conv, num_output: 32, kernel_size: 3, pad: 1}
+  - {name: relu1, type: relu}
+  - {name: pool1, type: pool, mode: max, kernel_size: 2}
+  - {name: conv2, type: conv, num_output: 32, kernel_size: [1, 3], pad: [0, 1], bias: false}
+  - {name: conv3, type: conv, num_output: 32, kernel_size: 2}
+  - {name: fc1, type: fc, num_output: 3}
+  - {name: loss, type: softmax_loss, inputs: [fc1, label]}
+)";
+
 TEST(Allocations, SteadyStateOnOneDnnAllocatesAlikeEachIterationAndKeepsNothing) {
+  const std::vector<std::pair<std::string, ConfigNode>> models = {
+      {"lenet", load_model(std::string(POSEIDON_SOURCE_DIR) + "/models/lenet.yaml", {})},
+      {"cifar10_quick", load_model(std::string(POSEIDON_SOURCE_DIR) + "/models/cifar10_quick.yaml", {})},
+      {"small_images", ConfigNode::parse(kSmallImagesModel, "small_images.yaml")}};
   for (Precision precision : {Precision::fp32, Precision::bf16})
-    for (const char* file : {"/models/lenet.yaml", "/models/cifar10_quick.yaml"}) {
-      const Counted counted =
-          count_steady_state(load_model(std::string(POSEIDON_SOURCE_DIR) + file, {}), true, 30, precision);
+    for (const auto& [name, model] : models) {
+      const Counted counted = count_steady_state(model, true, 30, precision);
       for (size_t k = 0; k < counted.allocations.size(); ++k)
         EXPECT_EQ(counted.allocations[k], counted.allocations[0])
-            << file << ", " << precision_name(precision) << ", iteration " << k;
-      EXPECT_EQ(counted.bytes_kept, 0) << file << ", " << precision_name(precision);
+            << name << ", " << precision_name(precision) << ", iteration " << k;
+      EXPECT_EQ(counted.bytes_kept, 0) << name << ", " << precision_name(precision);
     }
 }
 

@@ -2,7 +2,10 @@
 // layer (itself checked against direct loops in conv_test.cpp), forward and
 // backward, on shapes that reach the different kernels and layouts: groups,
 // depthwise, strides whose output size rounds down, padding, dilation, 1x7
-// and 7x1 kernels, pointwise, a three-channel first layer, wide channels.
+// and 7x1 kernels, pointwise, a three-channel first layer, wide channels;
+// and small images, which run as matrix products (conv_matmul.h; in float32
+// up to 2x2 outputs): 1x1 and 2x2 outputs with and without bias, padded,
+// strided, 1x3 and 3x1 kernels, pointwise; and 4x4, which does not.
 #include "layers/conv_dnnl.h"
 
 #include <gtest/gtest.h>
@@ -12,6 +15,7 @@
 #include <random>
 
 #include "core/registry.h"
+#include "layers/conv_matmul.h"
 
 namespace poseidon::testing {
 namespace {
@@ -81,6 +85,7 @@ TEST_P(ConvDnnlVsIm2col, ForwardAndBackwardAgree) {
   const Case& k = GetParam();
   std::unique_ptr<DnnlConv> dnnl = DnnlConv::create(k.shape());
   ASSERT_NE(dnnl, nullptr) << "oneDNN declined the shape (reference kernels only)";
+  EXPECT_EQ(dnnl->runs_as_matmuls(), MatmulConv::preferred(k.shape()));
 
   std::unique_ptr<Layer> layer = LayerRegistry::instance().create(ConfigNode::parse(k.yaml(), k.label));
   const Shape out_shape = layer->reshape({{k.n, k.c, k.h, k.w}}).at(0);
@@ -131,7 +136,18 @@ INSTANTIATE_TEST_SUITE_P(Shapes, ConvDnnlVsIm2col,
                                            Case{"rgb_input_5x5", 3, 3, 20, 20, 16, 5, 5, 1, 1, 2, 2},
                                            Case{"wide_channels", 3, 32, 14, 14, 64, 3, 3, 1, 1, 1, 1},
                                            Case{"wide_groups4_dilation2_stride2", 3, 32, 15, 13, 48, 3, 3, 2, 2, 2, 2,
-                                                2, 2, 4}),
+                                                2, 2, 4},
+                                           Case{"small_2x2_pad1", 4, 32, 2, 2, 48, 3, 3, 1, 1, 1, 1},
+                                           Case{"small_2x2_pad1_no_bias", 3, 16, 2, 2, 32, 3, 3, 1, 1, 1, 1, 1, 1, 1,
+                                                false},
+                                           Case{"small_4x4_pad1_no_bias", 3, 16, 4, 4, 32, 3, 3, 1, 1, 1, 1, 1, 1, 1,
+                                                false},
+                                           Case{"small_1x1_pad1", 5, 32, 1, 1, 16, 3, 3, 1, 1, 1, 1},
+                                           Case{"small_kernel_1x3", 3, 24, 2, 2, 16, 1, 3, 1, 1, 0, 1},
+                                           Case{"small_kernel_3x1_no_bias", 3, 24, 2, 2, 16, 3, 1, 1, 1, 1, 0, 1, 1, 1,
+                                                false},
+                                           Case{"small_stride2_rounds_down", 3, 16, 6, 6, 24, 3, 3, 2, 2},
+                                           Case{"small_pointwise", 4, 32, 2, 2, 16, 1, 1}),
                          [](const ::testing::TestParamInfo<Case>& info) { return info.param.label; });
 
 #else

@@ -24,6 +24,12 @@ GRAD_CASE("conv_groups2", "{name: c, type: conv, num_output: 4, kernel_size: 3, 
 GRAD_CASE("conv_no_bias", "{name: c, type: conv, num_output: 3, kernel_size: 2, bias: false}", {{2, 2, 5, 5}});
 GRAD_CASE("conv_1x1_pointwise", "{name: c, type: conv, num_output: 3, kernel_size: 1}", {{2, 3, 5, 5}});
 GRAD_CASE("conv_1x1_groups2", "{name: c, type: conv, num_output: 4, kernel_size: 1, groups: 2}", {{2, 4, 5, 5}});
+// Small images, which run as matrix products (layers/conv_matmul.h).
+GRAD_CASE("conv_2x2_image_pad1", "{name: c, type: conv, num_output: 3, kernel_size: 3, pad: 1}", {{2, 4, 2, 2}});
+GRAD_CASE("conv_2x2_image_3x1", "{name: c, type: conv, num_output: 3, kernel_size: [3, 1], pad: [1, 0]}",
+          {{2, 4, 2, 2}});
+GRAD_CASE("conv_1x1_image_pad1_no_bias", "{name: c, type: conv, num_output: 3, kernel_size: 3, pad: 1, bias: false}",
+          {{3, 4, 1, 1}});
 GRAD_CASE("conv_1x1_stride2", "{name: c, type: conv, num_output: 2, kernel_size: 1, stride: 2}", {{2, 2, 5, 5}});
 
 namespace {
@@ -152,7 +158,11 @@ INSTANTIATE_TEST_SUITE_P(
                       ConvSpec{"asym_stride_pad_dilation_groups", 2, 4, 9, 7, 6, 3, 2, 2, 1, 1, 2, 2, 1, 2},
                       ConvSpec{"depthwise_stride2", 2, 4, 6, 6, 8, 3, 3, 2, 2, 1, 1, 1, 1, 4},
                       ConvSpec{"pointwise_groups_no_bias", 3, 4, 5, 6, 6, 1, 1, 1, 1, 0, 0, 1, 1, 2, false},
-                      ConvSpec{"pointwise", 2, 5, 4, 3, 3, 1, 1}, kChunked),
+                      ConvSpec{"pointwise", 2, 5, 4, 3, 3, 1, 1},
+                      ConvSpec{"small_2x2_pad1", 3, 8, 2, 2, 6, 3, 3, 1, 1, 1, 1},
+                      ConvSpec{"small_2x2_stride2_pad1_no_bias", 2, 6, 4, 4, 5, 3, 3, 2, 2, 1, 1, 1, 1, 1, false},
+                      ConvSpec{"small_1x3_on_2x2", 2, 6, 2, 2, 4, 1, 3, 1, 1, 0, 1},
+                      ConvSpec{"small_1x1_image", 4, 8, 1, 1, 6, 3, 3, 1, 1, 1, 1}, kChunked),
     [](const auto& info) { return info.param.label; });
 
 TEST(Conv, ChunkedCaseReallySplitsTheBatch) {
