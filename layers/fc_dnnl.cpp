@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstdint>
 
+#include "core/bf16.h"
 #include "layers/dnnl_support.h"
 
 namespace poseidon {
@@ -17,6 +18,37 @@ using Tag = memory::format_tag;
 // A row-major [rows, cols] matrix (Tag::ab), or the transpose of a row-major
 // [cols, rows] one read in place (Tag::ba).
 memory::desc matrix(int64_t rows, int64_t cols, memory::data_type type, Tag tag) { return {{rows, cols}, type, tag}; }
+
+// Whether the backward products read dY[N,O] from a column-major copy (Tag::ba
+// over an [O,N] buffer) rather than in place. oneDNN's float32 backward data
+// kernel runs much slower with a row-major dY once O is large; the copy costs
+// O*N floats, next to the product's O*F*N multiply-adds. Measured with 1 and 2
+// threads (load 1.2-1.3), dx += dY W with the copy included, column-major over
+// row-major time:
+//   N=32  F=25088 O=4096   0.62-0.63   (VGG19's classifier.0)
+//   N=128 F=25088 O=4096   0.51-0.52
+//   N=32  F=4096  O=21841  0.73-0.74   (VGG19-22K's classifier.6)
+//   N=8   F=4096  O=4096   0.84-0.85
+//   N=32  F=4096  O=4096   0.87-0.89
+//   N=32  F=2048  O=2048   0.93-0.98
+//   N=128 F=2048  O=2048   0.97-0.99
+//   N=32  F=4096  O=1000   0.94-1.00
+//   N=64  F=800   O=500    1.03-1.07
+// Backward weights, dW = dY^T X, reads the same copy row-major, no slower
+// than dY in place (1 thread, N=32: O=4096 F=25088 139 vs 140 ms; O=21841
+// F=4096 121 vs 123). At O=2048 the gain is within the machine's noise, and
+// `poseidon time` on models/mlp_2048.yaml (O=2048, N=128) showed none, so the
+// copy starts at O=4096. In bf16 the layouts run alike (within 5%, either
+// way), and at N=1 both layouts are the same bytes.
+bool dy_column_major(const DnnlFcShape& s) { return !s.bf16 && s.batch > 1 && s.num_output >= 4096; }
+
+// Matrices of at most this many floats are rounded to bfloat16 by a loop on
+// the calling thread rather than by oneDNN's reorder, whose threads, idle
+// between layers, take longer to wake than the loop takes. Measured with 2
+// threads (load 1.0), each call after 2 ms idle, median of 40, reorder vs
+// loop: 5000 floats 87 vs 3 us, 32000 101 vs 18, 51200 102 vs 31, 131072 123
+// vs 90, 400000 184 vs 285.
+constexpr int64_t kSerialRoundingFloats = 131072;
 
 }  // namespace
 
@@ -37,10 +69,12 @@ DnnlFc::DnnlFc(const DnnlFcShape& s) : shape_(s), stream_(dnnl_cpu_engine()) {
   const memory::data_type read = s.bf16 ? memory::data_type::bf16 : f32;
   forward_ = product(matrix(n, f, read, Tag::ab), matrix(f, o, read, Tag::ba),
                      s.bias ? matrix(1, o, f32, Tag::ab) : memory::desc(), matrix(n, o, f32, Tag::ab), false);
-  backward_data_ = product(matrix(n, o, read, Tag::ab), matrix(o, f, read, Tag::ab), memory::desc(),
-                           matrix(n, f, f32, Tag::ab), true);
-  backward_weights_ = product(matrix(o, n, read, Tag::ba), matrix(n, f, read, Tag::ab), memory::desc(),
-                              matrix(o, f, f32, Tag::ab), false);
+  const bool dy_columns = dy_column_major(s);
+  backward_data_ = product(matrix(n, o, read, dy_columns ? Tag::ba : Tag::ab), matrix(o, f, read, Tag::ab),
+                           memory::desc(), matrix(n, f, f32, Tag::ab), true);
+  backward_weights_ = product(matrix(o, n, read, dy_columns ? Tag::ab : Tag::ba), matrix(n, f, read, Tag::ab),
+                              memory::desc(), matrix(o, f, f32, Tag::ab), false);
+  if (dy_columns) dy_columns_ = copy(n, o, f32, Tag::ba);
   if (s.bias) {
     backward_bias_ = product(matrix(1, n, read, Tag::ab), matrix(n, o, read, Tag::ab), memory::desc(),
                              matrix(1, o, f32, Tag::ab), false);
@@ -52,15 +86,16 @@ DnnlFc::DnnlFc(const DnnlFcShape& s) : shape_(s), stream_(dnnl_cpu_engine()) {
     backward_bias_.src.set_data_handle(ones_.get_data_handle());
   }
   if (s.bf16) {
-    x_ = rounding(n, f);
-    w_ = rounding(o, f);
-    dy_ = rounding(n, o);
+    const memory::data_type bf16 = memory::data_type::bf16;
+    x_ = copy(n, f, bf16, Tag::ab);
+    w_ = copy(o, f, bf16, Tag::ab);
+    dy_ = copy(n, o, bf16, Tag::ab);
   }
   scratchpad_ = memory(matrix(1, std::max<int64_t>(1, (scratchpad_bytes_ + 3) / 4), f32, Tag::ab), dnnl_cpu_engine());
   for (Product* p : {&forward_, &backward_data_, &backward_weights_, &backward_bias_})
     if (p->prim) p->args[DNNL_ARG_SCRATCHPAD] = scratchpad_;
-  for (Rounding* r : {&x_, &w_, &dy_})
-    if (r->from) r->args[DNNL_ARG_SCRATCHPAD] = scratchpad_;
+  for (Copy* c : {&x_, &w_, &dy_, &dy_columns_})
+    if (c->make) c->args[DNNL_ARG_SCRATCHPAD] = scratchpad_;
 }
 
 DnnlFc::Product DnnlFc::product(const memory::desc& src, const memory::desc& weights, const memory::desc& bias,
@@ -87,24 +122,34 @@ DnnlFc::Product DnnlFc::product(const memory::desc& src, const memory::desc& wei
   return p;
 }
 
-DnnlFc::Rounding DnnlFc::rounding(int64_t rows, int64_t cols) {
-  Rounding r;
-  r.from = memory(matrix(rows, cols, memory::data_type::f32, Tag::ab), dnnl_cpu_engine(), nullptr);
-  r.to = memory(matrix(rows, cols, memory::data_type::bf16, Tag::ab), dnnl_cpu_engine());
-  const dnnl::reorder::primitive_desc pd(dnnl_cpu_engine(), r.from.get_desc(), dnnl_cpu_engine(), r.to.get_desc(),
+DnnlFc::Copy DnnlFc::copy(int64_t rows, int64_t cols, memory::data_type type, Tag tag) {
+  Copy c;
+  c.from = memory(matrix(rows, cols, memory::data_type::f32, Tag::ab), dnnl_cpu_engine(), nullptr);
+  c.to = memory(matrix(rows, cols, type, tag), dnnl_cpu_engine());
+  if (type == memory::data_type::bf16 && tag == Tag::ab && rows * cols <= kSerialRoundingFloats) {
+    c.serial_rounding = rows * cols;
+    return c;
+  }
+  const dnnl::reorder::primitive_desc pd(dnnl_cpu_engine(), c.from.get_desc(), dnnl_cpu_engine(), c.to.get_desc(),
                                          dnnl_user_scratchpad());
   scratchpad_bytes_ = std::max(scratchpad_bytes_, pd.scratchpad_desc().get_size());
-  r.round = dnnl::reorder(pd);
-  r.args = {{DNNL_ARG_FROM, r.from}, {DNNL_ARG_TO, r.to}};
-  return r;
+  c.make = dnnl::reorder(pd);
+  c.args = {{DNNL_ARG_FROM, c.from}, {DNNL_ARG_TO, c.to}};
+  return c;
 }
 
-void* DnnlFc::read(const float* data, Rounding& r) {
-  if (!shape_.bf16) return const_cast<float*>(data);  // inputs are only read
-  r.from.set_data_handle(const_cast<float*>(data));
-  r.round.execute(stream_, r.args);
-  return r.to.get_data_handle();
+void* DnnlFc::make(const float* data, Copy& c) {
+  if (c.serial_rounding > 0) {
+    uint16_t* to = static_cast<uint16_t*>(c.to.get_data_handle());
+    for (int64_t i = 0; i < c.serial_rounding; ++i) to[i] = to_bf16(data[i]);
+    return to;
+  }
+  c.from.set_data_handle(const_cast<float*>(data));  // inputs are only read
+  c.make.execute(stream_, c.args);
+  return c.to.get_data_handle();
 }
+
+void* DnnlFc::read(const float* data, Copy& c) { return shape_.bf16 ? make(data, c) : const_cast<float*>(data); }
 
 void DnnlFc::forward(const float* x, const float* w, const float* b, float* y) {
   forward_.src.set_data_handle(read(x, x_));
@@ -117,15 +162,17 @@ void DnnlFc::forward(const float* x, const float* w, const float* b, float* y) {
 
 void DnnlFc::backward(const float* x, const float* w, const float* dy, float* dx, float* dw, float* db) {
   void* dy_read = read(dy, dy_);
+  // What the two matrix products read for dy: its copy when column-major.
+  void* dy_product = dy_columns_.from && (dx || dw) ? make(dy, dy_columns_) : dy_read;
   if (dx) {
     // In bf16 w's copy is forward's: the weights do not change in between.
-    backward_data_.src.set_data_handle(dy_read);
+    backward_data_.src.set_data_handle(dy_product);
     backward_data_.weights.set_data_handle(shape_.bf16 ? w_.to.get_data_handle() : const_cast<float*>(w));
     backward_data_.dst.set_data_handle(dx);
     backward_data_.prim.execute(stream_, backward_data_.args);
   }
   if (dw) {
-    backward_weights_.src.set_data_handle(dy_read);
+    backward_weights_.src.set_data_handle(dy_product);
     backward_weights_.weights.set_data_handle(shape_.bf16 ? x_.to.get_data_handle() : const_cast<float*>(x));
     backward_weights_.dst.set_data_handle(dw);
     backward_weights_.prim.execute(stream_, backward_weights_.args);

@@ -6,10 +6,13 @@
 //   backward weights dW[O,F] = dY[N,O]^T X[N,F]
 //   backward bias    db[1,O] = 1[1,N] dY[N,O]
 // Every operand is a plain row-major matrix read in place (a transpose is a
-// stride, not a copy). In bf16 the primitives read bfloat16 copies of X, W
-// and dY, rounded into buffers of this object, and write float32 with float32
-// accumulation; backward weights reuses the copy of X that forward made,
-// since the Layer contract runs backward after a forward over the same input.
+// stride, not a copy), except dY in float32 with many outputs: both backward
+// products then read a column-major copy of it (see dy_column_major in
+// fc_dnnl.cpp for the measurements). In bf16 the primitives read bfloat16
+// copies of X, W and dY, rounded into buffers of this object, and write
+// float32 with float32 accumulation; backward weights reuses the copy of X
+// that forward made, since the Layer contract runs backward after a forward
+// over the same input.
 //
 // Everything that depends on the shape (primitives, memory objects, buffers,
 // scratchpad) is made once in create(); the calls point the memory objects at
@@ -55,28 +58,33 @@ class DnnlFc {
     dnnl::memory src, weights, bias, dst;
     std::unordered_map<int, dnnl::memory> args;
   };
-  // bf16 only: a float32 matrix (pointed at the caller's on each call) and
-  // its bfloat16 copy, owned here, with the reorder that rounds one into the
-  // other.
-  struct Rounding {
+  // A float32 row-major matrix (pointed at the caller's on each call) and
+  // its copy, owned here, with the reorder that makes one from the other: in
+  // bf16 rounded to bfloat16, for dY in float32 laid out column-major. Small
+  // matrices are rounded by a loop instead, without the reorder.
+  struct Copy {
     dnnl::memory from, to;
-    dnnl::reorder round;
+    dnnl::reorder make;
     std::unordered_map<int, dnnl::memory> args;
+    int64_t serial_rounding = 0;  // > 0: the loop's count of floats
   };
 
   explicit DnnlFc(const DnnlFcShape& shape);
   Product product(const dnnl::memory::desc& src, const dnnl::memory::desc& weights, const dnnl::memory::desc& bias,
                   const dnnl::memory::desc& dst, bool accumulate);
-  Rounding rounding(int64_t rows, int64_t cols);
+  Copy copy(int64_t rows, int64_t cols, dnnl::memory::data_type type, dnnl::memory::format_tag tag);
+  // The copy `c` of the caller's matrix `data`, made now.
+  void* make(const float* data, Copy& c);
   // What a product reads for the caller's matrix `data`: the matrix itself
   // in float32; in bf16 its copy, rounded now.
-  void* read(const float* data, Rounding& r);
+  void* read(const float* data, Copy& c);
 
   DnnlFcShape shape_;
   dnnl::stream stream_;
   size_t scratchpad_bytes_ = 0;
   dnnl::memory scratchpad_;
-  Rounding x_, w_, dy_;
+  Copy x_, w_, dy_;
+  Copy dy_columns_;  // float32 with dy_column_major() only
   Product forward_, backward_data_, backward_weights_, backward_bias_;
   dnnl::memory ones_;  // [1, N] of 1, backward bias's src
   bool reference_ = false;

@@ -23,12 +23,11 @@
 #include <utility>
 #include <vector>
 
+#include "../counted_new.inc"
 #include "core/finite_check.h"
 #include "core/local_sink.h"
 #include "core/net.h"
 #include "tools/cli/train_config.h"
-
-#include "../counted_new.inc"
 
 namespace poseidon {
 namespace {
@@ -181,11 +180,23 @@ layers:
   - {name: loss, type: softmax_loss, inputs: [fc1, label]}
 )";
 
+// An fc layer of 4096 outputs, whose backward products read a column-major
+// copy of dy in float32 (layers/fc_dnnl.cpp).
+const char* kWideFcModel = R"(name: wide_fc
+inputs: {data: [24], label: []}
+layers:
+  - {name: fc1, type: fc, num_output: 4096}
+  - {name: relu1, type: relu}
+  - {name: fc2, type: fc, num_output: 3}
+  - {name: loss, type: softmax_loss, inputs: [fc2, label]}
+)";
+
 TEST(Allocations, SteadyStateOnOneDnnAllocatesAlikeEachIterationAndKeepsNothing) {
   const std::vector<std::pair<std::string, ConfigNode>> models = {
       {"lenet", load_model(std::string(POSEIDON_SOURCE_DIR) + "/models/lenet.yaml", {})},
       {"cifar10_quick", load_model(std::string(POSEIDON_SOURCE_DIR) + "/models/cifar10_quick.yaml", {})},
-      {"small_images", ConfigNode::parse(kSmallImagesModel, "small_images.yaml")}};
+      {"small_images", ConfigNode::parse(kSmallImagesModel, "small_images.yaml")},
+      {"wide_fc", ConfigNode::parse(kWideFcModel, "wide_fc.yaml")}};
   for (Precision precision : {Precision::fp32, Precision::bf16})
     for (const auto& [name, model] : models) {
       const Counted counted = count_steady_state(model, true, 30, precision);

@@ -105,20 +105,31 @@ TEST(Bf16Layers, ConvAgreesWithFloat32) {
 TEST(Bf16Layers, FcAgreesWithFloat32) {
   expect_bf16_close_to_fp32("{name: f, type: fc, num_output: 96}", {8, 200});
   expect_bf16_close_to_fp32("{name: f, type: fc, num_output: 10, bias: false}", {3, 4, 5, 6});
+  // Matrices of up to 131072 floats are rounded by the layer's own loop, larger
+  // ones by oneDNN (layers/fc_dnnl.cpp): here x and dy by the loop, w by
+  // oneDNN, at batch 1.
+  expect_bf16_close_to_fp32("{name: f, type: fc, num_output: 300}", {1, 500});
+  // 4096 outputs: float32's backward products read a column-major copy of dy.
+  expect_bf16_close_to_fp32("{name: f, type: fc, num_output: 4096}", {4, 40});
+  expect_bf16_close_to_fp32("{name: f, type: fc, num_output: 4500, bias: false}", {3, 40});
 }
 
 // Two float32 paths sum the same products in other orders: 1e-5, as the
-// convolution's oneDNN test.
+// convolution's oneDNN test. 4096 outputs and more read dy column-major in
+// the backward products, except at batch 1.
 TEST(Bf16Layers, FcOneDnnAgreesWithBlasInFloat32) {
-  for (const char* bias : {"true", "false"}) {
-    const std::string keys = std::string("num_output: 70, bias: ") + bias + "}";
-    const Outputs blas = run_layer("{name: f, type: fc, engine: blas, " + keys, {9, 130}, Precision::fp32);
-    const Outputs dnnl = run_layer("{name: f, type: fc, " + keys, {9, 130}, Precision::fp32);
-    EXPECT_LE(norm_relative_error(dnnl.y, blas.y), 1e-5) << bias;
-    EXPECT_LE(norm_relative_error(dnnl.dx, blas.dx), 1e-5) << bias;
-    for (size_t k = 0; k < blas.param_grads.size(); ++k)
-      EXPECT_LE(norm_relative_error(dnnl.param_grads[k], blas.param_grads[k]), 1e-5) << bias << ", param " << k;
-  }
+  for (const auto& [outputs, in_shape] :
+       std::vector<std::pair<int, Shape>>{{70, {9, 130}}, {4096, {5, 40}}, {4096, {1, 40}}})
+    for (const char* bias : {"true", "false"}) {
+      const std::string keys = "num_output: " + std::to_string(outputs) + ", bias: " + bias + "}";
+      const std::string what = keys + " on batch " + std::to_string(in_shape[0]);
+      const Outputs blas = run_layer("{name: f, type: fc, engine: blas, " + keys, in_shape, Precision::fp32);
+      const Outputs dnnl = run_layer("{name: f, type: fc, " + keys, in_shape, Precision::fp32);
+      EXPECT_LE(norm_relative_error(dnnl.y, blas.y), 1e-5) << what;
+      EXPECT_LE(norm_relative_error(dnnl.dx, blas.dx), 1e-5) << what;
+      for (size_t k = 0; k < blas.param_grads.size(); ++k)
+        EXPECT_LE(norm_relative_error(dnnl.param_grads[k], blas.param_grads[k]), 1e-5) << what << ", param " << k;
+    }
 }
 
 #endif  // POSEIDON_HAVE_DNNL
