@@ -1,9 +1,11 @@
 // Batch normalisation on the CPU (see batch_norm.h).
 #include "layers/batch_norm.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "core/registry.h"
+#include "layers/cpu_vector.h"
 
 namespace poseidon {
 
@@ -40,38 +42,185 @@ std::vector<Shape> BatchNormLayer::reshape(const std::vector<Shape>& in) {
   declare_param("running_var", {channels}, ParamInit{.type = "constant", .value = 1.f}, false);
   mean_.resize(channels);
   inv_std_.resize(channels);
+  sums_.resize(3 * channels);
+  coefficients_.resize(3 * channels);
   return {s};
 }
 
+namespace {
+
+// A block of consecutive channels of an [N, C, S] tensor: for each of batch
+// images, channels * spatial consecutive values, stride apart. Blocks hold
+// one channel where planes are large and several where they are small (down
+// to Inception's 1x1), so that each image's run is long enough for the
+// loops and the prefetcher, and the block's values stay in cache between its
+// passes.
+struct Block {
+  int64_t batch, stride, channels, spatial;
+  int64_t run() const { return channels * spatial; }
+};
+
+// Asks for image n + 1's run of a block while image n's is read: the runs are
+// short and far apart, too short for the hardware prefetcher to find before
+// each ends.
+inline void prefetch_next_run(const float* run, Block b, int64_t n) {
+  if (n + 1 >= b.batch) return;
+  for (int64_t i = 0; i < b.run(); i += 16) __builtin_prefetch(run + b.stride + i);
+}
+
+// The same for a run about to be written.
+inline void prefetch_next_run_for_write(float* run, Block b, int64_t n) {
+  if (n + 1 >= b.batch) return;
+  for (int64_t i = 0; i < b.run(); i += 16) __builtin_prefetch(run + b.stride + i, 1);
+}
+
+// Per channel, sums of d = x - shift[c] and of d * d in one pass, in double.
+// The shift is a value of the channel, and no value lies more than
+// sqrt(count) standard deviations from the mean, so squares - sum^2 / count
+// cancels at most a factor count of double's precision: the variance keeps
+// fp32 precision up to 1e8 values per channel, as a second, centred pass
+// would give it.
+POSEIDON_VECTOR_CLONES void block_shifted_sums(const float* x, Block b, const double* shift, double* sum,
+                                               double* squares) {
+  std::fill(sum, sum + b.channels, 0.0);
+  std::fill(squares, squares + b.channels, 0.0);
+  for (int64_t n = 0; n < b.batch; ++n) {
+    const float* run = x + n * b.stride;
+    prefetch_next_run(run, b, n);
+    for (int64_t c = 0; c < b.channels; ++c) {
+      const float* row = run + c * b.spatial;
+      const double k = shift[c];
+      double s1 = 0, s2 = 0;
+#pragma omp simd reduction(+ : s1, s2)
+      for (int64_t s = 0; s < b.spatial; ++s) {
+        const double d = row[s] - k;
+        s1 += d;
+        s2 += d * d;
+      }
+      sum[c] += s1;
+      squares[c] += s2;
+    }
+  }
+}
+
+// y = x * scale[c] + shift[c]
+POSEIDON_VECTOR_CLONES void block_affine(const float* x, float* y, Block b, const float* scale, const float* shift) {
+  for (int64_t n = 0; n < b.batch; ++n) {
+    const float* in = x + n * b.stride;
+    float* out = y + n * b.stride;
+    prefetch_next_run_for_write(out, b, n);
+    for (int64_t c = 0; c < b.channels; ++c) {
+      const float a = scale[c], k = shift[c];
+      const float* row = in + c * b.spatial;
+      float* dst = out + c * b.spatial;
+#pragma omp simd
+      for (int64_t s = 0; s < b.spatial; ++s) dst[s] = row[s] * a + k;
+    }
+  }
+}
+
+// Per channel, sums of dy and of dy * xhat, both in one pass.
+POSEIDON_VECTOR_CLONES void block_grad_sums(const float* x, const float* dy, Block b, const float* mean,
+                                            const float* inv_std, double* sum_dy, double* sum_dy_xhat) {
+  std::fill(sum_dy, sum_dy + b.channels, 0.0);
+  std::fill(sum_dy_xhat, sum_dy_xhat + b.channels, 0.0);
+  for (int64_t n = 0; n < b.batch; ++n) {
+    const float* in = x + n * b.stride;
+    const float* grad = dy + n * b.stride;
+    prefetch_next_run(in, b, n);
+    prefetch_next_run(grad, b, n);
+    for (int64_t c = 0; c < b.channels; ++c) {
+      const float* row = in + c * b.spatial;
+      const float* g = grad + c * b.spatial;
+      const float m = mean[c], is = inv_std[c];
+      double s1 = 0, s2 = 0;
+#pragma omp simd reduction(+ : s1, s2)
+      for (int64_t s = 0; s < b.spatial; ++s) {
+        s1 += g[s];
+        s2 += double(g[s]) * ((row[s] - m) * is);
+      }
+      sum_dy[c] += s1;
+      sum_dy_xhat[c] += s2;
+    }
+  }
+}
+
+// dx += g[c] * (dy - mean_dy[c] - xhat * mean_dy_xhat[c])
+POSEIDON_VECTOR_CLONES void block_input_grad(const float* x, const float* dy, float* dx, Block b, const float* mean,
+                                             const float* inv_std, const float* g, const float* mean_dy,
+                                             const float* mean_dy_xhat) {
+  for (int64_t n = 0; n < b.batch; ++n) {
+    const float* in = x + n * b.stride;
+    const float* grad = dy + n * b.stride;
+    float* out = dx + n * b.stride;
+    prefetch_next_run_for_write(out, b, n);
+    for (int64_t c = 0; c < b.channels; ++c) {
+      const float* row = in + c * b.spatial;
+      const float* gr = grad + c * b.spatial;
+      float* dst = out + c * b.spatial;
+      const float m = mean[c], is = inv_std[c], gc = g[c], md = mean_dy[c], mdx = mean_dy_xhat[c];
+#pragma omp simd
+      for (int64_t s = 0; s < b.spatial; ++s) {
+        const float xhat = (row[s] - m) * is;
+        dst[s] += gc * (gr[s] - md - xhat * mdx);
+      }
+    }
+  }
+}
+
+// Channels per block: runs of at least 512 values per image.
+int64_t block_channels(int64_t spatial) { return std::max<int64_t>(1, 512 / spatial); }
+
+}  // namespace
+
+// Block by block of channels: the normalisation reads the block's values
+// while they are still in cache from the pass that took its statistics, so
+// the input comes from memory once.
 void BatchNormLayer::forward(LayerIO& io, RunContext& ctx) {
   const Tensor& x = *io.in[0];
   const Extent e = extent(x);
   batch_stats_ = ctx.phase == Phase::train;
-  if (batch_stats_) {
-    check_batch(x, e);
-    compute_batch_stats(x, e);
-  } else {
-    const float* rm = running_mean().value.data();
-    const float* rv = running_var().value.data();
-    for (int64_t c = 0; c < e.channels; ++c) {
-      mean_[c] = rm[c];
-      inv_std_[c] = static_cast<float>(1.0 / std::sqrt(double(rv[c]) + eps_));
-    }
-  }
+  if (batch_stats_) check_batch(x, e);
   const float* px = x.data();
   float* py = io.out[0]->data();
   const float* w = affine_ ? param(0).value.data() : nullptr;
   const float* b = affine_ ? param(1).value.data() : nullptr;
-#pragma omp parallel for collapse(2) if (x.numel() > 32768)
-  for (int64_t n = 0; n < e.batch; ++n)
-    for (int64_t c = 0; c < e.channels; ++c) {
-      const float scale = inv_std_[c] * (w ? w[c] : 1.f);
-      const float shift = (b ? b[c] : 0.f) - mean_[c] * scale;
-      const int64_t off = (n * e.channels + c) * e.spatial;
-      for (int64_t s = 0; s < e.spatial; ++s) py[off + s] = px[off + s] * scale + shift;
+  float* rm = running_mean().value.data();
+  float* rv = running_var().value.data();
+  const double m = momentum_;
+  const int64_t C = e.channels, per_block = block_channels(e.spatial), blocks = (C + per_block - 1) / per_block;
+  double *shift = sums_.data(), *sum = shift + C, *squares = sum + C;
+  float *scale = coefficients_.data(), *offset = scale + C;
+#pragma omp parallel for schedule(static) if (x.numel() > 32768)
+  for (int64_t k = 0; k < blocks; ++k) {
+    const int64_t c0 = k * per_block, c1 = std::min(C, c0 + per_block);
+    const Block blk{e.batch, C * e.spatial, c1 - c0, e.spatial};
+    const float* xb = px + c0 * e.spatial;
+    if (batch_stats_) {
+      for (int64_t c = c0; c < c1; ++c) shift[c] = xb[(c - c0) * e.spatial];
+      block_shifted_sums(xb, blk, shift + c0, sum + c0, squares + c0);
     }
+    for (int64_t c = c0; c < c1; ++c) {
+      if (batch_stats_) {
+        const double mean = shift[c] + sum[c] / e.count;
+        const double centred = std::max(squares[c] - sum[c] * sum[c] / e.count, 0.0);
+        mean_[c] = static_cast<float>(mean);
+        inv_std_[c] = static_cast<float>(1.0 / std::sqrt(centred / e.count + eps_));
+        rm[c] = static_cast<float>((1 - m) * rm[c] + m * mean);
+        rv[c] = static_cast<float>((1 - m) * rv[c] + m * centred / (e.count - 1));
+      } else {
+        mean_[c] = rm[c];
+        inv_std_[c] = static_cast<float>(1.0 / std::sqrt(double(rv[c]) + eps_));
+      }
+      scale[c] = inv_std_[c] * (w ? w[c] : 1.f);
+      offset[c] = (b ? b[c] : 0.f) - mean_[c] * scale[c];
+    }
+    block_affine(xb, py + c0 * e.spatial, blk, scale + c0, offset + c0);
+  }
 }
 
+// Per block of channels, both sums in one pass and then the input gradient,
+// which reads x and dy again while they are in cache.
 void BatchNormLayer::backward(LayerIO& io, RunContext&) {
   const Tensor& x = *io.in[0];
   const Extent e = extent(x);
@@ -81,69 +230,26 @@ void BatchNormLayer::backward(LayerIO& io, RunContext&) {
   const float* w = affine_ ? param(0).value.data() : nullptr;
   float* dw = affine_ ? param(0).grad.data() : nullptr;
   float* db = affine_ ? param(1).grad.data() : nullptr;
-#pragma omp parallel for if (x.numel() > 32768)
-  for (int64_t c = 0; c < e.channels; ++c) {
-    // Sums over the channel's values of dy and dy * xhat. The values are
-    // locals and the reductions declared so that the loops vectorise; the
-    // order of the sums, and so the result, stays the same from run to run.
-    const float mean = mean_[c], inv_std = inv_std_[c];
-    double sum_dy = 0, sum_dy_xhat = 0;
-    for (int64_t n = 0; n < e.batch; ++n) {
-      const int64_t off = (n * e.channels + c) * e.spatial;
-#pragma omp simd reduction(+ : sum_dy, sum_dy_xhat)
-      for (int64_t s = 0; s < e.spatial; ++s) {
-        sum_dy += dy[off + s];
-        sum_dy_xhat += double(dy[off + s]) * ((px[off + s] - mean) * inv_std);
-      }
+  const int64_t C = e.channels, per_block = block_channels(e.spatial), blocks = (C + per_block - 1) / per_block;
+  double *sum_dy = sums_.data(), *sum_dy_xhat = sum_dy + C;
+  float *g = coefficients_.data(), *mean_dy = g + C, *mean_dy_xhat = mean_dy + C;
+#pragma omp parallel for schedule(static) if (x.numel() > 32768)
+  for (int64_t k = 0; k < blocks; ++k) {
+    const int64_t c0 = k * per_block, c1 = std::min(C, c0 + per_block), off = c0 * e.spatial;
+    const Block blk{e.batch, C * e.spatial, c1 - c0, e.spatial};
+    block_grad_sums(px + off, dy + off, blk, mean_.data() + c0, inv_std_.data() + c0, sum_dy + c0, sum_dy_xhat + c0);
+    for (int64_t c = c0; c < c1; ++c) {
+      if (dw) dw[c] = static_cast<float>(sum_dy_xhat[c]);
+      if (db) db[c] = static_cast<float>(sum_dy[c]);
+      // With batch statistics the mean and variance depend on x too:
+      // dx = g * (dy - mean(dy) - xhat * mean(dy * xhat)).
+      g[c] = inv_std_[c] * (w ? w[c] : 1.f);
+      mean_dy[c] = batch_stats_ ? static_cast<float>(sum_dy[c] / e.count) : 0.f;
+      mean_dy_xhat[c] = batch_stats_ ? static_cast<float>(sum_dy_xhat[c] / e.count) : 0.f;
     }
-    if (dw) dw[c] = static_cast<float>(sum_dy_xhat);
-    if (db) db[c] = static_cast<float>(sum_dy);
-    if (!dx) continue;
-    const float g = inv_std_[c] * (w ? w[c] : 1.f);
-    // With batch statistics the mean and variance depend on x too:
-    // dx = g * (dy - mean(dy) - xhat * mean(dy * xhat)).
-    const float mean_dy = batch_stats_ ? static_cast<float>(sum_dy / e.count) : 0.f;
-    const float mean_dy_xhat = batch_stats_ ? static_cast<float>(sum_dy_xhat / e.count) : 0.f;
-    for (int64_t n = 0; n < e.batch; ++n) {
-      const int64_t off = (n * e.channels + c) * e.spatial;
-#pragma omp simd
-      for (int64_t s = 0; s < e.spatial; ++s) {
-        const float xhat = (px[off + s] - mean) * inv_std;
-        dx[off + s] += g * (dy[off + s] - mean_dy - xhat * mean_dy_xhat);
-      }
-    }
-  }
-}
-
-// Two passes in double per channel: mean, then the centred sum of squares.
-void BatchNormLayer::compute_batch_stats(const Tensor& x, const Extent& e) {
-  const float* px = x.data();
-  float* rm = running_mean().value.data();
-  float* rv = running_var().value.data();
-  const double m = momentum_;
-#pragma omp parallel for if (x.numel() > 32768)
-  for (int64_t c = 0; c < e.channels; ++c) {
-    double sum = 0;
-    for (int64_t n = 0; n < e.batch; ++n) {
-      const int64_t off = (n * e.channels + c) * e.spatial;
-#pragma omp simd reduction(+ : sum)
-      for (int64_t s = 0; s < e.spatial; ++s) sum += px[off + s];
-    }
-    const double mean = sum / e.count;
-    double squares = 0;
-    for (int64_t n = 0; n < e.batch; ++n) {
-      const int64_t off = (n * e.channels + c) * e.spatial;
-#pragma omp simd reduction(+ : squares)
-      for (int64_t s = 0; s < e.spatial; ++s) {
-        const double d = px[off + s] - mean;
-        squares += d * d;
-      }
-    }
-    const double var = squares / e.count;
-    mean_[c] = static_cast<float>(mean);
-    inv_std_[c] = static_cast<float>(1.0 / std::sqrt(var + eps_));
-    rm[c] = static_cast<float>((1 - m) * rm[c] + m * mean);
-    rv[c] = static_cast<float>((1 - m) * rv[c] + m * squares / (e.count - 1));
+    if (dx)
+      block_input_grad(px + off, dy + off, dx + off, blk, mean_.data() + c0, inv_std_.data() + c0, g + c0, mean_dy + c0,
+                       mean_dy_xhat + c0);
   }
 }
 

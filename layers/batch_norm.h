@@ -37,9 +37,11 @@ class BatchNormLayer : public Layer {
   bool batch_stats_ = true;  // the last forward used batch statistics
 
  private:
-  void compute_batch_stats(const Tensor& x, const Extent& e);
-
   std::vector<float> mean_, inv_std_;  // per channel, as used by the last forward
+  // Per channel, three sums and three coefficients of the CPU passes, sized
+  // in reshape so that steps allocate nothing.
+  std::vector<double> sums_;
+  std::vector<float> coefficients_;
 };
 
 }  // namespace poseidon

@@ -5,6 +5,7 @@
 #include <limits>
 
 #include "core/registry.h"
+#include "layers/pool_kernels.h"
 
 namespace poseidon {
 namespace {
@@ -78,10 +79,23 @@ std::vector<Shape> PoolLayer::reshape(const std::vector<Shape>& in) {
     col_scales_.resize(out_w_);
     for (int64_t ox = 0; ox < out_w_; ++ox) col_scales_[ox] = 1.f / col_divisors_[ox];
   }
+  whole_plane_ = kernel_[0] == s[2] && kernel_[1] == s[3] && pad_[0] == 0 && pad_[1] == 0;
   column_spans_.clear();
   for (int64_t j = 0; j < kernel_[1]; ++j)
     column_spans_.push_back(outputs_reading_input(s[3], pad_[1], stride_[1], j, out_w_));
   return {{s[0], s[1], out_h_, out_w_}};
+}
+
+// Planes go to threads a run at a time, in runs of about 64 KB of input (at
+// least 16 planes, a multiple of 16 so that small planes go side by side in
+// the kernels), so that tiny planes (Inception's 3x3 and 1x1) do not pay a
+// call each.
+template <class Kernel>
+void PoolLayer::for_plane_runs(Kernel kernel) const {
+  const int64_t planes = in_shape_[0] * in_shape_[1], in_plane = in_shape_[2] * in_shape_[3];
+  const int64_t run = std::max<int64_t>(16, 16384 / in_plane / 16 * 16), runs = (planes + run - 1) / run;
+#pragma omp parallel for schedule(static) if (planes * in_plane > 32768)
+  for (int64_t r = 0; r < runs; ++r) kernel(r * run, std::min(planes, (r + 1) * run));
 }
 
 void PoolLayer::forward(LayerIO& io, RunContext&) {
@@ -92,40 +106,49 @@ void PoolLayer::forward(LayerIO& io, RunContext&) {
   const int64_t in_plane = in_shape_[2] * in_shape_[3], out_plane = out_h_ * out_w_;
   // Sized here, not in reshape, so that the GPU layer, which keeps its own, holds no host copy.
   if (max_) argmax_.resize(planes * out_plane);
-#pragma omp parallel for if (planes * in_plane > 32768)
-  for (int64_t p = 0; p < planes; ++p) {
+  const PoolGeometry g = geometry();
+  for_plane_runs([&](int64_t begin, int64_t end) {
+    const float* src = x + begin * in_plane;
+    float* dst = y + begin * out_plane;
     if (max_)
-      max_plane(x + p * in_plane, y + p * out_plane, argmax_.data() + p * out_plane);
+      max_planes(g, src, dst, argmax_.data() + begin * out_plane, end - begin);
+    else if (whole_plane_)
+      avg_whole_planes(src, in_plane, row_divisors_[0] * col_divisors_[0], dst, end - begin);
     else
-      avg_plane(x + p * in_plane, y + p * out_plane);
-  }
+      avg_planes(g, src, dst, end - begin);
+  });
 }
 
 void PoolLayer::backward(LayerIO& io, RunContext&) {
   if (!io.in_grad[0]) return;
   const float* dy = io.out_grad[0]->data();
   float* dx = io.in_grad[0]->data();
-  const int64_t planes = in_shape_[0] * in_shape_[1], width = in_shape_[3];
-  const int64_t in_plane = in_shape_[2] * width, out_plane = out_h_ * out_w_;
-#pragma omp parallel for if (planes * in_plane > 32768)
-  for (int64_t p = 0; p < planes; ++p) {
-    float* dst = dx + p * in_plane;
-    const float* grad = dy + p * out_plane;
-    if (max_) {
-      const int32_t* at = argmax_.data() + p * out_plane;
-      for (int64_t o = 0; o < out_plane; ++o) dst[at[o]] += grad[o];
-      continue;
-    }
-    for (int64_t oy = 0; oy < out_h_; ++oy) {
-      const float* g = grad + oy * out_w_;
-      // Reciprocals: a division per tap would cost more than the rest of the loop.
-      const float row_scale = 1.f / row_divisors_[oy];
-      for_each_tap_row(oy, [&](int64_t iy, int64_t offset, int64_t lo, int64_t hi) {
-        float* row = dst + iy * width;
-        for (int64_t ox = lo; ox < hi; ++ox) row[ox * stride_[1] + offset] += g[ox] * row_scale * col_scales_[ox];
-      });
-    }
-  }
+  const int64_t in_plane = in_shape_[2] * in_shape_[3], out_plane = out_h_ * out_w_;
+  const PoolGeometry g = geometry();
+  for_plane_runs([&](int64_t begin, int64_t end) {
+    float* dst = dx + begin * in_plane;
+    const float* grad = dy + begin * out_plane;
+    if (max_)
+      max_planes_grad(argmax_.data() + begin * out_plane, grad, out_plane, in_plane, dst, end - begin);
+    else if (whole_plane_)
+      avg_whole_planes_grad(grad, in_plane, 1.f / row_divisors_[0], col_scales_[0], dst, end - begin);
+    else
+      avg_planes_grad(g, grad, dst, end - begin);
+  });
+}
+
+PoolGeometry PoolLayer::geometry() const {
+  return {in_shape_[2],
+          in_shape_[3],
+          out_h_,
+          out_w_,
+          kernel_,
+          stride_,
+          pad_,
+          column_spans_.data(),
+          row_divisors_.data(),
+          col_divisors_.data(),
+          col_scales_.data()};
 }
 
 int64_t PoolLayer::forward_flops(const std::vector<Shape>& in) const {
@@ -133,75 +156,6 @@ int64_t PoolLayer::forward_flops(const std::vector<Shape>& in) const {
   if (global_) return shape_numel(s);
   return s[0] * s[1] * kernel_[0] * kernel_[1] * pooled_size(s[2], kernel_[0], stride_[0], pad_[0], ceil_mode_) *
          pooled_size(s[3], kernel_[1], stride_[1], pad_[1], ceil_mode_);
-}
-
-// Calls visit(iy, offset, lo, hi) for each input row iy and kernel column of
-// output row oy, in the row-major tap order PyTorch scans a window in:
-// outputs ox in [lo, hi) read input column ox * stride + offset of row iy.
-// Working on whole output rows keeps the inner loops free of dependencies.
-template <class Fn>
-void PoolLayer::for_each_tap_row(int64_t oy, Fn visit) const {
-  const int64_t y0 = oy * stride_[0] - pad_[0];
-  const int64_t y1 = std::min(y0 + kernel_[0], in_shape_[2]);
-  for (int64_t iy = std::max<int64_t>(y0, 0); iy < y1; ++iy)
-    for (int64_t j = 0; j < kernel_[1]; ++j) visit(iy, j - pad_[1], column_spans_[j].lo, column_spans_[j].hi);
-}
-
-namespace {
-// One tap of a max window for outputs [lo, hi) of a row: output ox reads
-// row[ox * stride], the input element at + ox * stride of the plane. The
-// stride is a constant where it is 1 or 2 (Stride; 0: the runtime one), so
-// that GCC vectorises the strided loads; indices stay 32-bit like argmax, so
-// that the selects on them vectorise too.
-template <int Stride>
-void max_taps(const float* row, int32_t at, int64_t lo, int64_t hi, int64_t runtime_stride, float* best,
-              int32_t* best_at) {
-  const int32_t stride = Stride ? Stride : static_cast<int32_t>(runtime_stride);
-  const int32_t end = static_cast<int32_t>(hi);
-  for (int32_t ox = static_cast<int32_t>(lo); ox < end; ++ox) {
-    const float v = row[ox * stride];
-    const bool take = v > best[ox] || v != v;
-    best[ox] = take ? v : best[ox];
-    best_at[ox] = take ? at + ox * stride : best_at[ox];
-  }
-}
-}  // namespace
-
-// One plane: the max of each window and where it is. The first maximum in
-// scan order wins and so does a NaN, as in PyTorch.
-void PoolLayer::max_plane(const float* src, float* dst, int32_t* argmax) const {
-  const int64_t width = in_shape_[3];
-  for (int64_t oy = 0; oy < out_h_; ++oy) {
-    float* best = dst + oy * out_w_;
-    int32_t* best_at = argmax + oy * out_w_;
-    const int64_t first_row = std::max<int64_t>(oy * stride_[0] - pad_[0], 0);
-    for (int64_t ox = 0; ox < out_w_; ++ox) {
-      best[ox] = -std::numeric_limits<float>::infinity();
-      best_at[ox] = static_cast<int32_t>(first_row * width + std::max<int64_t>(ox * stride_[1] - pad_[1], 0));
-    }
-    for_each_tap_row(oy, [&](int64_t iy, int64_t offset, int64_t lo, int64_t hi) {
-      const float* row = src + iy * width + offset;
-      const int32_t at = static_cast<int32_t>(iy * width + offset);
-      switch (stride_[1]) {
-        case 1: max_taps<1>(row, at, lo, hi, 1, best, best_at); break;
-        case 2: max_taps<2>(row, at, lo, hi, 2, best, best_at); break;
-        default: max_taps<0>(row, at, lo, hi, stride_[1], best, best_at);
-      }
-    });
-  }
-}
-
-void PoolLayer::avg_plane(const float* src, float* dst) const {
-  const int64_t width = in_shape_[3];
-  for (int64_t oy = 0; oy < out_h_; ++oy) {
-    float* sum = dst + oy * out_w_;
-    std::fill(sum, sum + out_w_, 0.f);
-    for_each_tap_row(oy, [&](int64_t iy, int64_t offset, int64_t lo, int64_t hi) {
-      const float* row = src + iy * width;
-      for (int64_t ox = lo; ox < hi; ++ox) sum[ox] += row[ox * stride_[1] + offset];
-    });
-    for (int64_t ox = 0; ox < out_w_; ++ox) sum[ox] /= row_divisors_[oy] * col_divisors_[ox];
-  }
 }
 
 namespace {

@@ -16,6 +16,14 @@
 
 namespace poseidon {
 
+// What the CPU kernels (pool_kernels.h) need to know of a layer's windows.
+struct PoolGeometry {
+  int64_t in_h, in_w, out_h, out_w;
+  std::array<int64_t, 2> kernel, stride, pad;             // [h, w]
+  const OutputSpan* column_spans;                         // per kernel column: outputs reading real input
+  const float *row_divisors, *col_divisors, *col_scales;  // avg only: per output row, column; 1 / column's
+};
+
 class PoolLayer : public Layer {
  public:
   explicit PoolLayer(const ConfigNode& c);
@@ -32,15 +40,15 @@ class PoolLayer : public Layer {
   int64_t out_h_ = 0, out_w_ = 0;
 
  private:
-  template <class Fn>
-  void for_each_tap_row(int64_t oy, Fn visit) const;
-  void max_plane(const float* src, float* dst, int32_t* argmax) const;
-  void avg_plane(const float* src, float* dst) const;
+  template <class Kernel>
+  void for_plane_runs(Kernel kernel) const;
+  PoolGeometry geometry() const;
 
   std::vector<int32_t> argmax_;                     // per output: index of the max within its input plane
   std::vector<float> row_divisors_, col_divisors_;  // avg: per output row and column
   std::vector<float> col_scales_;                   // avg: 1 / col_divisors_
   std::vector<OutputSpan> column_spans_;            // per kernel column: outputs reading real input
+  bool whole_plane_ = false;                        // one window covering the whole unpadded plane
 };
 
 }  // namespace poseidon

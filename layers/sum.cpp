@@ -2,6 +2,7 @@
 #include "layers/sum.h"
 
 #include "core/registry.h"
+#include "layers/cpu_vector.h"
 
 namespace poseidon {
 
@@ -28,42 +29,50 @@ std::vector<Shape> SumLayer::reshape(const std::vector<Shape>& in) {
   return {in[0]};
 }
 
+namespace {
+
+POSEIDON_VECTOR_CLONES void scale_range(float c, const float* x, float* y, int64_t n) {
+#pragma omp simd
+  for (int64_t i = 0; i < n; ++i) y[i] = c * x[i];
+}
+
+POSEIDON_VECTOR_CLONES void sum2_range(float c0, const float* x0, float c1, const float* x1, float* y, int64_t n) {
+#pragma omp simd
+  for (int64_t i = 0; i < n; ++i) y[i] = c0 * x0[i] + c1 * x1[i];
+}
+
+POSEIDON_VECTOR_CLONES void add_scaled_range(float c, const float* x, float* y, int64_t n) {
+#pragma omp simd
+  for (int64_t i = 0; i < n; ++i) y[i] += c * x[i];
+}
+
+}  // namespace
+
+// Chunk by chunk, every input at once: the chunk of y (forward) or dy
+// (backward) stays in cache while each input adds to it or reads it.
 void SumLayer::forward(LayerIO& io, RunContext&) {
   float* y = io.out[0]->data();
-  const int64_t n = io.out[0]->numel();
-  const float* x0 = io.in[0]->data();
-  const float c0 = coefficients_[0];
-  size_t k = 1;
-  if (io.in.size() == 1) {
-#pragma omp parallel for simd if (n > 32768)
-    for (int64_t i = 0; i < n; ++i) y[i] = c0 * x0[i];
-  } else {
-    // The first two inputs in one pass: a residual sum is all of the work,
-    // and a pass of its own for the first input would add a third to it.
-    const float* x1 = io.in[1]->data();
-    const float c1 = coefficients_[1];
-#pragma omp parallel for simd if (n > 32768)
-    for (int64_t i = 0; i < n; ++i) y[i] = c0 * x0[i] + c1 * x1[i];
-    k = 2;
-  }
-  for (; k < io.in.size(); ++k) {
-    const float* x = io.in[k]->data();
-    const float c = coefficients_[k];
-#pragma omp parallel for simd if (n > 32768)
-    for (int64_t i = 0; i < n; ++i) y[i] += c * x[i];
-  }
+  parallel_chunks(io.out[0]->numel(), [&](int64_t begin, int64_t end) {
+    const int64_t n = end - begin;
+    size_t k = 1;
+    if (io.in.size() == 1) {
+      scale_range(coefficients_[0], io.in[0]->data() + begin, y + begin, n);
+    } else {
+      // The first two inputs in one pass: a residual sum is all of the work,
+      // and a pass of its own for the first input would add a third to it.
+      sum2_range(coefficients_[0], io.in[0]->data() + begin, coefficients_[1], io.in[1]->data() + begin, y + begin, n);
+      k = 2;
+    }
+    for (; k < io.in.size(); ++k) add_scaled_range(coefficients_[k], io.in[k]->data() + begin, y + begin, n);
+  });
 }
 
 void SumLayer::backward(LayerIO& io, RunContext&) {
   const float* dy = io.out_grad[0]->data();
-  const int64_t n = io.out_grad[0]->numel();
-  for (size_t k = 0; k < io.in.size(); ++k) {
-    if (!io.in_grad[k]) continue;
-    float* dx = io.in_grad[k]->data();
-    const float c = coefficients_[k];
-#pragma omp parallel for simd if (n > 32768)
-    for (int64_t i = 0; i < n; ++i) dx[i] += c * dy[i];
-  }
+  parallel_chunks(io.out_grad[0]->numel(), [&](int64_t begin, int64_t end) {
+    for (size_t k = 0; k < io.in.size(); ++k)
+      if (io.in_grad[k]) add_scaled_range(coefficients_[k], dy + begin, io.in_grad[k]->data() + begin, end - begin);
+  });
 }
 
 POSEIDON_REGISTER_LAYER(SumLayer, "sum", "element-wise weighted sum of inputs of equal shape",

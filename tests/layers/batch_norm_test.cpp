@@ -11,8 +11,7 @@ namespace poseidon::testing {
 
 GRAD_CASE("batch_norm_train_2d", "{name: bn, type: batch_norm}", {{8, 2}});
 GRAD_CASE("batch_norm_train_4d", "{name: bn, type: batch_norm}", {{2, 3, 2, 2}});
-GRAD_CASE("batch_norm_train_no_affine", "{name: bn, type: batch_norm, affine: false}",
-          {{2, 3, 2, 2}});
+GRAD_CASE("batch_norm_train_no_affine", "{name: bn, type: batch_norm, affine: false}", {{2, 3, 2, 2}});
 GRAD_CASE("batch_norm_test_4d", "{name: bn, type: batch_norm}", {{2, 3, 2, 2}}, {}, false);
 
 namespace {
@@ -180,6 +179,82 @@ TEST(BatchNorm, BackwardOverwritesParamGradsAndAccumulatesInputGrads) {
   }
 }
 
+// Forward and backward in training against the definitions in double, on
+// shapes for the CPU kernels' edges: batch 1, one channel, rows that are not
+// a multiple of any vector width, [N, C] with one value per row, and sizes on
+// both sides of the threading threshold.
+class BatchNormReference : public ::testing::TestWithParam<Shape> {};
+
+TEST_P(BatchNormReference, TrainForwardAndBackwardMatchDefinitions) {
+  const Shape shape = GetParam();
+  auto layer = make_bn("{name: bn, type: batch_norm}", shape);
+  const int64_t channels = shape[1];
+  Tensor& weight = find(*layer, "bn.weight").value;
+  Tensor& bias = find(*layer, "bn.bias").value;
+  for (int64_t c = 0; c < channels; ++c) weight[c] = 0.5f + 0.25f * c, bias[c] = 0.1f * c - 0.3f;
+  Tensor x(shape), y(shape), dy(shape), dx(shape);
+  fill_pattern(x, 0.3f);
+  // dy without fill_pattern's trend: on the larger shapes its offset, shared
+  // by a channel's values, would cancel in dy - mean(dy) beyond fp32.
+  for (int64_t i = 0; i < dy.numel(); ++i) dy[i] = 2.f * std::cos(0.37f * i);
+  dx.fill(0.5f);  // input gradients accumulate
+  std::mt19937_64 rng(1);
+  RunContext ctx{Phase::train, &rng, {}};
+  LayerIO io{{&x}, {&y}, {&dy}, {&dx}};
+  layer->forward(io, ctx);
+  layer->backward(io, ctx);
+
+  const int64_t batch = shape[0], spatial = x.numel() / (batch * channels), count = batch * spatial;
+  for (int64_t c = 0; c < channels; ++c) {
+    const ChannelStats st = stats(x, c);
+    const double inv_std = 1.0 / std::sqrt(st.biased_var + 1e-5);
+    auto index = [&](int64_t n, int64_t s) { return (n * channels + c) * spatial + s; };
+    double sum_dy = 0, sum_dy_xhat = 0;
+    for (int64_t n = 0; n < batch; ++n)
+      for (int64_t s = 0; s < spatial; ++s) {
+        const int64_t i = index(n, s);
+        sum_dy += dy[i];
+        sum_dy_xhat += dy[i] * (x[i] - st.mean) * inv_std;
+      }
+    EXPECT_NEAR(find(*layer, "bn.bias").grad[c], sum_dy, 1e-5 * (1 + std::abs(sum_dy))) << c;
+    EXPECT_NEAR(find(*layer, "bn.weight").grad[c], sum_dy_xhat, 1e-5 * (1 + std::abs(sum_dy_xhat))) << c;
+    for (int64_t n = 0; n < batch; ++n)
+      for (int64_t s = 0; s < spatial; ++s) {
+        const int64_t i = index(n, s);
+        const double xhat = (x[i] - st.mean) * inv_std;
+        const double want_y = xhat * weight[c] + bias[c];
+        const double want_dx = 0.5 + inv_std * weight[c] * (dy[i] - sum_dy / count - xhat * sum_dy_xhat / count);
+        ASSERT_NEAR(y[i], want_y, 1e-5 * (1 + std::abs(want_y))) << "channel " << c << " element " << i;
+        ASSERT_NEAR(dx[i], want_dx, 1e-5 * (1 + std::abs(want_dx))) << "channel " << c << " element " << i;
+      }
+  }
+}
+
+// Small planes go in blocks of channels: several blocks and a last, partial
+// one ({4, 200, 3, 3}), threaded ({8, 1100, 2, 2}, {50, 1300}).
+INSTANTIATE_TEST_SUITE_P(Shapes, BatchNormReference,
+                         ::testing::Values(Shape{1, 1, 37, 3}, Shape{3, 5, 17}, Shape{40, 3}, Shape{2, 1, 131, 129},
+                                           Shape{3, 7, 61, 23}, Shape{4, 200, 3, 3}, Shape{8, 1100, 2, 2},
+                                           Shape{50, 1300}));
+
+// Channels whose values spread some 1e-6 of their mean: sums of plain squares
+// would lose the variance to the mean's square (about 1e-3 of it in double).
+TEST(BatchNorm, VarianceOfValuesFarFromZeroKeepsItsPrecision) {
+  const Shape shape = {16, 2, 40};
+  auto layer = make_bn("{name: bn, type: batch_norm, momentum: 1}", shape);
+  Tensor x(shape), y(shape);
+  // Channel 0 around 3e4, channel 1 around -7e3.
+  for (int64_t i = 0; i < x.numel(); ++i) x[i] = (i % 80 < 40 ? 3e4f : -7e3f) + 0.01f * static_cast<float>(i % 7);
+  std::mt19937_64 rng(1);
+  RunContext ctx{Phase::train, &rng, {}};
+  LayerIO io{{&x}, {&y}, {}, {}};
+  layer->forward(io, ctx);
+  for (int64_t c = 0; c < 2; ++c) {
+    const ChannelStats st = stats(x, c);
+    EXPECT_NEAR(find(*layer, "bn.running_var").value[c], st.unbiased_var, 1e-5 * st.unbiased_var) << c;
+  }
+}
+
 TEST(BatchNorm, TrainingNeedsMoreThanOneValuePerChannel) {
   auto layer = make_bn("{name: bn, type: batch_norm}", {1, 3});
   Tensor x({1, 3}), y({1, 3});
@@ -190,8 +265,7 @@ TEST(BatchNorm, TrainingNeedsMoreThanOneValuePerChannel) {
 }
 
 TEST(BatchNorm, RejectsInputWithoutChannels) {
-  auto layer =
-      LayerRegistry::instance().create(ConfigNode::parse("{name: bn, type: batch_norm}", "t"));
+  auto layer = LayerRegistry::instance().create(ConfigNode::parse("{name: bn, type: batch_norm}", "t"));
   EXPECT_THROW(layer->reshape({{8}}), ConfigError);
 }
 

@@ -157,8 +157,52 @@ INSTANTIATE_TEST_SUITE_P(
                       PoolSpec{"floor_max_short_of_right_edge", 2, 4, 7, 9, 2, 2, 2, 2, 0, 0},
                       PoolSpec{"max_stride3_pad", 2, 3, 11, 11, 3, 3, 3, 3, 1, 1},
                       PoolSpec{"max_stride1_pad", 2, 3, 9, 9, 3, 3, 1, 1, 1, 1},
-                      PoolSpec{"global_avg_large", 3, 16, 8, 8, 0, 0, 0, 0, 0, 0, false, false, true, true}),
+                      PoolSpec{"global_avg_large", 3, 16, 8, 8, 0, 0, 0, 0, 0, 0, false, false, true, true},
+                      // Inception's small planes, many to a thread's run of planes
+                      // and enough for threads; global pooling of 1x1 planes, of
+                      // one plane larger than a run, and a kernel the plane's size.
+                      PoolSpec{"inception_avg3_pad_3x3", 2, 40, 3, 3, 3, 3, 1, 1, 1, 1, false},
+                      PoolSpec{"inception_avg3_pad_1x1", 2, 40, 1, 1, 3, 3, 1, 1, 1, 1, false},
+                      PoolSpec{"inception_max3_15x15", 2, 96, 15, 15, 3, 3, 2, 2, 0, 0},
+                      PoolSpec{"inception_avg3_pad_7x7", 3, 300, 7, 7, 3, 3, 1, 1, 1, 1, false},
+                      PoolSpec{"global_avg_1x1", 2, 5, 1, 1, 0, 0, 0, 0, 0, 0, false, false, true, true},
+                      PoolSpec{"global_avg_threaded_runs", 4, 300, 7, 7, 0, 0, 0, 0, 0, 0, false, false, true, true},
+                      PoolSpec{"global_avg_one_big_plane", 1, 1, 181, 183, 0, 0, 0, 0, 0, 0, false, false, true, true},
+                      PoolSpec{"avg_kernel_is_plane", 2, 3, 5, 4, 5, 4, 1, 1, 0, 0, false},
+                      // Small planes 16 side by side and 5 left over, with padding,
+                      // ceil_mode and padding left out of the divisor.
+                      PoolSpec{"small_planes_max_pad_ceil", 3, 7, 6, 5, 3, 3, 2, 2, 1, 1, true, true},
+                      PoolSpec{"small_planes_avg_ceil_exclude", 3, 7, 6, 5, 3, 3, 2, 2, 1, 1, false, true, false}),
     [](const auto& info) { return info.param.label; });
+
+// A NaN wins its window and the last one in scan order takes the gradient,
+// as in PyTorch, also where small planes go 16 side by side (32 planes here).
+TEST(Pool, MaxTakesTheLastNanOfAWindow) {
+  auto layer = make_pool("{name: p, type: pool, kernel_size: 2, stride: 2}");
+  const Shape in = {2, 16, 4, 4}, out = {2, 16, 2, 2};
+  ASSERT_EQ(layer->reshape({in}).at(0), out);
+  Tensor x(in), y(out), dy(out), dx(in);
+  for (int64_t i = 0; i < x.numel(); ++i) x[i] = static_cast<float>(i % 5);
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  // Plane 3: window (0, 0) holds two NaNs, at (0, 1) and (1, 0); plane 20:
+  // window (1, 1) one, at (3, 3).
+  x[3 * 16 + 1] = nan;
+  x[3 * 16 + 4] = nan;
+  x[20 * 16 + 15] = nan;
+  dy.fill(1.f);
+  dx.fill(0.f);
+  LayerIO io{{&x}, {&y}, {&dy}, {&dx}};
+  RunContext ctx;
+  layer->forward(io, ctx);
+  layer->backward(io, ctx);
+  EXPECT_TRUE(std::isnan(y[3 * 4 + 0]));
+  EXPECT_TRUE(std::isnan(y[20 * 4 + 3]));
+  EXPECT_EQ(dx[3 * 16 + 4], 1.f);
+  EXPECT_EQ(dx[3 * 16 + 1], 0.f);
+  EXPECT_EQ(dx[20 * 16 + 15], 1.f);
+  for (int64_t o = 0; o < y.numel(); ++o)
+    if (o != 3 * 4 && o != 20 * 4 + 3) EXPECT_FALSE(std::isnan(y[o])) << o;
+}
 
 template <class Fn>
 void expect_error_naming(Fn build, const std::string& key) {
