@@ -103,8 +103,10 @@ POSEIDON_VECTOR_CLONES void block_shifted_sums(const float* x, Block b, const do
   }
 }
 
-// y = x * scale[c] + shift[c]
-POSEIDON_VECTOR_CLONES void block_affine(const float* x, float* y, Block b, const float* scale, const float* shift) {
+// y = x * scale[c] + shift[c], or max of that and 0 with a ReLU fused (the
+// ReLU layer's expression, so that the two agree bit for bit).
+POSEIDON_VECTOR_CLONES void block_affine(const float* x, float* y, Block b, const float* scale, const float* shift,
+                                         bool relu) {
   for (int64_t n = 0; n < b.batch; ++n) {
     const float* in = x + n * b.stride;
     float* out = y + n * b.stride;
@@ -113,14 +115,24 @@ POSEIDON_VECTOR_CLONES void block_affine(const float* x, float* y, Block b, cons
       const float a = scale[c], k = shift[c];
       const float* row = in + c * b.spatial;
       float* dst = out + c * b.spatial;
+      if (relu) {
 #pragma omp simd
-      for (int64_t s = 0; s < b.spatial; ++s) dst[s] = row[s] * a + k;
+        for (int64_t s = 0; s < b.spatial; ++s) {
+          const float v = row[s] * a + k;
+          dst[s] = v > 0.f ? v : 0.f;
+        }
+      } else {
+#pragma omp simd
+        for (int64_t s = 0; s < b.spatial; ++s) dst[s] = row[s] * a + k;
+      }
     }
   }
 }
 
-// Per channel, sums of dy and of dy * xhat, both in one pass.
-POSEIDON_VECTOR_CLONES void block_grad_sums(const float* x, const float* dy, Block b, const float* mean,
+// Per channel, sums of dy and of dy * xhat, both in one pass. With a ReLU
+// fused, y is the layer's (ReLU'd) output and dy counts only where y > 0:
+// ReLU's backward, dy read either way as the ReLU layer reads it.
+POSEIDON_VECTOR_CLONES void block_grad_sums(const float* x, const float* y, const float* dy, Block b, const float* mean,
                                             const float* inv_std, double* sum_dy, double* sum_dy_xhat) {
   std::fill(sum_dy, sum_dy + b.channels, 0.0);
   std::fill(sum_dy_xhat, sum_dy_xhat + b.channels, 0.0);
@@ -129,15 +141,27 @@ POSEIDON_VECTOR_CLONES void block_grad_sums(const float* x, const float* dy, Blo
     const float* grad = dy + n * b.stride;
     prefetch_next_run(in, b, n);
     prefetch_next_run(grad, b, n);
+    if (y) prefetch_next_run(y + n * b.stride, b, n);
     for (int64_t c = 0; c < b.channels; ++c) {
       const float* row = in + c * b.spatial;
       const float* g = grad + c * b.spatial;
       const float m = mean[c], is = inv_std[c];
       double s1 = 0, s2 = 0;
+      if (y) {
+        const float* out = y + n * b.stride + c * b.spatial;
 #pragma omp simd reduction(+ : s1, s2)
-      for (int64_t s = 0; s < b.spatial; ++s) {
-        s1 += g[s];
-        s2 += double(g[s]) * ((row[s] - m) * is);
+        for (int64_t s = 0; s < b.spatial; ++s) {
+          const float gs = g[s];
+          const float masked = out[s] > 0.f ? gs : 0.f;
+          s1 += masked;
+          s2 += double(masked) * ((row[s] - m) * is);
+        }
+      } else {
+#pragma omp simd reduction(+ : s1, s2)
+        for (int64_t s = 0; s < b.spatial; ++s) {
+          s1 += g[s];
+          s2 += double(g[s]) * ((row[s] - m) * is);
+        }
       }
       sum_dy[c] += s1;
       sum_dy_xhat[c] += s2;
@@ -145,10 +169,11 @@ POSEIDON_VECTOR_CLONES void block_grad_sums(const float* x, const float* dy, Blo
   }
 }
 
-// dx += g[c] * (dy - mean_dy[c] - xhat * mean_dy_xhat[c])
-POSEIDON_VECTOR_CLONES void block_input_grad(const float* x, const float* dy, float* dx, Block b, const float* mean,
-                                             const float* inv_std, const float* g, const float* mean_dy,
-                                             const float* mean_dy_xhat) {
+// dx += g[c] * (dy - mean_dy[c] - xhat * mean_dy_xhat[c]), dy masked by
+// y > 0 when y is given (a ReLU fused), as in block_grad_sums.
+POSEIDON_VECTOR_CLONES void block_input_grad(const float* x, const float* y, const float* dy, float* dx, Block b,
+                                             const float* mean, const float* inv_std, const float* g,
+                                             const float* mean_dy, const float* mean_dy_xhat) {
   for (int64_t n = 0; n < b.batch; ++n) {
     const float* in = x + n * b.stride;
     const float* grad = dy + n * b.stride;
@@ -159,10 +184,21 @@ POSEIDON_VECTOR_CLONES void block_input_grad(const float* x, const float* dy, fl
       const float* gr = grad + c * b.spatial;
       float* dst = out + c * b.spatial;
       const float m = mean[c], is = inv_std[c], gc = g[c], md = mean_dy[c], mdx = mean_dy_xhat[c];
+      if (y) {
+        const float* fwd = y + n * b.stride + c * b.spatial;
 #pragma omp simd
-      for (int64_t s = 0; s < b.spatial; ++s) {
-        const float xhat = (row[s] - m) * is;
-        dst[s] += gc * (gr[s] - md - xhat * mdx);
+        for (int64_t s = 0; s < b.spatial; ++s) {
+          const float xhat = (row[s] - m) * is;
+          const float gs = gr[s];
+          const float masked = fwd[s] > 0.f ? gs : 0.f;
+          dst[s] += gc * (masked - md - xhat * mdx);
+        }
+      } else {
+#pragma omp simd
+        for (int64_t s = 0; s < b.spatial; ++s) {
+          const float xhat = (row[s] - m) * is;
+          dst[s] += gc * (gr[s] - md - xhat * mdx);
+        }
       }
     }
   }
@@ -215,7 +251,7 @@ void BatchNormLayer::forward(LayerIO& io, RunContext& ctx) {
       scale[c] = inv_std_[c] * (w ? w[c] : 1.f);
       offset[c] = (b ? b[c] : 0.f) - mean_[c] * scale[c];
     }
-    block_affine(xb, py + c0 * e.spatial, blk, scale + c0, offset + c0);
+    block_affine(xb, py + c0 * e.spatial, blk, scale + c0, offset + c0, relu_fused_);
   }
 }
 
@@ -226,6 +262,7 @@ void BatchNormLayer::backward(LayerIO& io, RunContext&) {
   const Extent e = extent(x);
   const float* px = x.data();
   const float* dy = io.out_grad[0]->data();
+  const float* y = relu_fused_ ? io.out[0]->data() : nullptr;
   float* dx = io.in_grad[0] ? io.in_grad[0]->data() : nullptr;
   const float* w = affine_ ? param(0).value.data() : nullptr;
   float* dw = affine_ ? param(0).grad.data() : nullptr;
@@ -237,7 +274,8 @@ void BatchNormLayer::backward(LayerIO& io, RunContext&) {
   for (int64_t k = 0; k < blocks; ++k) {
     const int64_t c0 = k * per_block, c1 = std::min(C, c0 + per_block), off = c0 * e.spatial;
     const Block blk{e.batch, C * e.spatial, c1 - c0, e.spatial};
-    block_grad_sums(px + off, dy + off, blk, mean_.data() + c0, inv_std_.data() + c0, sum_dy + c0, sum_dy_xhat + c0);
+    block_grad_sums(px + off, y ? y + off : nullptr, dy + off, blk, mean_.data() + c0, inv_std_.data() + c0,
+                    sum_dy + c0, sum_dy_xhat + c0);
     for (int64_t c = c0; c < c1; ++c) {
       if (dw) dw[c] = static_cast<float>(sum_dy_xhat[c]);
       if (db) db[c] = static_cast<float>(sum_dy[c]);
@@ -248,8 +286,8 @@ void BatchNormLayer::backward(LayerIO& io, RunContext&) {
       mean_dy_xhat[c] = batch_stats_ ? static_cast<float>(sum_dy_xhat[c] / e.count) : 0.f;
     }
     if (dx)
-      block_input_grad(px + off, dy + off, dx + off, blk, mean_.data() + c0, inv_std_.data() + c0, g + c0, mean_dy + c0,
-                       mean_dy_xhat + c0);
+      block_input_grad(px + off, y ? y + off : nullptr, dy + off, dx + off, blk, mean_.data() + c0,
+                       inv_std_.data() + c0, g + c0, mean_dy + c0, mean_dy_xhat + c0);
   }
 }
 

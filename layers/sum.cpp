@@ -46,6 +46,22 @@ POSEIDON_VECTOR_CLONES void add_scaled_range(float c, const float* x, float* y, 
   for (int64_t i = 0; i < n; ++i) y[i] += c * x[i];
 }
 
+// A fused ReLU, in place: the ReLU layer's expression.
+POSEIDON_VECTOR_CLONES void relu_in_place(float* y, int64_t n) {
+#pragma omp simd
+  for (int64_t i = 0; i < n; ++i) y[i] = y[i] > 0.f ? y[i] : 0.f;
+}
+
+// dx += c * dy where the (ReLU'd) output y is positive: a fused ReLU's
+// backward, dy read either way as the ReLU layer reads it.
+POSEIDON_VECTOR_CLONES void add_scaled_where_positive(float c, const float* y, const float* dy, float* dx, int64_t n) {
+#pragma omp simd
+  for (int64_t i = 0; i < n; ++i) {
+    const float g = dy[i];
+    dx[i] += c * (y[i] > 0.f ? g : 0.f);
+  }
+}
+
 }  // namespace
 
 // Chunk by chunk, every input at once: the chunk of y (forward) or dy
@@ -64,14 +80,23 @@ void SumLayer::forward(LayerIO& io, RunContext&) {
       k = 2;
     }
     for (; k < io.in.size(); ++k) add_scaled_range(coefficients_[k], io.in[k]->data() + begin, y + begin, n);
+    // On the chunk while it is in cache: no pass over memory of its own.
+    if (relu_fused_) relu_in_place(y + begin, n);
   });
 }
 
 void SumLayer::backward(LayerIO& io, RunContext&) {
   const float* dy = io.out_grad[0]->data();
+  const float* y = io.out[0]->data();
   parallel_chunks(io.out_grad[0]->numel(), [&](int64_t begin, int64_t end) {
-    for (size_t k = 0; k < io.in.size(); ++k)
-      if (io.in_grad[k]) add_scaled_range(coefficients_[k], dy + begin, io.in_grad[k]->data() + begin, end - begin);
+    for (size_t k = 0; k < io.in.size(); ++k) {
+      if (!io.in_grad[k]) continue;
+      float* dx = io.in_grad[k]->data() + begin;
+      if (relu_fused_)
+        add_scaled_where_positive(coefficients_[k], y + begin, dy + begin, dx, end - begin);
+      else
+        add_scaled_range(coefficients_[k], dy + begin, dx, end - begin);
+    }
   });
 }
 
