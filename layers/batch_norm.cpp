@@ -129,10 +129,26 @@ POSEIDON_VECTOR_CLONES void block_affine(const float* x, float* y, Block b, cons
   }
 }
 
-// Per channel, sums of dy and of dy * xhat, both in one pass. With a ReLU
-// fused, y is the layer's (ReLU'd) output and dy counts only where y > 0:
-// ReLU's backward, dy read either way as the ReLU layer reads it.
-POSEIDON_VECTOR_CLONES void block_grad_sums(const float* x, const float* y, const float* dy, Block b, const float* mean,
+// A fused ReLU's backward, in place: dy where the (ReLU'd) output y is
+// positive, 0 elsewhere, the ReLU layer's expression (dy read either way).
+// The gradient then is the one at the ReLU's input, which the sums and the
+// input gradient read as they would read the ReLU layer's.
+POSEIDON_VECTOR_CLONES void block_relu_grad(const float* y, float* dy, Block b) {
+  for (int64_t n = 0; n < b.batch; ++n) {
+    const float* out = y + n * b.stride;
+    float* grad = dy + n * b.stride;
+    prefetch_next_run(out, b, n);
+    prefetch_next_run_for_write(grad, b, n);
+#pragma omp simd
+    for (int64_t i = 0; i < b.run(); ++i) {
+      const float g = grad[i];
+      grad[i] = out[i] > 0.f ? g : 0.f;
+    }
+  }
+}
+
+// Per channel, sums of dy and of dy * xhat, both in one pass.
+POSEIDON_VECTOR_CLONES void block_grad_sums(const float* x, const float* dy, Block b, const float* mean,
                                             const float* inv_std, double* sum_dy, double* sum_dy_xhat) {
   std::fill(sum_dy, sum_dy + b.channels, 0.0);
   std::fill(sum_dy_xhat, sum_dy_xhat + b.channels, 0.0);
@@ -141,27 +157,15 @@ POSEIDON_VECTOR_CLONES void block_grad_sums(const float* x, const float* y, cons
     const float* grad = dy + n * b.stride;
     prefetch_next_run(in, b, n);
     prefetch_next_run(grad, b, n);
-    if (y) prefetch_next_run(y + n * b.stride, b, n);
     for (int64_t c = 0; c < b.channels; ++c) {
       const float* row = in + c * b.spatial;
       const float* g = grad + c * b.spatial;
       const float m = mean[c], is = inv_std[c];
       double s1 = 0, s2 = 0;
-      if (y) {
-        const float* out = y + n * b.stride + c * b.spatial;
 #pragma omp simd reduction(+ : s1, s2)
-        for (int64_t s = 0; s < b.spatial; ++s) {
-          const float gs = g[s];
-          const float masked = out[s] > 0.f ? gs : 0.f;
-          s1 += masked;
-          s2 += double(masked) * ((row[s] - m) * is);
-        }
-      } else {
-#pragma omp simd reduction(+ : s1, s2)
-        for (int64_t s = 0; s < b.spatial; ++s) {
-          s1 += g[s];
-          s2 += double(g[s]) * ((row[s] - m) * is);
-        }
+      for (int64_t s = 0; s < b.spatial; ++s) {
+        s1 += g[s];
+        s2 += double(g[s]) * ((row[s] - m) * is);
       }
       sum_dy[c] += s1;
       sum_dy_xhat[c] += s2;
@@ -169,11 +173,10 @@ POSEIDON_VECTOR_CLONES void block_grad_sums(const float* x, const float* y, cons
   }
 }
 
-// dx += g[c] * (dy - mean_dy[c] - xhat * mean_dy_xhat[c]), dy masked by
-// y > 0 when y is given (a ReLU fused), as in block_grad_sums.
-POSEIDON_VECTOR_CLONES void block_input_grad(const float* x, const float* y, const float* dy, float* dx, Block b,
-                                             const float* mean, const float* inv_std, const float* g,
-                                             const float* mean_dy, const float* mean_dy_xhat) {
+// dx += g[c] * (dy - mean_dy[c] - xhat * mean_dy_xhat[c])
+POSEIDON_VECTOR_CLONES void block_input_grad(const float* x, const float* dy, float* dx, Block b, const float* mean,
+                                             const float* inv_std, const float* g, const float* mean_dy,
+                                             const float* mean_dy_xhat) {
   for (int64_t n = 0; n < b.batch; ++n) {
     const float* in = x + n * b.stride;
     const float* grad = dy + n * b.stride;
@@ -184,21 +187,10 @@ POSEIDON_VECTOR_CLONES void block_input_grad(const float* x, const float* y, con
       const float* gr = grad + c * b.spatial;
       float* dst = out + c * b.spatial;
       const float m = mean[c], is = inv_std[c], gc = g[c], md = mean_dy[c], mdx = mean_dy_xhat[c];
-      if (y) {
-        const float* fwd = y + n * b.stride + c * b.spatial;
 #pragma omp simd
-        for (int64_t s = 0; s < b.spatial; ++s) {
-          const float xhat = (row[s] - m) * is;
-          const float gs = gr[s];
-          const float masked = fwd[s] > 0.f ? gs : 0.f;
-          dst[s] += gc * (masked - md - xhat * mdx);
-        }
-      } else {
-#pragma omp simd
-        for (int64_t s = 0; s < b.spatial; ++s) {
-          const float xhat = (row[s] - m) * is;
-          dst[s] += gc * (gr[s] - md - xhat * mdx);
-        }
+      for (int64_t s = 0; s < b.spatial; ++s) {
+        const float xhat = (row[s] - m) * is;
+        dst[s] += gc * (gr[s] - md - xhat * mdx);
       }
     }
   }
@@ -262,7 +254,10 @@ void BatchNormLayer::backward(LayerIO& io, RunContext&) {
   const Extent e = extent(x);
   const float* px = x.data();
   const float* dy = io.out_grad[0]->data();
-  const float* y = relu_fused_ ? io.out[0]->data() : nullptr;
+  // A fused ReLU's backward turns the output gradient into the gradient at
+  // the ReLU's input, in place: no layer reads it after this one
+  // (core/relu_fusion.h).
+  float* relu_dy = relu_fused_ ? const_cast<float*>(dy) : nullptr;
   float* dx = io.in_grad[0] ? io.in_grad[0]->data() : nullptr;
   const float* w = affine_ ? param(0).value.data() : nullptr;
   float* dw = affine_ ? param(0).grad.data() : nullptr;
@@ -274,8 +269,8 @@ void BatchNormLayer::backward(LayerIO& io, RunContext&) {
   for (int64_t k = 0; k < blocks; ++k) {
     const int64_t c0 = k * per_block, c1 = std::min(C, c0 + per_block), off = c0 * e.spatial;
     const Block blk{e.batch, C * e.spatial, c1 - c0, e.spatial};
-    block_grad_sums(px + off, y ? y + off : nullptr, dy + off, blk, mean_.data() + c0, inv_std_.data() + c0,
-                    sum_dy + c0, sum_dy_xhat + c0);
+    if (relu_dy) block_relu_grad(io.out[0]->data() + off, relu_dy + off, blk);
+    block_grad_sums(px + off, dy + off, blk, mean_.data() + c0, inv_std_.data() + c0, sum_dy + c0, sum_dy_xhat + c0);
     for (int64_t c = c0; c < c1; ++c) {
       if (dw) dw[c] = static_cast<float>(sum_dy_xhat[c]);
       if (db) db[c] = static_cast<float>(sum_dy[c]);
@@ -286,8 +281,8 @@ void BatchNormLayer::backward(LayerIO& io, RunContext&) {
       mean_dy_xhat[c] = batch_stats_ ? static_cast<float>(sum_dy_xhat[c] / e.count) : 0.f;
     }
     if (dx)
-      block_input_grad(px + off, y ? y + off : nullptr, dy + off, dx + off, blk, mean_.data() + c0,
-                       inv_std_.data() + c0, g + c0, mean_dy + c0, mean_dy_xhat + c0);
+      block_input_grad(px + off, dy + off, dx + off, blk, mean_.data() + c0, inv_std_.data() + c0, g + c0, mean_dy + c0,
+                       mean_dy_xhat + c0);
   }
 }
 

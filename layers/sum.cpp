@@ -52,13 +52,13 @@ POSEIDON_VECTOR_CLONES void relu_in_place(float* y, int64_t n) {
   for (int64_t i = 0; i < n; ++i) y[i] = y[i] > 0.f ? y[i] : 0.f;
 }
 
-// dx += c * dy where the (ReLU'd) output y is positive: a fused ReLU's
-// backward, dy read either way as the ReLU layer reads it.
-POSEIDON_VECTOR_CLONES void add_scaled_where_positive(float c, const float* y, const float* dy, float* dx, int64_t n) {
+// A fused ReLU's backward, in place: dy where the (ReLU'd) output y is
+// positive, 0 elsewhere, the ReLU layer's expression (dy read either way).
+POSEIDON_VECTOR_CLONES void relu_grad_in_place(const float* y, float* dy, int64_t n) {
 #pragma omp simd
   for (int64_t i = 0; i < n; ++i) {
     const float g = dy[i];
-    dx[i] += c * (y[i] > 0.f ? g : 0.f);
+    dy[i] = y[i] > 0.f ? g : 0.f;
   }
 }
 
@@ -87,16 +87,14 @@ void SumLayer::forward(LayerIO& io, RunContext&) {
 
 void SumLayer::backward(LayerIO& io, RunContext&) {
   const float* dy = io.out_grad[0]->data();
-  const float* y = io.out[0]->data();
+  // A fused ReLU's backward turns the output gradient into the gradient at
+  // the ReLU's input, chunk by chunk in place: no layer reads it after this
+  // one (core/relu_fusion.h).
+  float* relu_dy = relu_fused_ ? const_cast<float*>(dy) : nullptr;
   parallel_chunks(io.out_grad[0]->numel(), [&](int64_t begin, int64_t end) {
-    for (size_t k = 0; k < io.in.size(); ++k) {
-      if (!io.in_grad[k]) continue;
-      float* dx = io.in_grad[k]->data() + begin;
-      if (relu_fused_)
-        add_scaled_where_positive(coefficients_[k], y + begin, dy + begin, dx, end - begin);
-      else
-        add_scaled_range(coefficients_[k], dy + begin, dx, end - begin);
-    }
+    if (relu_dy) relu_grad_in_place(io.out[0]->data() + begin, relu_dy + begin, end - begin);
+    for (size_t k = 0; k < io.in.size(); ++k)
+      if (io.in_grad[k]) add_scaled_range(coefficients_[k], dy + begin, io.in_grad[k]->data() + begin, end - begin);
   });
 }
 
