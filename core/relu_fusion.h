@@ -1,9 +1,11 @@
 // A layer that can apply the ReLU that follows it itself (Net::fuse_relus):
-// it writes max(y, 0) as its output and, in backward, takes dy only where
-// its own output is positive, which is ReLU's gradient. The separate ReLU
-// pass over the activation, forward and backward, then disappears. Batch
-// norm and sum (the residual add) on the CPU implement it; a layer type
-// opts in by deriving from this as well as from Layer.
+// it writes max(y, 0) as its output and, in backward, first zeroes its
+// output gradient in place where that output is not positive (ReLU's
+// backward; nothing reads the gradient after the producer), then runs its
+// own backward on it. The separate ReLU passes over the activation, forward
+// and backward, disappear. Batch norm and sum (the residual add) on the CPU
+// implement it; a layer type opts in by deriving from this as well as from
+// Layer.
 #pragma once
 
 namespace poseidon {
