@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "core/registry.h"
+#include "core/relu_fusion.h"
 
 namespace poseidon {
 
@@ -68,6 +69,11 @@ GradCheckReport run_grad_check(const GradCase& c) {
   h.phase = c.train ? Phase::train : Phase::test;
   ConfigNode config = ConfigNode::parse(c.yaml, c.name);
   h.layer = LayerRegistry::instance().create(config);
+  if (c.fuse_relu) {
+    auto* fusable = dynamic_cast<ReluFusable*>(h.layer.get());
+    POSEIDON_REQUIRE(fusable && fusable->fuse_relu()) << c.name << ": layer type '" << h.layer->type()
+                                                      << "' cannot apply a ReLU of its own";
+  }
   std::vector<Shape> out_shapes = h.layer->reshape(c.inputs);
   std::mt19937_64 rng(1234);
   std::uniform_real_distribution<float> uni(-1.f, 1.f);

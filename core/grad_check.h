@@ -26,6 +26,7 @@ struct GradCase {
   bool train = true;                  // phase
   double step = 1e-2;
   double tolerance = 1e-3;
+  bool fuse_relu = false;             // the layer applies a ReLU to its output (core/relu_fusion.h)
 };
 
 // One checked tensor: an input's gradient or a parameter's.

@@ -209,8 +209,11 @@ void Net::infer_shapes() {
     POSEIDON_CHECK(out.size() == layer_out_[i].size()) << layers_[i]->name();
     for (size_t k = 0; k < out.size(); ++k) blob_shapes_[layer_out_[i][k]] = out[k];
   }
-  if (allocated_)
-    for (size_t b = 0; b < blobs_.size(); ++b) blobs_[b].value.resize(blob_shapes_[b]);
+  if (allocated_) {
+    for (size_t b = 0; b < blobs_.size(); ++b)
+      if (blobs_[b].shares < 0) blobs_[b].value.resize(blob_shapes_[b]);
+    share_fused_blobs();
+  }
   io_.assign(layers_.size(), LayerIO{});
   for (size_t i = 0; i < layers_.size(); ++i) {
     LayerIO& io = io_[i];
@@ -263,12 +266,14 @@ void Net::mark_gradient_paths() {
   for (size_t i = 0; i < layers_.size(); ++i) {
     if (!runs_backward_[i]) continue;
     if (allocated_)
-      for (size_t b : layer_out_[i]) blobs_[b].grad.resize(blob_shapes_[b]);
+      for (size_t b : layer_out_[i])
+        if (blobs_[b].shares < 0) blobs_[b].grad.resize(blob_shapes_[b]);
     for (size_t k = 0; k < layer_in_[i].size(); ++k) {
       Blob& in = blobs_[layer_in_[i][k]];
       io_[i].in_grad[k] = in.needs_grad ? &in.grad : nullptr;
     }
   }
+  if (allocated_) share_fused_blobs();
 }
 
 void Net::bind_params() {

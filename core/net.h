@@ -15,6 +15,7 @@
 
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -31,6 +32,10 @@ struct Blob {
   Tensor grad;             // allocated only when some layer needs it
   bool needs_grad = false; // a differentiable path leads from it to a loss
   int producer = -1;       // layer index, -1 for a net input
+  // The output of a ReLU fused into its input's producer (Net::fuse_relus):
+  // the index of that input blob, whose value and gradient tensors this blob
+  // shares. -1 otherwise.
+  int shares = -1;
 };
 
 class Net {
@@ -54,6 +59,18 @@ class Net {
   // elsewhere throws Error.
   void set_precision(Precision precision);
   Precision precision() const { return precision_; }
+
+  // Fuses each ReLU into the layer that produces its input, where that layer
+  // can apply it (core/relu_fusion.h: batch norm and sum on the CPU) and no
+  // other layer reads that input, nor is its name in `keep`. The ReLU's
+  // output blob then shares the producer's output tensors, value and
+  // gradient, and the ReLU layer no longer runs (fused(i)). The fused input
+  // blob keeps its name but holds the ReLU'd values from then on: a caller
+  // that reads a blob's values before a ReLU names it in `keep`. Returns how
+  // many ReLUs were fused; calling it again fuses nothing more.
+  int fuse_relus(const std::set<std::string>& keep = {});
+  // Whether layer i is a ReLU fused into its input's producer.
+  bool fused(size_t i) const { return i < fused_.size() && fused_[i]; }
 
   // Runs every layer; returns the weighted sum of the loss outputs.
   float forward(RunContext& ctx, GradSink* gate = nullptr);
@@ -104,6 +121,7 @@ class Net {
   std::vector<Shape> reshape_layer(size_t i);  // Layer::reshape, its errors naming the `if` that keeps it
   void mark_gradient_paths();
   void bind_params();
+  void share_fused_blobs();  // after any (re)allocation of blobs
 
   std::string name_;
   int64_t batch_ = 0;
@@ -118,6 +136,7 @@ class Net {
   std::map<std::string, size_t> blob_index_;
   std::vector<std::vector<size_t>> layer_in_, layer_out_;  // blob indices
   std::vector<bool> runs_backward_;
+  std::vector<bool> fused_;  // per layer: a ReLU fused into its input's producer
   std::vector<std::string> loss_outputs_, metric_outputs_;
   std::map<std::string, std::string> switched_by_;  // layer -> the model variable whose `if` keeps it
   Tensor flat_values_, flat_grads_, flat_buffers_;

@@ -11,10 +11,13 @@ LayerRunner& Net::runner() {
   return runner_ ? *runner_ : own_code;
 }
 
-void Net::forward_layer(size_t i, RunContext& ctx) { runner().forward(i, *layers_[i], io_[i], ctx); }
+// A fused ReLU's work is done by its input's producer (Net::fuse_relus).
+void Net::forward_layer(size_t i, RunContext& ctx) {
+  if (!fused(i)) runner().forward(i, *layers_[i], io_[i], ctx);
+}
 
 void Net::backward_layer(size_t i, RunContext& ctx) {
-  if (runs_backward_[i]) runner().backward(i, *layers_[i], io_[i], ctx);
+  if (runs_backward_[i] && !fused(i)) runner().backward(i, *layers_[i], io_[i], ctx);
 }
 
 float Net::forward(RunContext& ctx, GradSink* gate) {
@@ -38,7 +41,7 @@ float Net::forward(RunContext& ctx, GradSink* gate) {
 
 void Net::zero_blob_grads() {
   for (auto& b : blobs_)
-    if (b.grad.defined()) b.grad.zero();
+    if (b.grad.defined() && b.shares < 0) b.grad.zero();
 }
 
 void Net::seed_loss_grads() {

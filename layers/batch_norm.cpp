@@ -103,8 +103,10 @@ POSEIDON_VECTOR_CLONES void block_shifted_sums(const float* x, Block b, const do
   }
 }
 
-// y = x * scale[c] + shift[c]
-POSEIDON_VECTOR_CLONES void block_affine(const float* x, float* y, Block b, const float* scale, const float* shift) {
+// y = x * scale[c] + shift[c], or max of that and 0 with a ReLU fused (the
+// ReLU layer's expression, so that the two agree bit for bit).
+POSEIDON_VECTOR_CLONES void block_affine(const float* x, float* y, Block b, const float* scale, const float* shift,
+                                         bool relu) {
   for (int64_t n = 0; n < b.batch; ++n) {
     const float* in = x + n * b.stride;
     float* out = y + n * b.stride;
@@ -113,8 +115,34 @@ POSEIDON_VECTOR_CLONES void block_affine(const float* x, float* y, Block b, cons
       const float a = scale[c], k = shift[c];
       const float* row = in + c * b.spatial;
       float* dst = out + c * b.spatial;
+      if (relu) {
 #pragma omp simd
-      for (int64_t s = 0; s < b.spatial; ++s) dst[s] = row[s] * a + k;
+        for (int64_t s = 0; s < b.spatial; ++s) {
+          const float v = row[s] * a + k;
+          dst[s] = v > 0.f ? v : 0.f;
+        }
+      } else {
+#pragma omp simd
+        for (int64_t s = 0; s < b.spatial; ++s) dst[s] = row[s] * a + k;
+      }
+    }
+  }
+}
+
+// A fused ReLU's backward, in place: dy where the (ReLU'd) output y is
+// positive, 0 elsewhere, the ReLU layer's expression (dy read either way).
+// The gradient then is the one at the ReLU's input, which the sums and the
+// input gradient read as they would read the ReLU layer's.
+POSEIDON_VECTOR_CLONES void block_relu_grad(const float* y, float* dy, Block b) {
+  for (int64_t n = 0; n < b.batch; ++n) {
+    const float* out = y + n * b.stride;
+    float* grad = dy + n * b.stride;
+    prefetch_next_run(out, b, n);
+    prefetch_next_run_for_write(grad, b, n);
+#pragma omp simd
+    for (int64_t i = 0; i < b.run(); ++i) {
+      const float g = grad[i];
+      grad[i] = out[i] > 0.f ? g : 0.f;
     }
   }
 }
@@ -215,7 +243,7 @@ void BatchNormLayer::forward(LayerIO& io, RunContext& ctx) {
       scale[c] = inv_std_[c] * (w ? w[c] : 1.f);
       offset[c] = (b ? b[c] : 0.f) - mean_[c] * scale[c];
     }
-    block_affine(xb, py + c0 * e.spatial, blk, scale + c0, offset + c0);
+    block_affine(xb, py + c0 * e.spatial, blk, scale + c0, offset + c0, relu_fused_);
   }
 }
 
@@ -226,6 +254,10 @@ void BatchNormLayer::backward(LayerIO& io, RunContext&) {
   const Extent e = extent(x);
   const float* px = x.data();
   const float* dy = io.out_grad[0]->data();
+  // A fused ReLU's backward turns the output gradient into the gradient at
+  // the ReLU's input, in place: no layer reads it after this one
+  // (core/relu_fusion.h).
+  float* relu_dy = relu_fused_ ? const_cast<float*>(dy) : nullptr;
   float* dx = io.in_grad[0] ? io.in_grad[0]->data() : nullptr;
   const float* w = affine_ ? param(0).value.data() : nullptr;
   float* dw = affine_ ? param(0).grad.data() : nullptr;
@@ -237,6 +269,7 @@ void BatchNormLayer::backward(LayerIO& io, RunContext&) {
   for (int64_t k = 0; k < blocks; ++k) {
     const int64_t c0 = k * per_block, c1 = std::min(C, c0 + per_block), off = c0 * e.spatial;
     const Block blk{e.batch, C * e.spatial, c1 - c0, e.spatial};
+    if (relu_dy) block_relu_grad(io.out[0]->data() + off, relu_dy + off, blk);
     block_grad_sums(px + off, dy + off, blk, mean_.data() + c0, inv_std_.data() + c0, sum_dy + c0, sum_dy_xhat + c0);
     for (int64_t c = c0; c < c1; ++c) {
       if (dw) dw[c] = static_cast<float>(sum_dy_xhat[c]);

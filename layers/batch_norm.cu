@@ -175,6 +175,9 @@ class BatchNormCudaLayer : public BatchNormLayer {
  public:
   using BatchNormLayer::BatchNormLayer;
 
+  // No GPU kernel applies a ReLU of its own: the ReLU layer stays.
+  bool fuse_relu() override { return false; }
+
   void forward(LayerIO& io, RunContext& ctx) override {
     const Tensor& x = *io.in[0];
     const Extent e = extent(x);

@@ -5,17 +5,22 @@
 //   y = (x - mean) / sqrt(var + eps) * weight + bias
 // Declared here so that the GPU implementation (batch_norm.cu) shares the
 // keys, parameters and phase rules while taking over the computation.
+// With a ReLU fused (core/relu_fusion.h) the output is max(y, 0).
 #pragma once
 
 #include <vector>
 
 #include "core/layer.h"
+#include "core/relu_fusion.h"
 
 namespace poseidon {
 
-class BatchNormLayer : public Layer {
+class BatchNormLayer : public Layer, public ReluFusable {
  public:
   explicit BatchNormLayer(const ConfigNode& config);
+
+  // The CPU kernels apply a following ReLU (core/relu_fusion.h).
+  bool fuse_relu() override { return relu_fused_ = true; }
 
   std::vector<Shape> reshape(const std::vector<Shape>& in) override;
   void forward(LayerIO& io, RunContext& ctx) override;

@@ -20,6 +20,9 @@ class SumCudaLayer : public SumLayer {
  public:
   using SumLayer::SumLayer;
 
+  // No GPU kernel applies a ReLU of its own: the ReLU layer stays.
+  bool fuse_relu() override { return false; }
+
   void forward(LayerIO& io, RunContext& ctx) override {
     const size_t n = io.out[0]->numel();
     if (!n) return;

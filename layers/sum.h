@@ -1,16 +1,21 @@
 // Sum: element-wise weighted sum of two or more inputs of equal shape,
 // y = sum_k coefficients[k] * x_k (residual connections, Caffe's Eltwise SUM).
-// Declared here so that the GPU implementation (sum.cu) can take over forward
-// and backward.
+// With a ReLU fused (core/relu_fusion.h) the output is max(y, 0): the residual
+// add and ResNet's ReLU after it in one pass. Declared here so that the GPU
+// implementation (sum.cu) can take over forward and backward.
 #pragma once
 
 #include "core/layer.h"
+#include "core/relu_fusion.h"
 
 namespace poseidon {
 
-class SumLayer : public Layer {
+class SumLayer : public Layer, public ReluFusable {
  public:
   explicit SumLayer(const ConfigNode& config);
+
+  // The CPU kernels apply a following ReLU (core/relu_fusion.h).
+  bool fuse_relu() override { return relu_fused_ = true; }
 
   std::pair<int, int> input_count() const override { return {2, -1}; }
 

@@ -57,7 +57,8 @@ ConfigNode without_onednn(ConfigNode model) {
 }
 
 // Batch norm, dropout, concat, sum, both poolings, adaptive pooling, flatten,
-// softmax and accuracy: every layer with scratch state of its own.
+// softmax and accuracy: every layer with scratch state of its own; bn1 and
+// added take the ReLUs after them (Net::fuse_relus).
 const char* kMixedModel = R"(name: mixed
 inputs: {data: [3, 12, 12], label: []}
 layers:
@@ -69,6 +70,7 @@ layers:
   - {name: joined, type: concat, inputs: [left, right]}
   - {name: skip, type: conv, inputs: relu1, num_output: 8, kernel_size: 1}
   - {name: added, type: sum, inputs: [joined, skip], coefficients: [1, 0.5]}
+  - {name: added_relu, type: relu}
   - {name: pool1, type: pool, mode: max, kernel_size: 3, stride: 2, ceil_mode: true}
   - {name: pool2, type: pool, mode: avg, kernel_size: 2, pad: 1, count_include_pad: false}
   - {name: squeeze, type: adaptive_avg_pool, output_size: [2, 3]}
@@ -91,6 +93,7 @@ Counted count_steady_state(const ConfigNode& model, bool hold_updates, int itera
                            Precision precision = Precision::fp32) {
   Net net(model, 4);
   net.set_precision(precision);
+  net.fuse_relus();  // as training runs it
   net.init_params(1);
   std::mt19937_64 rng(1);
   std::normal_distribution<float> normal;

@@ -13,6 +13,11 @@ GRAD_CASE("batch_norm_train_2d", "{name: bn, type: batch_norm}", {{8, 2}});
 GRAD_CASE("batch_norm_train_4d", "{name: bn, type: batch_norm}", {{2, 3, 2, 2}});
 GRAD_CASE("batch_norm_train_no_affine", "{name: bn, type: batch_norm, affine: false}", {{2, 3, 2, 2}});
 GRAD_CASE("batch_norm_test_4d", "{name: bn, type: batch_norm}", {{2, 3, 2, 2}}, {}, false);
+// With a ReLU fused (core/relu_fusion.h): the backward masks dy by its own output.
+GRAD_CASE(.name = "batch_norm_train_relu_fused", .yaml = "{name: bn, type: batch_norm}", .inputs = {{2, 3, 2, 2}},
+          .fuse_relu = true);
+GRAD_CASE(.name = "batch_norm_test_relu_fused", .yaml = "{name: bn, type: batch_norm}", .inputs = {{2, 3, 2, 2}},
+          .train = false, .fuse_relu = true);
 
 namespace {
 

@@ -13,6 +13,11 @@ GRAD_CASE("sum_coefficients", "{name: s, type: sum, coefficients: [0.5, -2, 3]}"
 // One input, two inputs (added in one pass) and three (the third in a pass
 // of its own) take different loops.
 GRAD_CASE("sum_single_input", "{name: s, type: sum, coefficients: [-1.5]}", {{2, 3}});
+// A fused ReLU (core/relu_fusion.h). The inputs are odd multiples of half
+// their spacing, so with coefficients 1 and 2 no output lies within a step
+// of the ReLU's kink at 0 (with 1 and 1 some would be exactly 0).
+GRAD_CASE(.name = "sum_relu_fused", .yaml = "{name: s, type: sum, coefficients: [1, 2]}",
+          .inputs = {{2, 3, 4}, {2, 3, 4}}, .fuse_relu = true);
 
 namespace {
 std::unique_ptr<Layer> make_sum(const std::string& yaml) {

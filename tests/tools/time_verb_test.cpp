@@ -42,4 +42,25 @@ TEST(TimeVerb, JsonHasEveryLayerAndConsistentTotals) {
   EXPECT_NEAR(t.at("images_per_sec").get<double>(), 4 * 1000.0 / iteration, 1e-6 * t.at("images_per_sec").get<double>());
 }
 
+// Every ReLU of resnet_small follows a batch norm or a residual sum that
+// takes it over (Net::fuse_relus): the table marks it fused, with no time of
+// its own, and keeps every other layer as it was.
+TEST(TimeVerb, FusedRelusAreMarkedAndTakeNoTime) {
+  CliResult r =
+      run_poseidon("time " + kRoot + "/models/resnet_small.yaml --batch 2 --iters 1 --warmup 0 --threads 1 --json");
+  ASSERT_EQ(r.status, 0) << r.err;
+  const nlohmann::json t = nlohmann::json::parse(r.out);
+  int relus = 0;
+  for (const nlohmann::json& layer : t.at("layers")) {
+    const bool relu = layer.at("type") == "relu";
+    relus += relu;
+    EXPECT_EQ(layer.at("fused").get<bool>(), relu) << layer.at("name");
+    if (relu) {
+      EXPECT_EQ(layer.at("forward_ms").get<double>(), 0.0) << layer.at("name");
+      EXPECT_EQ(layer.at("backward_ms").get<double>(), 0.0) << layer.at("name");
+    }
+  }
+  EXPECT_EQ(relus, 1 + 6 * 2);  // the stem's, and two in each of six blocks
+}
+
 }  // namespace poseidon::testing

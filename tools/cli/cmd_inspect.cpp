@@ -74,6 +74,7 @@ int cmd_time(const TimeArgs& args) {
   require_memory(summarize_model(m.model, batch, true), device, device_memory_bytes(device));
   Net net(m.model, batch, device);
   net.set_precision(args.precision.empty() ? m.precision : parse_precision(args.precision));
+  net.fuse_relus();  // as training runs it
   net.init_params(1);
   fill_synthetic_inputs(net);
   SolverConfig sc;
@@ -94,8 +95,10 @@ int cmd_time(const TimeArgs& args) {
     return ms_since(t0);
   };
   for (int64_t it = 0; it < args.warmup + args.iters; ++it) {
-    bool timed = it >= args.warmup;
+    // A fused ReLU runs nothing of its own (Net::fuse_relus): it is not timed.
+    const bool timed = it >= args.warmup;
     for (size_t i = 0; i < n; ++i) {
+      if (net.fused(i)) continue;
       auto t0 = Clock::now();
       net.forward_layer(i, ctx);
       if (timed) fwd[i] += since(t0);
@@ -103,6 +106,7 @@ int cmd_time(const TimeArgs& args) {
     net.zero_blob_grads();
     net.seed_loss_grads();
     for (size_t i = n; i-- > 0;) {
+      if (net.fused(i)) continue;
       auto t0 = Clock::now();
       net.backward_layer(i, ctx);
       if (timed) bwd[i] += since(t0);
@@ -141,7 +145,7 @@ int cmd_time(const TimeArgs& args) {
     out["layers"] = nlohmann::json::array();
     for (size_t i = 0; i < n; ++i)
       out["layers"].push_back({{"name", net.layer(i).name()}, {"type", net.layer(i).type()},
-                               {"precision", precision_name(net.layer(i).precision())},
+                               {"precision", precision_name(net.layer(i).precision())}, {"fused", net.fused(i)},
                                {"forward_ms", fwd[i] / k}, {"backward_ms", bwd[i] / k}});
     std::printf("%s\n", out.dump(2).c_str());
     return 0;
@@ -150,9 +154,14 @@ int cmd_time(const TimeArgs& args) {
               static_cast<long long>(batch), device.str().c_str(), precision_name(net.precision()), num_threads(),
               static_cast<long long>(args.iters));
   std::printf("%-24s %-14s %12s %12s\n", "layer", "type", "forward ms", "backward ms");
-  for (size_t i = 0; i < n; ++i)
-    std::printf("%-24s %-14s %12.3f %12.3f\n", net.layer(i).name().c_str(), net.layer(i).type().c_str(), fwd[i] / k,
-                bwd[i] / k);
+  for (size_t i = 0; i < n; ++i) {
+    if (net.fused(i))  // its work is in the time of the layer before it
+      std::printf("%-24s %-14s %12s %12s\n", net.layer(i).name().c_str(), net.layer(i).type().c_str(), "fused",
+                  "fused");
+    else
+      std::printf("%-24s %-14s %12.3f %12.3f\n", net.layer(i).name().c_str(), net.layer(i).type().c_str(), fwd[i] / k,
+                  bwd[i] / k);
+  }
   std::printf("forward %.3f ms  backward %.3f ms  finite check %.3f ms  update %.3f ms  iteration %.3f ms  %.1f img/s\n",
               fwd_total, bwd_total, check_ms / k, update_ms / k, iter_ms, ips);
   return 0;

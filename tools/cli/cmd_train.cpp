@@ -61,6 +61,7 @@ int cmd_test(const TestArgs& args) {
   set_num_threads(config.threads);
   const DataConfig& d = *config.test_data;
   Net net(config.model, d.batch_size, config.device);
+  net.fuse_relus();
   load_checkpoint(args.weights, net, nullptr);
   LoaderConfig lc;
   lc.batch_size = d.batch_size;

@@ -91,9 +91,13 @@ Trainer::Trainer(TrainConfig config, TrainOptions options)
   net_ = std::make_unique<Net>(config_.model, config_.train_data.batch_size, config_.device);
   net_->set_precision(config_.precision);
   net_->init_params(config_.seed);
+  // Emulated compute waits each layer's profiled time, ReLUs' included, so
+  // its net keeps its ReLU layers; training reads no blob before a ReLU.
   if (!options_.emulate_compute.empty())
     emulated_ =
         dist::emulate_compute(*net_, options_.emulate_compute, options_.emulate_scale, config_.train_data.batch_size);
+  else
+    net_->fuse_relus();
   solver_ = std::make_unique<Solver>(config_.solver);
 
   auto train_source = make_source(config_.train_data.node, config_.base_dir);

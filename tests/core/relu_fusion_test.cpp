@@ -1,0 +1,166 @@
+// ReLU fusion (Net::fuse_relus): a fused net computes what the unfused one
+// does, bit for bit (the producer evaluates the ReLU layer's expressions), on
+// ResNet's and Inception's graphs; a ReLU whose input another layer reads, or
+// whose input a caller keeps, stays a layer of its own; the fused ReLU's blob
+// names stay reachable.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <random>
+
+#include "core/net.h"
+#include "tools/cli/train_config.h"
+
+namespace poseidon {
+namespace {
+
+struct NullSink : GradSink {
+  void grad_ready(Param&) override {}
+};
+
+ConfigNode model_file(const std::string& name, const std::vector<std::string>& overrides = {}) {
+  return load_model(std::string(POSEIDON_SOURCE_DIR) + "/models/" + name, overrides);
+}
+
+void feed(Net& net, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<float> normal;
+  Tensor& data = net.blob(net.input_names()[0]).value;
+  Tensor& labels = net.blob(net.input_names()[1]).value;
+  for (int64_t i = 0; i < data.numel(); ++i) data[i] = normal(rng);
+  for (int64_t i = 0; i < labels.numel(); ++i) labels[i] = static_cast<float>(i % 3);
+}
+
+int count_type(const Net& net, const std::string& type) {
+  int n = 0;
+  for (size_t i = 0; i < net.num_layers(); ++i) n += net.layer(i).type() == type;
+  return n;
+}
+
+bool same_values(const Tensor& a, const Tensor& b) {
+  if (a.numel() != b.numel()) return false;
+  for (int64_t i = 0; i < a.numel(); ++i)
+    if (a[i] != b[i]) return false;
+  return true;
+}
+
+// Two training steps' forward and backward (the second after a plain SGD
+// step, so that it starts from parameters the first step's gradients
+// moved), then a test-phase forward: losses, every parameter gradient, the
+// running statistics and every ReLU output agree exactly.
+void expect_fusion_changes_nothing(const ConfigNode& model, int64_t batch, int expected_fused) {
+  Net plain(model, batch), fused(model, batch);
+  EXPECT_EQ(fused.fuse_relus(), expected_fused);
+  for (Net* net : {&plain, &fused}) {
+    net->init_params(5);
+    feed(*net, 9);
+  }
+  NullSink sink;
+  for (int step = 0; step < 2; ++step) {
+    std::mt19937_64 rng_plain(step), rng_fused(step);  // dropout draws the same masks in both
+    RunContext ctx_plain{Phase::train, &rng_plain, {}}, ctx_fused{Phase::train, &rng_fused, {}};
+    const float loss_plain = plain.forward(ctx_plain), loss_fused = fused.forward(ctx_fused);
+    EXPECT_EQ(loss_plain, loss_fused) << "step " << step;
+    plain.backward(ctx_plain, sink);
+    fused.backward(ctx_fused, sink);
+    EXPECT_TRUE(same_values(plain.flat_grads(), fused.flat_grads())) << "step " << step;
+    EXPECT_TRUE(same_values(plain.flat_buffers(), fused.flat_buffers())) << "step " << step;
+    for (Net* net : {&plain, &fused})
+      for (int64_t i = 0; i < net->flat_values().numel(); ++i)
+        net->flat_values()[i] -= 0.05f * net->flat_grads()[i];
+  }
+  RunContext test{Phase::test, nullptr, {}};
+  EXPECT_EQ(plain.forward(test), fused.forward(test));
+  int relus = 0;
+  for (size_t i = 0; i < plain.num_layers(); ++i) {
+    if (plain.layer(i).type() != "relu") continue;
+    ++relus;
+    const std::string& out = plain.layer(i).outputs()[0];
+    EXPECT_TRUE(same_values(plain.blob(out).value, fused.blob(out).value)) << out;
+  }
+  EXPECT_GE(relus, expected_fused);
+}
+
+}  // namespace
+
+// Every ReLU of resnet_small follows a batch norm (the stem and the first
+// convolution of each of six blocks) or a residual sum (each block's end).
+TEST(ReluFusion, ResNetFusedMatchesUnfused) {
+  const ConfigNode model = model_file("resnet_small.yaml");
+  expect_fusion_changes_nothing(model, 2, 1 + 6 * 2);
+  Net net(model, 2);
+  net.fuse_relus();
+  for (size_t i = 0; i < net.num_layers(); ++i)
+    EXPECT_EQ(net.fused(i), net.layer(i).type() == "relu") << net.layer(i).name();
+}
+
+// Inception-V3's convolutions are conv -> batch norm -> ReLU, each batch norm
+// read by its ReLU only: every ReLU fuses.
+TEST(ReluFusion, InceptionFusedMatchesUnfused) {
+  const ConfigNode model = model_file("inception_v3.yaml", {"vars.size=75", "vars.aux=false", "vars.num_classes=10"});
+  Net shapes(model, 1, Net::ShapesOnly{});
+  expect_fusion_changes_nothing(model, 2, count_type(shapes, "relu"));
+}
+
+const char* kSharedBatchNorm = R"(name: shared
+inputs: {data: [2, 4, 4], label: []}
+layers:
+  - {name: conv, type: conv, num_output: 3, kernel_size: 3, pad: 1}
+  - {name: bn, type: batch_norm}
+  - {name: relu, type: relu, inputs: bn}
+  - {name: side, type: pool, mode: max, kernel_size: 2, inputs: bn}
+  - {name: pooled, type: pool, mode: avg, kernel_size: 2, inputs: relu}
+  - {name: joined, type: sum, inputs: [side, pooled]}
+  - {name: flat, type: flatten}
+  - {name: fc, type: fc, num_output: 3}
+  - {name: loss, type: softmax_loss, inputs: [fc, label]}
+)";
+
+// bn feeds the pool beside the ReLU, which needs its values before the ReLU.
+TEST(ReluFusion, InputReadByAnotherLayerIsNotFused) {
+  Net net(ConfigNode::parse(kSharedBatchNorm, "shared.yaml"), 2);
+  EXPECT_EQ(net.fuse_relus(), 0);
+  for (size_t i = 0; i < net.num_layers(); ++i) EXPECT_FALSE(net.fused(i));
+  EXPECT_NE(net.blob("bn").value.data(), net.blob("relu").value.data());
+}
+
+const char* kChain = R"(name: chain
+inputs: {data: [2, 4, 4], label: []}
+layers:
+  - {name: conv, type: conv, num_output: 3, kernel_size: 3, pad: 1}
+  - {name: bn, type: batch_norm}
+  - {name: relu, type: relu}
+  - {name: flat, type: flatten}
+  - {name: fc, type: fc, num_output: 3}
+  - {name: loss, type: softmax_loss, inputs: [fc, label]}
+)";
+
+// After fusion both names reach the one tensor, which holds the ReLU's
+// output; a blob in `keep` is left as it is, its ReLU unfused.
+TEST(ReluFusion, FusedBlobNamesShareTheReluOutputUnlessKept) {
+  const ConfigNode model = ConfigNode::parse(kChain, "chain.yaml");
+  Net fused(model, 2), kept(model, 2);
+  EXPECT_EQ(fused.fuse_relus(), 1);
+  EXPECT_EQ(kept.fuse_relus({"bn"}), 0);
+  EXPECT_EQ(fused.blob("bn").value.data(), fused.blob("relu").value.data());
+  EXPECT_EQ(fused.blob("bn").grad.data(), fused.blob("relu").grad.data());
+  EXPECT_EQ(fused.fuse_relus(), 0);  // nothing more to fuse
+  RunContext ctx{Phase::train, nullptr, {}};
+  for (Net* net : {&fused, &kept}) {
+    net->init_params(2);
+    feed(*net, 4);
+    net->forward(ctx);
+  }
+  const Tensor& before_relu = kept.blob("bn").value;
+  float lowest = 0.f;
+  for (int64_t i = 0; i < before_relu.numel(); ++i) lowest = std::min(lowest, before_relu[i]);
+  EXPECT_LT(lowest, 0.f);  // the kept blob holds batch norm's own output
+  EXPECT_TRUE(same_values(fused.blob("relu").value, kept.blob("relu").value));
+  // A new batch size reallocates the blobs: the names still share them.
+  fused.reshape(3);
+  EXPECT_EQ(fused.blob("bn").value.data(), fused.blob("relu").value.data());
+  EXPECT_EQ(fused.blob("bn").grad.data(), fused.blob("relu").grad.data());
+  EXPECT_EQ(fused.blob("relu").value.shape(), (Shape{3, 3, 4, 4}));
+}
+
+}  // namespace poseidon
