@@ -23,6 +23,7 @@
 #include "core/math.h"
 #include "core/registry.h"
 #include "layers/conv_dnnl.h"
+#include "layers/relu_kernels.h"
 
 namespace poseidon {
 
@@ -74,11 +75,18 @@ std::vector<Shape> ConvLayer::reshape(const std::vector<Shape>& in) {
   return {out};
 }
 
+bool ConvLayer::fuse_relu() {
+  relu_fused_ = true;
+  if (batch_ > 0) prepare_cpu_engine();
+  return true;
+}
+
 void ConvLayer::prepare_cpu_engine() {
   dnnl_.reset();  // before its replacement is made: both may be large
   if (!im2col_only_) {
     DnnlConvShape shape{
         .geom = geom_, .batch = batch_, .num_output = num_output_, .groups = groups_, .bias = has_bias_};
+    shape.relu = relu_fused_;
     // In bf16 where oneDNN has only reference loops for bfloat16 on this CPU
     // (before AVX-512), the layer computes in float32 instead.
     shape.bf16 = precision() == Precision::bf16;
@@ -179,9 +187,12 @@ void ConvLayer::bias_grad(const float* dy, float* db) {
 
 void ConvLayer::forward(LayerIO& io, RunContext&) {
   POSEIDON_CHECK(io.in[0]->shape() == in_shape_) << name() << ": forward before reshape";
-  const float* x = io.in[0]->data();
   float* y = io.out[0]->data();
-  const float* w = param(0).value.data();
+  convolve(io.in[0]->data(), param(0).value.data(), y);
+  if (relu_fused_ && !dnnl_) relu_in_place(y, io.out[0]->numel());
+}
+
+void ConvLayer::convolve(const float* x, const float* w, float* y) {
   if (dnnl_) {
     dnnl_->forward(x, w, has_bias_ ? param(1).value.data() : nullptr, y);
     return;
@@ -207,6 +218,9 @@ void ConvLayer::forward(LayerIO& io, RunContext&) {
 void ConvLayer::backward(LayerIO& io, RunContext&) {
   const float* x = io.in[0]->data();
   const float* dy = io.out_grad[0]->data();
+  // A fused ReLU's backward turns the output gradient into the gradient at
+  // the ReLU's input, in place: no layer reads it after this one.
+  if (relu_fused_) relu_grad_in_place(io.out[0]->data(), const_cast<float*>(dy), io.out_grad[0]->numel());
   float* dx = io.in_grad[0] ? io.in_grad[0]->data() : nullptr;
   const float* w = param(0).value.data();
   float* dw = param(0).grad.data();

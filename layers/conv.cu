@@ -142,6 +142,9 @@ class ConvCudaLayer : public ConvLayer {
  public:
   using ConvLayer::ConvLayer;
 
+  // No GPU kernel applies a ReLU of its own: the ReLU layer stays.
+  bool fuse_relu() override { return false; }
+
   ~ConvCudaLayer() override {
     // Destruction may follow a failed call or run at exit: statuses are ignored.
     if (x_desc_) cudnnDestroyTensorDescriptor(x_desc_);

@@ -3,7 +3,7 @@
 // Declared here so that the GPU implementation (conv.cu, cuDNN) can share the
 // keys, shape checks and parameters while taking over the computation; the
 // CPU engines (oneDNN, im2col + GEMM) are set up only by the CPU class's
-// reshape.
+// reshape. With a ReLU fused (core/relu_fusion.h) the output is max(y, 0).
 #pragma once
 
 #include <array>
@@ -12,15 +12,21 @@
 
 #include "core/im2col.h"
 #include "core/layer.h"
+#include "core/relu_fusion.h"
 
 namespace poseidon {
 
 class DnnlConv;
 
-class ConvLayer : public Layer {
+class ConvLayer : public Layer, public ReluFusable {
  public:
   explicit ConvLayer(const ConfigNode& c);
   ~ConvLayer() override;
+
+  // The CPU engines apply a following ReLU (core/relu_fusion.h): oneDNN's
+  // as it writes the output (the engine is remade for it), the other in
+  // place after; backward masks the output gradient in place first.
+  bool fuse_relu() override;
 
   std::vector<Shape> reshape(const std::vector<Shape>& in) override;
   void forward(LayerIO& io, RunContext& ctx) override;
@@ -50,6 +56,7 @@ class ConvLayer : public Layer {
  private:
   // The CPU engine for the accepted shape: oneDNN, or the im2col buffers.
   void prepare_cpu_engine();
+  void convolve(const float* x, const float* w, float* y);
   template <class Fn>
   void for_each_group(int64_t images, Fn fn);
   void scatter_to_nchw(int64_t images, float* y);

@@ -66,7 +66,7 @@ DnnlConv::DnnlConv(const DnnlConvShape& s) : shape_(s), stream_(dnnl_cpu_engine(
 
   fwd_pd_ = {{dnnl::prop_kind::forward_training, direct, src_any, weight_any, bias_plain, f32(dst_dims, any), strides,
               dilates, pad, pad},
-             attr,
+             dnnl_forward_attr(s.relu),
              dnnl_cpu_engine()};
   bwd_data_pd_ = {
       {direct, f32(src_dims, any), weight_any, dy_any, strides, dilates, pad, pad}, attr, dnnl_cpu_engine(), fwd_pd_};

@@ -33,13 +33,14 @@ namespace poseidon {
 class MatmulConv;
 
 // A convolution's full shape: one image's geometry plus the batch, the output
-// channels, the groups and whether it has a bias; and whether it multiplies
-// in bfloat16 (precision bf16).
+// channels, the groups and whether it has a bias; whether it multiplies in
+// bfloat16 (precision bf16); and whether forward applies a fused ReLU to y.
 struct DnnlConvShape {
   ConvGeometry geom;
   int64_t batch = 1, num_output = 1, groups = 1;
   bool bias = true;
   bool bf16 = false;
+  bool relu = false;
 };
 
 #ifdef POSEIDON_HAVE_DNNL
@@ -56,7 +57,8 @@ class DnnlConv {
   // Whether the shape runs as matrix products (MatmulConv).
   bool runs_as_matmuls() const { return matmul_ != nullptr; }
 
-  // y = conv(x, w) + b; b is ignored without bias.
+  // y = conv(x, w) + b, or max(that, 0) with relu; b is ignored without
+  // bias.
   void forward(const float* x, const float* w, const float* b, float* y);
   // dx += conv_data_grad(dy, w) when dx is not null; dw = conv_weight_grad(x,
   // dy) and db = sum of dy (with bias) are overwritten. Follows a forward()

@@ -152,9 +152,9 @@ MatmulConv::MatmulConv(const DnnlConvShape& s) : shape_(s), stream_(dnnl_cpu_eng
   const memory::desc dw({out, cols_}, f32, Dims{cols_, 1});
   const memory::desc bias = s.bias ? memory::desc({1, out}, f32, Dims{out, 1}) : memory::desc();
 
-  forward_ = make(col, weights_t, bias, y_rows);
-  data_grad_ = make(dy_rows, weights, memory::desc(), dcol);
-  weight_grad_ = make(dy_t, col, memory::desc(), dw);
+  forward_ = make(col, weights_t, bias, y_rows, s.relu);
+  data_grad_ = make(dy_rows, weights, memory::desc(), dcol, false);
+  weight_grad_ = make(dy_t, col, memory::desc(), dw, false);
   if (reference_) return;
 
   const dnnl::engine& engine = dnnl_cpu_engine();
@@ -197,8 +197,8 @@ MatmulConv::MatmulConv(const DnnlConvShape& s) : shape_(s), stream_(dnnl_cpu_eng
 }
 
 dnnl::matmul MatmulConv::make(const memory::desc& a, const memory::desc& b, const memory::desc& bias,
-                              const memory::desc& c) {
-  const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a, b, bias, c), dnnl_user_scratchpad(), dnnl_cpu_engine());
+                              const memory::desc& c, bool relu) {
+  const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a, b, bias, c), dnnl_forward_attr(relu), dnnl_cpu_engine());
   reference_ = reference_ || dnnl_is_reference(pd.impl_info_str());
   scratchpad_bytes_ = std::max(scratchpad_bytes_, pd.scratchpad_desc().get_size());
   return dnnl::matmul(pd);

@@ -18,6 +18,16 @@ dnnl::primitive_attr dnnl_user_scratchpad() {
   return attr;
 }
 
+dnnl::primitive_attr dnnl_forward_attr(bool relu) {
+  dnnl::primitive_attr attr = dnnl_user_scratchpad();
+  if (relu) {
+    dnnl::post_ops ops;
+    ops.append_eltwise(1.f, dnnl::algorithm::eltwise_relu, 0.f, 0.f);
+    attr.set_post_ops(ops);
+  }
+  return attr;
+}
+
 bool dnnl_is_reference(const char* impl) { return std::strncmp(impl, "ref", 3) == 0; }
 
 std::string dnnl_cpu_isa() {

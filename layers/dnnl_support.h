@@ -26,6 +26,10 @@ const dnnl::engine& dnnl_cpu_engine();
 // Scratch space comes from a buffer the caller makes in advance, so that
 // executing a primitive never asks the library for memory of its own.
 dnnl::primitive_attr dnnl_user_scratchpad();
+// The same, for a forward primitive that also applies a fused ReLU
+// (core/relu_fusion.h) to its output as it writes it, when `relu` is set.
+// oneDNN's ReLU keeps a NaN a NaN where the ReLU layer writes 0.
+dnnl::primitive_attr dnnl_forward_attr(bool relu);
 
 // True for an implementation name of oneDNN's reference kernels.
 bool dnnl_is_reference(const char* impl);

@@ -7,6 +7,7 @@
 #include "core/math.h"
 #include "core/registry.h"
 #include "layers/fc_dnnl.h"
+#include "layers/relu_kernels.h"
 
 namespace poseidon {
 
@@ -25,6 +26,13 @@ std::vector<Shape> FcLayer::reshape(const std::vector<Shape>& in) {
   return {out};
 }
 
+bool FcLayer::fuse_relu() {
+  relu_fused_ = true;
+  dnnl_cache_.clear();
+  if (batch_ > 0) prepare_cpu_engine();
+  return true;
+}
+
 void FcLayer::prepare_cpu_engine() {
   dnnl_ = nullptr;
   if (blas_only_ || batch_ == 0 || features_ == 0) return;
@@ -34,7 +42,8 @@ void FcLayer::prepare_cpu_engine() {
                              .features = features_,
                              .num_output = num_output_,
                              .bias = has_bias_,
-                             .bf16 = precision() == Precision::bf16});
+                             .bf16 = precision() == Precision::bf16,
+                             .relu = relu_fused_});
   dnnl_ = cached.get();
 }
 
@@ -57,16 +66,20 @@ void FcLayer::forward(LayerIO& io, RunContext&) {
   float* y = io.out[0]->data();
   if (dnnl_) {
     dnnl_->forward(x, w, has_bias_ ? param(1).value.data() : nullptr, y);
-    return;
+  } else {
+    gemm(false, true, batch_, num_output_, features_, 1.f, x, w, 0.f, y);
+    if (has_bias_) add_bias_on_host(y);
   }
-  gemm(false, true, batch_, num_output_, features_, 1.f, x, w, 0.f, y);
-  if (has_bias_) add_bias_on_host(y);
+  if (relu_fused_ && !dnnl_) relu_in_place(y, batch_ * num_output_);
 }
 
 void FcLayer::backward(LayerIO& io, RunContext&) {
   const float* x = io.in[0]->data();
   const float* w = param(0).value.data();
   const float* dy = io.out_grad[0]->data();
+  // A fused ReLU's backward turns the output gradient into the gradient at
+  // the ReLU's input, in place: no layer reads it after this one.
+  if (relu_fused_) relu_grad_in_place(io.out[0]->data(), const_cast<float*>(dy), batch_ * num_output_);
   float* dw = io.writes_param_grad(0) ? param(0).grad.data() : nullptr;
   float* dx = io.in_grad[0] ? io.in_grad[0]->data() : nullptr;
   float* db = has_bias_ ? param(1).grad.data() : nullptr;

@@ -60,6 +60,9 @@ class FcCudaLayer : public FcLayer {
  public:
   using FcLayer::FcLayer;
 
+  // No GPU kernel applies a ReLU of its own: the ReLU layer stays.
+  bool fuse_relu() override { return false; }
+
   std::vector<Shape> reshape(const std::vector<Shape>& in) override { return {accept_input(in[0])}; }
 
   // Y [N, O] = X [N, F] W^T, asked for as Y^T (O x N) = W (O x F) X^T (F x N):

@@ -6,22 +6,29 @@
 // and backward.
 // On the CPU the products run through oneDNN matmul where it is built in
 // (layers/fc_dnnl.h), in float32 or bfloat16, and through BLAS otherwise or
-// on request (engine: blas; float32 only).
+// on request (engine: blas; float32 only). With a ReLU fused
+// (core/relu_fusion.h) the output is max(y, 0).
 #pragma once
 
 #include <map>
 #include <memory>
 
 #include "core/layer.h"
+#include "core/relu_fusion.h"
 
 namespace poseidon {
 
 class DnnlFc;
 
-class FcLayer : public Layer {
+class FcLayer : public Layer, public ReluFusable {
  public:
   explicit FcLayer(const ConfigNode& c);
   ~FcLayer() override;
+
+  // The CPU engines apply a following ReLU (core/relu_fusion.h): oneDNN's
+  // as it writes the output (the engine is remade for it), the other in
+  // place after; backward masks the output gradient in place first.
+  bool fuse_relu() override;
 
   std::vector<Shape> reshape(const std::vector<Shape>& in) override;
   void forward(LayerIO& io, RunContext& ctx) override;

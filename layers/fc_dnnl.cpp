@@ -68,7 +68,7 @@ DnnlFc::DnnlFc(const DnnlFcShape& s) : shape_(s), stream_(dnnl_cpu_engine()) {
   const memory::data_type f32 = memory::data_type::f32;
   const memory::data_type read = s.bf16 ? memory::data_type::bf16 : f32;
   forward_ = product(matrix(n, f, read, Tag::ab), matrix(f, o, read, Tag::ba),
-                     s.bias ? matrix(1, o, f32, Tag::ab) : memory::desc(), matrix(n, o, f32, Tag::ab), false);
+                     s.bias ? matrix(1, o, f32, Tag::ab) : memory::desc(), matrix(n, o, f32, Tag::ab), false, s.relu);
   const bool dy_columns = dy_column_major(s);
   backward_data_ = product(matrix(n, o, read, dy_columns ? Tag::ba : Tag::ab), matrix(o, f, read, Tag::ab),
                            memory::desc(), matrix(n, f, f32, Tag::ab), true);
@@ -99,8 +99,8 @@ DnnlFc::DnnlFc(const DnnlFcShape& s) : shape_(s), stream_(dnnl_cpu_engine()) {
 }
 
 DnnlFc::Product DnnlFc::product(const memory::desc& src, const memory::desc& weights, const memory::desc& bias,
-                                const memory::desc& dst, bool accumulate) {
-  dnnl::primitive_attr attr = dnnl_user_scratchpad();
+                                const memory::desc& dst, bool accumulate, bool relu) {
+  dnnl::primitive_attr attr = dnnl_forward_attr(relu);
   if (accumulate) {
     dnnl::post_ops sum;
     sum.append_sum(1.f);

@@ -33,6 +33,7 @@ struct DnnlFcShape {
   int64_t batch = 1, features = 1, num_output = 1;
   bool bias = true;
   bool bf16 = false;
+  bool relu = false;  // forward applies a fused ReLU to y (core/relu_fusion.h)
 };
 
 #ifdef POSEIDON_HAVE_DNNL
@@ -43,7 +44,7 @@ class DnnlFc {
   // or none (bfloat16 before AVX-512).
   static std::unique_ptr<DnnlFc> create(const DnnlFcShape& shape);
 
-  // y = x w^T + b (b ignored without bias).
+  // y = x w^T + b (b ignored without bias), or max(that, 0) with relu.
   void forward(const float* x, const float* w, const float* b, float* y);
   // dx += dy w when dx is not null; dw = dy^T x when dw is not null; db =
   // column sums of dy with bias. In bf16 all three read dy rounded, as the
@@ -71,7 +72,7 @@ class DnnlFc {
 
   explicit DnnlFc(const DnnlFcShape& shape);
   Product product(const dnnl::memory::desc& src, const dnnl::memory::desc& weights, const dnnl::memory::desc& bias,
-                  const dnnl::memory::desc& dst, bool accumulate);
+                  const dnnl::memory::desc& dst, bool accumulate, bool relu = false);
   Copy copy(int64_t rows, int64_t cols, dnnl::memory::data_type type, dnnl::memory::format_tag tag);
   // The copy `c` of the caller's matrix `data`, made now.
   void* make(const float* data, Copy& c);

@@ -3,6 +3,7 @@
 
 #include "core/registry.h"
 #include "layers/cpu_vector.h"
+#include "layers/relu_kernels.h"
 
 namespace poseidon {
 
@@ -46,22 +47,6 @@ POSEIDON_VECTOR_CLONES void add_scaled_range(float c, const float* x, float* y, 
   for (int64_t i = 0; i < n; ++i) y[i] += c * x[i];
 }
 
-// A fused ReLU, in place: the ReLU layer's expression.
-POSEIDON_VECTOR_CLONES void relu_in_place(float* y, int64_t n) {
-#pragma omp simd
-  for (int64_t i = 0; i < n; ++i) y[i] = y[i] > 0.f ? y[i] : 0.f;
-}
-
-// A fused ReLU's backward, in place: dy where the (ReLU'd) output y is
-// positive, 0 elsewhere, the ReLU layer's expression (dy read either way).
-POSEIDON_VECTOR_CLONES void relu_grad_in_place(const float* y, float* dy, int64_t n) {
-#pragma omp simd
-  for (int64_t i = 0; i < n; ++i) {
-    const float g = dy[i];
-    dy[i] = y[i] > 0.f ? g : 0.f;
-  }
-}
-
 }  // namespace
 
 // Chunk by chunk, every input at once: the chunk of y (forward) or dy
@@ -81,7 +66,7 @@ void SumLayer::forward(LayerIO& io, RunContext&) {
     }
     for (; k < io.in.size(); ++k) add_scaled_range(coefficients_[k], io.in[k]->data() + begin, y + begin, n);
     // On the chunk while it is in cache: no pass over memory of its own.
-    if (relu_fused_) relu_in_place(y + begin, n);
+    if (relu_fused_) relu_range_in_place(y + begin, n);
   });
 }
 
@@ -92,7 +77,7 @@ void SumLayer::backward(LayerIO& io, RunContext&) {
   // one (core/relu_fusion.h).
   float* relu_dy = relu_fused_ ? const_cast<float*>(dy) : nullptr;
   parallel_chunks(io.out_grad[0]->numel(), [&](int64_t begin, int64_t end) {
-    if (relu_dy) relu_grad_in_place(io.out[0]->data() + begin, relu_dy + begin, end - begin);
+    if (relu_dy) relu_grad_range_in_place(io.out[0]->data() + begin, relu_dy + begin, end - begin);
     for (size_t k = 0; k < io.in.size(); ++k)
       if (io.in_grad[k]) add_scaled_range(coefficients_[k], dy + begin, io.in_grad[k]->data() + begin, end - begin);
   });

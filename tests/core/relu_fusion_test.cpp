@@ -48,8 +48,11 @@ bool same_values(const Tensor& a, const Tensor& b) {
 // step, so that it starts from parameters the first step's gradients
 // moved), then a test-phase forward: losses, every parameter gradient, the
 // running statistics and every ReLU output agree exactly.
-void expect_fusion_changes_nothing(const ConfigNode& model, int64_t batch, int expected_fused) {
+void expect_fusion_changes_nothing(const ConfigNode& model, int64_t batch, int expected_fused,
+                                   Precision precision = Precision::fp32) {
   Net plain(model, batch), fused(model, batch);
+  plain.set_precision(precision);
+  fused.set_precision(precision);
   EXPECT_EQ(fused.fuse_relus(), expected_fused);
   for (Net* net : {&plain, &fused}) {
     net->init_params(5);
@@ -100,6 +103,49 @@ TEST(ReluFusion, InceptionFusedMatchesUnfused) {
   const ConfigNode model = model_file("inception_v3.yaml", {"vars.size=75", "vars.aux=false", "vars.num_classes=10"});
   Net shapes(model, 1, Net::ShapesOnly{});
   expect_fusion_changes_nothing(model, 2, count_type(shapes, "relu"));
+}
+
+// Convolutions and fc layers apply a ReLU through each of their CPU engines:
+// oneDNN's direct convolution (8x8 images), its matrix products on small
+// images (2x2), im2col + GEMM, oneDNN's matmul and BLAS.
+const char* kConvFcPaths = R"(name: conv_fc_paths
+inputs: {data: [3, 8, 8], label: []}
+layers:
+  - {name: direct, type: conv, num_output: 8, kernel_size: 3, pad: 1}
+  - {name: relu1, type: relu}
+  - {name: unrolled, type: conv, num_output: 8, kernel_size: 3, pad: 1, engine: im2col}
+  - {name: relu2, type: relu}
+  - {name: pool, type: pool, mode: max, kernel_size: 4, stride: 4}
+  - {name: small, type: conv, num_output: 16, kernel_size: 3, pad: 1}
+  - {name: relu3, type: relu}
+  - {name: fc1, type: fc, num_output: 12}
+  - {name: relu4, type: relu}
+  - {name: fc2, type: fc, num_output: 12, engine: blas}
+  - {name: relu5, type: relu}
+  - {name: fc3, type: fc, num_output: 3}
+  - {name: loss, type: softmax_loss, inputs: [fc3, label]}
+)";
+
+TEST(ReluFusion, ConvAndFcFusedMatchUnfusedOnEveryEngine) {
+  const ConfigNode model = ConfigNode::parse(kConvFcPaths, "conv_fc_paths.yaml");
+  expect_fusion_changes_nothing(model, 4, 5);
+}
+
+// In bf16 the engines multiply rounded operands; the ReLU sees the same
+// float32 results either way (the BLAS fc computes in float32).
+TEST(ReluFusion, ConvAndFcFusedMatchUnfusedInBf16) {
+  const ConfigNode model = ConfigNode::parse(kConvFcPaths, "conv_fc_paths.yaml");
+  expect_fusion_changes_nothing(model, 4, 5, Precision::bf16);
+}
+
+// LeNet and VGG: every ReLU follows a convolution or an fc layer.
+TEST(ReluFusion, LeNetAndVggSmallFusedMatchUnfused) {
+  for (const char* name : {"lenet.yaml", "vgg_small.yaml"}) {
+    SCOPED_TRACE(name);
+    const ConfigNode model = model_file(name);
+    Net shapes(model, 1, Net::ShapesOnly{});
+    expect_fusion_changes_nothing(model, 2, count_type(shapes, "relu"));
+  }
 }
 
 const char* kSharedBatchNorm = R"(name: shared

@@ -26,6 +26,17 @@ GRAD_CASE("conv_1x1_pointwise", "{name: c, type: conv, num_output: 3, kernel_siz
 GRAD_CASE("conv_1x1_groups2", "{name: c, type: conv, num_output: 4, kernel_size: 1, groups: 2}", {{2, 4, 5, 5}});
 // Small images, which run as matrix products (layers/conv_matmul.h).
 GRAD_CASE("conv_2x2_image_pad1", "{name: c, type: conv, num_output: 3, kernel_size: 3, pad: 1}", {{2, 4, 2, 2}});
+// With a ReLU fused (core/relu_fusion.h), on each engine: oneDNN's direct
+// convolution, its products on a small image, im2col + GEMM. The smaller
+// step keeps the finite differences off the ReLU's kink: a weight moves all
+// of its channel's outputs, and at 1e-2 a few of them cross zero.
+GRAD_CASE(.name = "conv_relu_fused", .yaml = "{name: c, type: conv, num_output: 3, kernel_size: 3, pad: 1}",
+          .inputs = {{2, 2, 5, 5}}, .step = 1e-3, .fuse_relu = true);
+GRAD_CASE(.name = "conv_2x2_image_relu_fused", .yaml = "{name: c, type: conv, num_output: 3, kernel_size: 3, pad: 1}",
+          .inputs = {{2, 4, 2, 2}}, .step = 1e-3, .fuse_relu = true);
+GRAD_CASE(.name = "conv_im2col_relu_fused",
+          .yaml = "{name: c, type: conv, num_output: 3, kernel_size: 3, pad: 1, engine: im2col}",
+          .inputs = {{2, 2, 5, 5}}, .step = 1e-3, .fuse_relu = true);
 GRAD_CASE("conv_2x2_image_3x1", "{name: c, type: conv, num_output: 3, kernel_size: [3, 1], pad: [1, 0]}",
           {{2, 4, 2, 2}});
 GRAD_CASE("conv_1x1_image_pad1_no_bias", "{name: c, type: conv, num_output: 3, kernel_size: 3, pad: 1, bias: false}",

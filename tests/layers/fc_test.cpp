@@ -14,6 +14,10 @@ namespace poseidon::testing {
 GRAD_CASE("fc", "{name: f, type: fc, num_output: 3}", {{2, 5}});
 GRAD_CASE("fc_flattens_nchw", "{name: f, type: fc, num_output: 4}", {{2, 3, 2, 2}});
 GRAD_CASE("fc_no_bias", "{name: f, type: fc, num_output: 2, bias: false}", {{3, 4}});
+// With a ReLU fused (core/relu_fusion.h), through oneDNN and through BLAS.
+GRAD_CASE(.name = "fc_relu_fused", .yaml = "{name: f, type: fc, num_output: 4}", .inputs = {{3, 5}}, .fuse_relu = true);
+GRAD_CASE(.name = "fc_blas_relu_fused", .yaml = "{name: f, type: fc, num_output: 4, engine: blas}", .inputs = {{3, 5}},
+          .fuse_relu = true);
 
 namespace {
 
