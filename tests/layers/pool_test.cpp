@@ -155,6 +155,11 @@ INSTANTIATE_TEST_SUITE_P(
                       PoolSpec{"cifar_max3_ceil", 3, 8, 32, 32, 3, 3, 2, 2, 0, 0, true, true},
                       PoolSpec{"cifar_avg3_ceil", 3, 8, 16, 16, 3, 3, 2, 2, 0, 0, false, true},
                       PoolSpec{"floor_max_short_of_right_edge", 2, 4, 7, 9, 2, 2, 2, 2, 0, 0},
+                      // 2x2 at stride 2 on planes too large to go side by side:
+                      // LeNet's 24x24 (12 outputs a row, one masked run) and rows
+                      // of 35 outputs (two full runs of 16 and 3 left).
+                      PoolSpec{"lenet_max2_24x24", 2, 20, 24, 24, 2, 2, 2, 2, 0, 0},
+                      PoolSpec{"max2_rows_of_35", 1, 3, 21, 71, 2, 2, 2, 2, 0, 0},
                       PoolSpec{"max_stride3_pad", 2, 3, 11, 11, 3, 3, 3, 3, 1, 1},
                       PoolSpec{"max_stride1_pad", 2, 3, 9, 9, 3, 3, 1, 1, 1, 1},
                       PoolSpec{"global_avg_large", 3, 16, 8, 8, 0, 0, 0, 0, 0, 0, false, false, true, true},
@@ -202,6 +207,45 @@ TEST(Pool, MaxTakesTheLastNanOfAWindow) {
   EXPECT_EQ(dx[20 * 16 + 15], 1.f);
   for (int64_t o = 0; o < y.numel(); ++o)
     if (o != 3 * 4 && o != 20 * 4 + 3) EXPECT_FALSE(std::isnan(y[o])) << o;
+}
+
+// The same rule where the 2x2, stride-2 kernel takes whole rows (planes of
+// 18x34, too large to go side by side): among equal values the first in
+// scan order takes the gradient, a NaN takes its window from any value, and
+// of two NaNs the later.
+TEST(Pool, Max2x2KeepsTheScanOrderOnTiesAndNans) {
+  auto layer = make_pool("{name: p, type: pool, kernel_size: 2, stride: 2}");
+  const int64_t h = 18, w = 34, oh = 9, ow = 17, planes = 2;
+  ASSERT_EQ(layer->reshape({{1, planes, h, w}}).at(0), (Shape{1, planes, oh, ow}));
+  Tensor x({1, planes, h, w}), y({1, planes, oh, ow}), dy({1, planes, oh, ow}), dx({1, planes, h, w});
+  for (int64_t i = 0; i < x.numel(); ++i) x[i] = static_cast<float>(i % 3);  // many ties
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  for (int64_t i = 5; i < x.numel(); i += 37) x[i] = nan;
+  for (int64_t i = 0; i < dy.numel(); ++i) dy[i] = static_cast<float>(i + 1);
+  dx.fill(0.f);
+  LayerIO io{{&x}, {&y}, {&dy}, {&dx}};
+  RunContext ctx;
+  layer->forward(io, ctx);
+  layer->backward(io, ctx);
+  std::vector<float> want_dx(dx.numel(), 0.f);
+  for (int64_t p = 0; p < planes; ++p)
+    for (int64_t oy = 0; oy < oh; ++oy)
+      for (int64_t ox = 0; ox < ow; ++ox) {
+        float best = -std::numeric_limits<float>::infinity();
+        int64_t best_at = -1;
+        for (int64_t i = 0; i < 2; ++i)
+          for (int64_t j = 0; j < 2; ++j) {
+            const int64_t at = (p * h + 2 * oy + i) * w + 2 * ox + j;
+            if (best_at < 0 || x[at] > best || std::isnan(x[at])) best = x[at], best_at = at;
+          }
+        const int64_t o = (p * oh + oy) * ow + ox;
+        if (std::isnan(best))
+          EXPECT_TRUE(std::isnan(y[o])) << o;
+        else
+          EXPECT_EQ(y[o], best) << o;
+        want_dx[best_at] += dy[o];
+      }
+  for (int64_t i = 0; i < dx.numel(); ++i) EXPECT_EQ(dx[i], want_dx[i]) << i;
 }
 
 template <class Fn>
