@@ -63,8 +63,15 @@ struct LayerIO {
   std::vector<const Tensor*> out_grad;
   std::vector<Tensor*> in_grad;
   std::vector<bool> skip_param_grad;  // per parameter; empty: write every one
+  // Per input, set by the Net for layers whose writes_input_grads() is true:
+  // in_grad[k] holds nothing yet this backward (stale values), so the layer
+  // writes every element of it (=) instead of adding. The Net sets it for the
+  // first layer in backward's order to reach a gradient and then does not
+  // zero that gradient first. Empty: add to every input gradient.
+  std::vector<bool> in_grad_unset;
 
   bool writes_param_grad(size_t k) const { return k >= skip_param_grad.size() || !skip_param_grad[k]; }
+  bool overwrites_input_grad(size_t k) const { return k < in_grad_unset.size() && in_grad_unset[k]; }
 };
 
 class Layer {
@@ -99,6 +106,9 @@ class Layer {
   virtual float loss_weight() const { return 0.f; }
   // False for layers that never propagate gradients (accuracy).
   virtual bool differentiable() const { return true; }
+  // True for layers whose backward honours LayerIO::in_grad_unset, which
+  // spares a pass zeroing the gradient and the layer's read of it.
+  virtual bool writes_input_grads() const { return false; }
   // Allowed input counts (min, max); -1 max means unbounded.
   virtual std::pair<int, int> input_count() const { return {1, 1}; }
   virtual int output_count() const { return 1; }

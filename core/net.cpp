@@ -274,6 +274,7 @@ void Net::mark_gradient_paths() {
     }
   }
   if (allocated_) share_fused_blobs();
+  plan_input_grad_writes();
 }
 
 void Net::bind_params() {

@@ -82,6 +82,8 @@ class Net {
   // What runs the layers' bodies from now on (core/layer_runner.h). Null:
   // the layers' own code.
   void set_layer_runner(std::unique_ptr<LayerRunner> runner) { runner_ = std::move(runner); }
+  // Zeroes the blob gradients that backward adds into; those whose first
+  // writer overwrites them (LayerIO::in_grad_unset) are left as they are.
   void zero_blob_grads();
   void seed_loss_grads();
 
@@ -122,6 +124,7 @@ class Net {
   void mark_gradient_paths();
   void bind_params();
   void share_fused_blobs();  // after any (re)allocation of blobs
+  void plan_input_grad_writes();  // after gradient paths or fusion change
 
   std::string name_;
   int64_t batch_ = 0;
@@ -137,6 +140,7 @@ class Net {
   std::vector<std::vector<size_t>> layer_in_, layer_out_;  // blob indices
   std::vector<bool> runs_backward_;
   std::vector<bool> fused_;  // per layer: a ReLU fused into its input's producer
+  std::vector<bool> grad_overwritten_;  // per blob: its first writer in backward overwrites it (not zeroed)
   std::vector<std::string> loss_outputs_, metric_outputs_;
   std::map<std::string, std::string> switched_by_;  // layer -> the model variable whose `if` keeps it
   Tensor flat_values_, flat_grads_, flat_buffers_;

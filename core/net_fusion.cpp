@@ -25,6 +25,7 @@ int Net::fuse_relus(const std::set<std::string>& keep) {
     ++count;
   }
   if (count > 0 && allocated_) share_fused_blobs();
+  if (count > 0) plan_input_grad_writes();
   return count;
 }
 

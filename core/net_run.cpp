@@ -40,8 +40,42 @@ float Net::forward(RunContext& ctx, GradSink* gate) {
 }
 
 void Net::zero_blob_grads() {
-  for (auto& b : blobs_)
-    if (b.grad.defined() && b.shares < 0) b.grad.zero();
+  for (size_t i = 0; i < blobs_.size(); ++i) {
+    Blob& b = blobs_[i];
+    if (b.grad.defined() && b.shares < 0 && !grad_overwritten_[i]) b.grad.zero();
+  }
+}
+
+// Which input gradients their first writer may overwrite. Backward runs the
+// layers in reverse order, so the first to reach a gradient tensor is the
+// last layer to read a blob holding it (a fused ReLU's output shares its
+// input's). A loss output is seeded, not zeroed, and a layer that reads the
+// same tensor through two inputs adds both: neither is overwritten.
+void Net::plan_input_grad_writes() {
+  grad_overwritten_.assign(blobs_.size(), false);
+  std::vector<bool> reached(blobs_.size(), false);
+  auto tensor_of = [&](size_t b) { return blobs_[b].shares < 0 ? b : static_cast<size_t>(blobs_[b].shares); };
+  for (size_t i = 0; i < layers_.size(); ++i)
+    if (layers_[i]->loss_weight() != 0.f)
+      for (size_t b : layer_out_[i]) reached[tensor_of(b)] = true;
+  for (size_t i = layers_.size(); i-- > 0;) {
+    LayerIO& io = io_[i];
+    io.in_grad_unset.clear();
+    if (!runs_backward_[i] || fused(i)) continue;
+    const bool writes = layers_[i]->writes_input_grads();
+    if (writes) io.in_grad_unset.assign(layer_in_[i].size(), false);
+    for (size_t k = 0; k < layer_in_[i].size(); ++k) {
+      const size_t t = tensor_of(layer_in_[i][k]);
+      if (!io.in_grad[k] || reached[t]) continue;
+      reached[t] = true;
+      bool once = writes;
+      for (size_t j = 0; j < layer_in_[i].size(); ++j)
+        if (j != k && io.in_grad[j] && tensor_of(layer_in_[i][j]) == t) once = false;
+      if (!once) continue;
+      io.in_grad_unset[k] = true;
+      grad_overwritten_[t] = true;
+    }
+  }
 }
 
 void Net::seed_loss_grads() {

@@ -174,9 +174,9 @@ POSEIDON_VECTOR_CLONES void block_grad_sums(const float* x, const float* dy, Blo
 }
 
 // dx += g[c] * (dy - mean_dy[c] - xhat * mean_dy_xhat[c])
-POSEIDON_VECTOR_CLONES void block_input_grad(const float* x, const float* dy, float* dx, Block b, const float* mean,
-                                             const float* inv_std, const float* g, const float* mean_dy,
-                                             const float* mean_dy_xhat) {
+POSEIDON_VECTOR_CLONES void block_input_grad(const float* x, const float* dy, float* dx, bool overwrite, Block b,
+                                             const float* mean, const float* inv_std, const float* g,
+                                             const float* mean_dy, const float* mean_dy_xhat) {
   for (int64_t n = 0; n < b.batch; ++n) {
     const float* in = x + n * b.stride;
     const float* grad = dy + n * b.stride;
@@ -187,10 +187,12 @@ POSEIDON_VECTOR_CLONES void block_input_grad(const float* x, const float* dy, fl
       const float* gr = grad + c * b.spatial;
       float* dst = out + c * b.spatial;
       const float m = mean[c], is = inv_std[c], gc = g[c], md = mean_dy[c], mdx = mean_dy_xhat[c];
+      if (overwrite) {
 #pragma omp simd
-      for (int64_t s = 0; s < b.spatial; ++s) {
-        const float xhat = (row[s] - m) * is;
-        dst[s] += gc * (gr[s] - md - xhat * mdx);
+        for (int64_t s = 0; s < b.spatial; ++s) dst[s] = gc * (gr[s] - md - (row[s] - m) * is * mdx);
+      } else {
+#pragma omp simd
+        for (int64_t s = 0; s < b.spatial; ++s) dst[s] += gc * (gr[s] - md - (row[s] - m) * is * mdx);
       }
     }
   }
@@ -281,8 +283,8 @@ void BatchNormLayer::backward(LayerIO& io, RunContext&) {
       mean_dy_xhat[c] = batch_stats_ ? static_cast<float>(sum_dy_xhat[c] / e.count) : 0.f;
     }
     if (dx)
-      block_input_grad(px + off, dy + off, dx + off, blk, mean_.data() + c0, inv_std_.data() + c0, g + c0, mean_dy + c0,
-                       mean_dy_xhat + c0);
+      block_input_grad(px + off, dy + off, dx + off, io.overwrites_input_grad(0), blk, mean_.data() + c0,
+                       inv_std_.data() + c0, g + c0, mean_dy + c0, mean_dy_xhat + c0);
   }
 }
 

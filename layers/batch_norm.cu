@@ -174,6 +174,7 @@ __global__ void input_gradient(const float* x, const float* dy, float* dx, const
 class BatchNormCudaLayer : public BatchNormLayer {
  public:
   using BatchNormLayer::BatchNormLayer;
+  bool writes_input_grads() const override { return false; }  // the CPU class's backward only
 
   // No GPU kernel applies a ReLU of its own: the ReLU layer stays.
   bool fuse_relu() override { return false; }

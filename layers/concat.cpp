@@ -48,9 +48,15 @@ void ConcatLayer::backward(LayerIO& io, RunContext&) {
     const int64_t row = io.in[k]->numel() / outer;
     if (io.in_grad[k]) {
       float* dx = io.in_grad[k]->data();
+      const bool overwrite = io.overwrites_input_grad(k);
 #pragma omp parallel for if (io.in[k]->numel() > 65536)
-      for (int64_t o = 0; o < outer; ++o)
-        for (int64_t i = 0; i < row; ++i) dx[o * row + i] += dy[o * out_row + offset + i];
+      for (int64_t o = 0; o < outer; ++o) {
+        const float* slice = dy + o * out_row + offset;
+        if (overwrite)
+          std::memcpy(dx + o * row, slice, row * sizeof(float));
+        else
+          for (int64_t i = 0; i < row; ++i) dx[o * row + i] += slice[i];
+      }
     }
     offset += row;
   }

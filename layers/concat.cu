@@ -20,6 +20,7 @@ __global__ void add_slice(const float* dy, float* dx, int64_t outer, int64_t row
 class ConcatCudaLayer : public ConcatLayer {
  public:
   using ConcatLayer::ConcatLayer;
+  bool writes_input_grads() const override { return false; }  // the CPU class's backward only
 
   void forward(LayerIO& io, RunContext& ctx) override {
     if (!io.out[0]->numel()) return;

@@ -17,6 +17,9 @@ class ConcatLayer : public Layer {
   std::vector<Shape> reshape(const std::vector<Shape>& in) override;
   void forward(LayerIO& io, RunContext& ctx) override;
   void backward(LayerIO& io, RunContext& ctx) override;
+  // Backward writes an input gradient that holds nothing yet rather than
+  // adding to it (LayerIO::in_grad_unset).
+  bool writes_input_grads() const override { return true; }
 
  protected:
   int64_t axis_;            // as configured, possibly negative

@@ -222,13 +222,16 @@ void ConvLayer::backward(LayerIO& io, RunContext&) {
   // the ReLU's input, in place: no layer reads it after this one.
   if (relu_fused_) relu_grad_in_place(io.out[0]->data(), const_cast<float*>(dy), io.out_grad[0]->numel());
   float* dx = io.in_grad[0] ? io.in_grad[0]->data() : nullptr;
+  const bool overwrite_dx = io.overwrites_input_grad(0);
   const float* w = param(0).value.data();
   float* dw = param(0).grad.data();
   if (dnnl_) {
-    dnnl_->backward(x, w, dy, dx, dw, has_bias_ ? param(1).grad.data() : nullptr);
+    dnnl_->backward(x, w, dy, dx, dw, has_bias_ ? param(1).grad.data() : nullptr, overwrite_dx);
     return;
   }
   if (has_bias_) bias_grad(dy, param(1).grad.data());
+  // col2im adds every tap's share: dx starts from zero when it holds nothing.
+  if (dx && overwrite_dx && !pointwise_) io.in_grad[0]->zero();
   if (pointwise_) {
     const int64_t in_g = geom_.channels / groups_, out_g = num_output_ / groups_;
     for (int64_t n = 0; n < batch_; ++n)
@@ -237,7 +240,7 @@ void ConvLayer::backward(LayerIO& io, RunContext&) {
         const float* x_n = x + (n * geom_.channels + g * in_g) * out_hw_;
         gemm(false, true, out_g, in_g, out_hw_, 1.f, dy_n, x_n, n == 0 ? 0.f : 1.f, dw + g * out_g * in_g);
         if (dx)
-          gemm(true, false, in_g, out_hw_, out_g, 1.f, w + g * out_g * in_g, dy_n, 1.f,
+          gemm(true, false, in_g, out_hw_, out_g, 1.f, w + g * out_g * in_g, dy_n, overwrite_dx ? 0.f : 1.f,
                dx + (n * geom_.channels + g * in_g) * out_hw_);
       }
     return;

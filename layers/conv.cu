@@ -141,6 +141,7 @@ size_t find_workspace(int count, WorkspaceOf workspace_of) {
 class ConvCudaLayer : public ConvLayer {
  public:
   using ConvLayer::ConvLayer;
+  bool writes_input_grads() const override { return false; }  // the CPU class's backward only
 
   // No GPU kernel applies a ReLU of its own: the ReLU layer stays.
   bool fuse_relu() override { return false; }

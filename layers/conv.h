@@ -31,6 +31,9 @@ class ConvLayer : public Layer, public ReluFusable {
   std::vector<Shape> reshape(const std::vector<Shape>& in) override;
   void forward(LayerIO& io, RunContext& ctx) override;
   void backward(LayerIO& io, RunContext& ctx) override;
+  // Backward writes an input gradient that holds nothing yet rather than
+  // adding to it (LayerIO::in_grad_unset).
+  bool writes_input_grads() const override { return true; }
   int64_t forward_flops(const std::vector<Shape>& in) const override;
   // bf16 on the CPU through oneDNN (conv_dnnl.h; the im2col path computes
   // in float32) and on a GPU through cuDNN's bfloat16 convolutions, tf32 on

@@ -135,17 +135,21 @@ DnnlConv::Operand DnnlConv::operand(const memory::desc& plain, const memory::des
   op.reordered = true;
   op.blocked = memory(blocked, dnnl_cpu_engine());
   if (nhwc_activation(plain, blocked, flow, op)) return op;
+  auto make = [&](const dnnl::primitive_attr& attr) {
+    const dnnl::reorder::primitive_desc pd =
+        flow == Flow::in ? dnnl::reorder::primitive_desc(dnnl_cpu_engine(), plain, dnnl_cpu_engine(), blocked, attr)
+                         : dnnl::reorder::primitive_desc(dnnl_cpu_engine(), blocked, dnnl_cpu_engine(), plain, attr);
+    scratchpad_bytes_ = std::max(scratchpad_bytes_, pd.scratchpad_desc().get_size());
+    return dnnl::reorder(pd);
+  };
   dnnl::primitive_attr attr = dnnl_user_scratchpad();
   if (flow == Flow::add_out) {
+    op.overwrite = make(attr);
     dnnl::post_ops sum;
     sum.append_sum(1.f);
     attr.set_post_ops(sum);
   }
-  const dnnl::reorder::primitive_desc pd =
-      flow == Flow::in ? dnnl::reorder::primitive_desc(dnnl_cpu_engine(), plain, dnnl_cpu_engine(), blocked, attr)
-                       : dnnl::reorder::primitive_desc(dnnl_cpu_engine(), blocked, dnnl_cpu_engine(), plain, attr);
-  scratchpad_bytes_ = std::max(scratchpad_bytes_, pd.scratchpad_desc().get_size());
-  op.convert = dnnl::reorder(pd);
+  op.convert = make(attr);
   return op;
 }
 
@@ -264,14 +268,15 @@ void DnnlConv::forward(const float* x, const float* w, const float* b, float* y)
   stream_.wait();
 }
 
-void DnnlConv::backward(const float* x, const float* w, const float* dy, float* dx, float* dw, float* db) {
-  if (matmul_) return matmul_->backward(w, dy, dx, dw, db);
+void DnnlConv::backward(const float* x, const float* w, const float* dy, float* dx, float* dw, float* db,
+                        bool overwrite_dx) {
+  if (matmul_) return matmul_->backward(w, dy, dx, dw, db, overwrite_dx);
   load(diff_dst_, dy);
   if (dx) {
     load(bwd_weights_in_, w);
     run(bwd_data_, bwd_data_args_);
     bind(diff_src_, dx);
-    flush(diff_src_);
+    flush(diff_src_, overwrite_dx);
   }
   // The Layer contract runs backward after a forward over the same input, so
   // a shared layout still holds x from there.
@@ -312,16 +317,16 @@ void DnnlConv::load(Operand& op, const float* data) {
 
 void DnnlConv::bind(Operand& op, float* data) { op.plain.set_data_handle(data); }
 
-void DnnlConv::flush(Operand& op) {
+void DnnlConv::flush(Operand& op, bool overwrite) {
   if (op.transposed) {
     nhwc_to_nchw(static_cast<const float*>(op.blocked.get_data_handle()), op.nhwc,
-                 static_cast<float*>(op.plain.get_data_handle()), op.add);
+                 static_cast<float*>(op.plain.get_data_handle()), op.add && !overwrite);
     return;
   }
   if (!op.reordered) return;
   reorder_args_[DNNL_ARG_FROM] = op.blocked;
   reorder_args_[DNNL_ARG_TO] = op.plain;
-  run(op.convert, reorder_args_);
+  run(overwrite && op.overwrite ? op.overwrite : op.convert, reorder_args_);
 }
 
 void DnnlConv::run(const dnnl::primitive& p, const std::unordered_map<int, dnnl::memory>& args) {

@@ -60,10 +60,11 @@ class DnnlConv {
   // y = conv(x, w) + b, or max(that, 0) with relu; b is ignored without
   // bias.
   void forward(const float* x, const float* w, const float* b, float* y);
-  // dx += conv_data_grad(dy, w) when dx is not null; dw = conv_weight_grad(x,
-  // dy) and db = sum of dy (with bias) are overwritten. Follows a forward()
-  // over the same x, whose reordered copy it may reuse.
-  void backward(const float* x, const float* w, const float* dy, float* dx, float* dw, float* db);
+  // dx += conv_data_grad(dy, w) when dx is not null, or dx = that with
+  // overwrite_dx; dw = conv_weight_grad(x, dy) and db = sum of dy (with bias)
+  // are overwritten. Follows a forward() over the same x, whose reordered
+  // copy it may reuse.
+  void backward(const float* x, const float* w, const float* dy, float* dx, float* dw, float* db, bool overwrite_dx);
 
  private:
   // A tensor as the layer holds it (plain layout; its handle is pointed at the
@@ -75,6 +76,7 @@ class DnnlConv {
   struct Operand {
     dnnl::memory plain, blocked;
     dnnl::reorder convert;
+    dnnl::reorder overwrite;  // Flow::add_out: `convert` without its sum, for a plain tensor with nothing to keep
     bool reordered = false;
     bool transposed = false, add = false, bf16 = false;  // add: onto the plain tensor
     NhwcShape nhwc;
@@ -91,8 +93,9 @@ class DnnlConv {
   // into the primitive's layout.
   void load(Operand& op, const float* data);
   void bind(Operand& op, float* data);
-  // Reorders a primitive's result out to the bound plain tensor.
-  void flush(Operand& op);
+  // Reorders a primitive's result out to the bound plain tensor; with
+  // `overwrite`, an add_out operand's result replaces what it holds.
+  void flush(Operand& op, bool overwrite = false);
   void run(const dnnl::primitive& p, const std::unordered_map<int, dnnl::memory>& args);
 
   DnnlConvShape shape_;
@@ -141,7 +144,7 @@ class DnnlConv {
  public:
   static std::unique_ptr<DnnlConv> create(const DnnlConvShape&) { return nullptr; }
   void forward(const float*, const float*, const float*, float*) {}
-  void backward(const float*, const float*, const float*, float*, float*, float*) {}
+  void backward(const float*, const float*, const float*, float*, float*, float*, bool) {}
 };
 
 #endif  // POSEIDON_HAVE_DNNL

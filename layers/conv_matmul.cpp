@@ -225,7 +225,7 @@ void MatmulConv::forward(const float* x, const float* w, const float* b, float* 
   rows_to_nchw(static_cast<const float*>(y_rows_.get_data_handle()), shape_.batch, shape_.num_output, pixels_, y);
 }
 
-void MatmulConv::backward(const float* w, const float* dy, float* dx, float* dw, float* db) {
+void MatmulConv::backward(const float* w, const float* dy, float* dx, float* dw, float* db, bool overwrite_dx) {
   const int64_t out = shape_.num_output;
   if (shape_.bf16)
     nchw_to_rows(dy, shape_.batch, out, pixels_, static_cast<uint16_t*>(dy_rows_.get_data_handle()));
@@ -234,6 +234,8 @@ void MatmulConv::backward(const float* w, const float* dy, float* dx, float* dw,
   if (dx) {
     if (!shape_.bf16) load_weights(w);  // in bf16 the forward's rounded copy still holds w
     run(data_grad_, data_args_);
+    // Small images: zeroing dx first costs little beside the products.
+    if (overwrite_dx) std::fill_n(dx, shape_.batch * shape_.geom.image_size(), 0.f);
     col2im_add_nchw(static_cast<const float*>(dcol_.get_data_handle()), shape_.geom, shape_.batch, dx);
   }
   dw_.set_data_handle(dw);

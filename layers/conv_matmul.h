@@ -46,7 +46,7 @@ class MatmulConv {
   // unrolled x (and in bf16 the rounded w) of the forward before it, which
   // the Layer contract runs over the same input and parameters.
   void forward(const float* x, const float* w, const float* b, float* y);
-  void backward(const float* w, const float* dy, float* dx, float* dw, float* db);
+  void backward(const float* w, const float* dy, float* dx, float* dw, float* db, bool overwrite_dx);
 
  private:
   explicit MatmulConv(const DnnlConvShape& shape);

@@ -125,9 +125,13 @@ void PoolLayer::backward(LayerIO& io, RunContext&) {
   float* dx = io.in_grad[0]->data();
   const int64_t in_plane = in_shape_[2] * in_shape_[3], out_plane = out_h_ * out_w_;
   const PoolGeometry g = geometry();
+  const bool overwrite = io.overwrites_input_grad(0);
   for_plane_runs([&](int64_t begin, int64_t end) {
     float* dst = dx + begin * in_plane;
     const float* grad = dy + begin * out_plane;
+    // The kernels add each window's share: a gradient holding nothing starts
+    // from zero, run by run while it stays in cache.
+    if (overwrite) std::fill_n(dst, (end - begin) * in_plane, 0.f);
     if (max_)
       max_planes_grad(argmax_.data() + begin * out_plane, grad, out_plane, in_plane, dst, end - begin);
     else if (whole_plane_)

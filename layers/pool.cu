@@ -116,6 +116,7 @@ __global__ void avg_pool_backward(const float* dy, float* dx, PoolGeometry g) {
 class PoolCudaLayer : public PoolLayer {
  public:
   using PoolLayer::PoolLayer;
+  bool writes_input_grads() const override { return false; }  // the CPU class's backward only
 
   void forward(LayerIO& io, RunContext& ctx) override {
     POSEIDON_CHECK(io.in[0]->shape() == in_shape_) << name() << ": forward before reshape";

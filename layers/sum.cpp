@@ -78,8 +78,14 @@ void SumLayer::backward(LayerIO& io, RunContext&) {
   float* relu_dy = relu_fused_ ? const_cast<float*>(dy) : nullptr;
   parallel_chunks(io.out_grad[0]->numel(), [&](int64_t begin, int64_t end) {
     if (relu_dy) relu_grad_range_in_place(io.out[0]->data() + begin, relu_dy + begin, end - begin);
-    for (size_t k = 0; k < io.in.size(); ++k)
-      if (io.in_grad[k]) add_scaled_range(coefficients_[k], dy + begin, io.in_grad[k]->data() + begin, end - begin);
+    for (size_t k = 0; k < io.in.size(); ++k) {
+      if (!io.in_grad[k]) continue;
+      float* dx = io.in_grad[k]->data() + begin;
+      if (io.overwrites_input_grad(k))
+        scale_range(coefficients_[k], dy + begin, dx, end - begin);
+      else
+        add_scaled_range(coefficients_[k], dy + begin, dx, end - begin);
+    }
   });
 }
 

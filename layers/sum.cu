@@ -19,6 +19,7 @@ __global__ void scale_into(const float* x, float c, float* y, size_t n) {
 class SumCudaLayer : public SumLayer {
  public:
   using SumLayer::SumLayer;
+  bool writes_input_grads() const override { return false; }  // the CPU class's backward only
 
   // No GPU kernel applies a ReLU of its own: the ReLU layer stays.
   bool fuse_relu() override { return false; }

@@ -22,6 +22,9 @@ class SumLayer : public Layer, public ReluFusable {
   std::vector<Shape> reshape(const std::vector<Shape>& in) override;
   void forward(LayerIO& io, RunContext& ctx) override;
   void backward(LayerIO& io, RunContext& ctx) override;
+  // Backward writes an input gradient that holds nothing yet rather than
+  // adding to it (LayerIO::in_grad_unset).
+  bool writes_input_grads() const override { return true; }
   int64_t forward_flops(const std::vector<Shape>& in) const override {
     return 2 * static_cast<int64_t>(in.size()) * shape_numel(in[0]);
   }

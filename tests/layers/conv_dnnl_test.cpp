@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <random>
 
 #include "core/registry.h"
@@ -111,16 +112,23 @@ TEST_P(ConvDnnlVsIm2col, ForwardAndBackwardAgree) {
   dw2.fill(9.f);    // parameter gradients are overwritten
   db2.fill(9.f);
   dnnl->forward(x.data(), w.data(), b, y2.data());
-  dnnl->backward(x.data(), w.data(), dy.data(), dx2.data(), dw2.data(), db2.data());
+  dnnl->backward(x.data(), w.data(), dy.data(), dx2.data(), dw2.data(), db2.data(), false);
   expect_close(y2, y, "output");
   expect_close(dx2, dx, "input grad");
   expect_close(dw2, layer->param(0).grad, "weight grad");
   if (k.bias) expect_close(db2, layer->param(1).grad, "bias grad");
 
+  // Told that dx holds nothing yet, backward writes every element of it.
+  Tensor dx3(x.shape());
+  dx3.fill(std::numeric_limits<float>::quiet_NaN());
+  dnnl->backward(x.data(), w.data(), dy.data(), dx3.data(), dw2.data(), db2.data(), true);
+  for (int64_t i = 0; i < dx3.numel(); ++i) dx3[i] += 0.25f;
+  expect_close(dx3, dx, "input grad written over NaN");
+
   // Without an input gradient (the first layer) the parameter gradients are the same.
   dw2.fill(9.f);
   db2.fill(9.f);
-  dnnl->backward(x.data(), w.data(), dy.data(), nullptr, dw2.data(), db2.data());
+  dnnl->backward(x.data(), w.data(), dy.data(), nullptr, dw2.data(), db2.data(), false);
   expect_close(dw2, layer->param(0).grad, "weight grad without input grad");
   if (k.bias) expect_close(db2, layer->param(1).grad, "bias grad without input grad");
 }

@@ -7,6 +7,7 @@
 #include <cmath>
 
 #include "core/device_memory.h"
+#include "core/plugin.h"
 #include "core/safetensors.h"
 #include "gpu_required.h"
 #include "tools/cli_runner.h"
@@ -118,7 +119,9 @@ INSTANTIATE_TEST_SUITE_P(
     Reasons, PluginLoadFailure,
     ::testing::Values(LoadFailure{"/no/such/plugin.so", "file not found"},
                       LoadFailure{"no_marker", "no symbol poseidon_plugin_abi_version"},
-                      LoadFailure{"other_version", "built against layer contract version 2, this poseidon has version 1"},
+                      LoadFailure{"other_version",
+                                  "built against layer contract version " + std::to_string(kLayerAbiVersion + 1) +
+                                      ", this poseidon has version " + std::to_string(kLayerAbiVersion)},
                       LoadFailure{"builtin_type", "layer type 'relu' is already registered (built in)"}),
     [](const auto& info) { return std::to_string(info.index); });
 

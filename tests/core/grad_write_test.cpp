@@ -1,0 +1,160 @@
+// Input gradients written, not added, by the first layer in backward's order
+// to reach them (LayerIO::in_grad_unset): a net computes exactly what it
+// computes when every gradient is zeroed first and every layer adds, on each
+// engine of the layers that overwrite (convolution, batch norm, sum, pooling,
+// concat), in fp32 and bf16, with NaNs left in every gradient before
+// backward; and the Net grants the overwrite to the right layers and inputs.
+#include <gtest/gtest.h>
+
+#include <limits>
+#include <memory>
+#include <random>
+
+#include "core/net.h"
+#include "tools/cli/train_config.h"
+
+namespace poseidon {
+namespace {
+
+struct NullSink : GradSink {
+  void grad_ready(Param&) override {}
+};
+
+// Runs the layers' own code and records each granted overwrite as
+// "layer:input". With `adding`, runs backward as it ran before overwrites
+// existed: the granted gradient is zeroed and the layer adds to it.
+class RecordingRunner : public LayerRunner {
+ public:
+  RecordingRunner(std::vector<std::string>& granted, bool adding) : granted_(granted), adding_(adding) {}
+  void backward(size_t, Layer& layer, LayerIO& io, RunContext& ctx) override {
+    for (size_t k = 0; k < io.in_grad.size(); ++k)
+      if (io.overwrites_input_grad(k)) granted_.push_back(layer.name() + ":" + std::to_string(k));
+    if (!adding_) return layer.backward(io, ctx);
+    LayerIO add = io;
+    for (size_t k = 0; k < io.in_grad.size(); ++k)
+      if (io.overwrites_input_grad(k)) io.in_grad[k]->zero();
+    add.in_grad_unset.clear();
+    layer.backward(add, ctx);
+  }
+
+ private:
+  std::vector<std::string>& granted_;
+  bool adding_;
+};
+
+void feed(Net& net, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<float> normal;
+  Tensor& data = net.blob(net.input_names()[0]).value;
+  Tensor& labels = net.blob(net.input_names()[1]).value;
+  for (int64_t i = 0; i < data.numel(); ++i) data[i] = normal(rng);
+  for (int64_t i = 0; i < labels.numel(); ++i) labels[i] = static_cast<float>(i % 3);
+}
+
+bool same_values(const Tensor& a, const Tensor& b) {
+  if (a.numel() != b.numel()) return false;
+  for (int64_t i = 0; i < a.numel(); ++i)
+    if (!(a[i] == b[i])) return false;  // a NaN left unwritten fails
+  return true;
+}
+
+// Two training steps (the second after an SGD step) of a net whose layers
+// overwrite and of one that zeroes and adds, every blob gradient holding NaN
+// before each backward: every blob gradient and parameter gradient agree.
+// Returns the overwrites granted in the first step.
+std::vector<std::string> expect_overwrites_change_nothing(const ConfigNode& model, int64_t batch, Precision precision) {
+  std::vector<std::string> granted, granted_adding;
+  Net writing(model, batch), adding(model, batch);
+  writing.set_layer_runner(std::make_unique<RecordingRunner>(granted, false));
+  adding.set_layer_runner(std::make_unique<RecordingRunner>(granted_adding, true));
+  for (Net* net : {&writing, &adding}) {
+    net->set_precision(precision);
+    net->fuse_relus();
+    net->init_params(3);
+    feed(*net, 7);
+  }
+  NullSink sink;
+  for (int step = 0; step < 2; ++step) {
+    for (Net* net : {&writing, &adding}) {
+      std::mt19937_64 rng(step);
+      RunContext ctx{Phase::train, &rng, {}};
+      net->forward(ctx);
+      for (const Blob& b : net->blobs())
+        if (b.grad.defined()) net->blob(b.name).grad.fill(std::numeric_limits<float>::quiet_NaN());
+      net->backward(ctx, sink);
+    }
+    EXPECT_TRUE(same_values(writing.flat_grads(), adding.flat_grads())) << "step " << step;
+    for (const Blob& b : writing.blobs())
+      if (b.needs_grad) EXPECT_TRUE(same_values(b.grad, adding.blob(b.name).grad)) << b.name << ", step " << step;
+    for (Net* net : {&writing, &adding})
+      for (int64_t i = 0; i < net->flat_values().numel(); ++i) net->flat_values()[i] -= 0.05f * net->flat_grads()[i];
+  }
+  EXPECT_EQ(granted, granted_adding);
+  granted.resize(granted.size() / 2);  // the first step's
+  return granted;
+}
+
+// Convolutions on each CPU engine (oneDNN direct at 8x8, im2col, pointwise
+// im2col, strided 1x1, oneDNN's matrix products at 4x4 in bf16 and 2x2 in
+// both), batch norm with its ReLU fused, a sum of three and a sum reading
+// one blob twice, max pooling through the 2x2 kernel and the general loops,
+// average pooling padded and global, and a concat.
+const char* kWriters = R"(name: grad_writes
+inputs: {data: [3, 8, 8], label: []}
+layers:
+  - {name: stem, type: conv, num_output: 8, kernel_size: 3, pad: 1}
+  - {name: bn, type: batch_norm}
+  - {name: relu, type: relu}
+  - {name: unrolled, type: conv, num_output: 8, kernel_size: 3, pad: 1, engine: im2col}
+  - {name: pointwise, type: conv, num_output: 8, kernel_size: 1, engine: im2col}
+  - {name: direct, type: conv, num_output: 8, kernel_size: 3, pad: 1}
+  - {name: joined, type: sum, inputs: [direct, pointwise, unrolled]}
+  - {name: twice, type: sum, inputs: [joined, joined]}
+  - {name: halved, type: pool, mode: max, kernel_size: 2, stride: 2}
+  - {name: strided, type: conv, num_output: 8, kernel_size: 1, stride: 2, inputs: pointwise}
+  - {name: avg, type: pool, mode: avg, kernel_size: 3, stride: 1, pad: 1}
+  - {name: cat, type: concat, inputs: [halved, avg]}
+  - {name: small, type: conv, num_output: 8, kernel_size: 3, pad: 1}
+  - {name: pool3, type: pool, mode: max, kernel_size: 3, stride: 2, pad: 1}
+  - {name: tiny, type: conv, num_output: 8, kernel_size: 3, pad: 1}
+  - {name: squeeze, type: conv, num_output: 8, kernel_size: 1, engine: im2col}
+  - {name: global, type: pool, mode: avg, global: true}
+  - {name: fc, type: fc, num_output: 3}
+  - {name: loss, type: softmax_loss, inputs: [fc, label]}
+)";
+
+// In backward's order: each gradient goes to the last layer to read it.
+// pointwise's is read by direct, joined and strided: strided writes it and
+// the other two add. `twice` reads joined through both inputs, so joined's
+// gradient is zeroed and summed. fc does not overwrite: global's gradient is
+// zeroed for it. The fused ReLU's tensor is bn's.
+const std::vector<std::string> kGranted = {"global:0", "squeeze:0", "tiny:0",     "pool3:0",   "small:0",
+                                           "cat:0",    "cat:1",     "avg:0",      "strided:0", "halved:0",
+                                           "joined:0", "joined:2",  "unrolled:0", "bn:0"};
+
+TEST(GradWrites, OverwritingMatchesZeroingAndAddingOnEveryEngine) {
+  const ConfigNode model = ConfigNode::parse(kWriters, "grad_writes.yaml");
+  EXPECT_EQ(expect_overwrites_change_nothing(model, 4, Precision::fp32), kGranted);
+}
+
+TEST(GradWrites, OverwritingMatchesZeroingAndAddingInBf16) {
+  const ConfigNode model = ConfigNode::parse(kWriters, "grad_writes.yaml");
+  EXPECT_EQ(expect_overwrites_change_nothing(model, 4, Precision::bf16), kGranted);
+}
+
+ConfigNode model_file(const std::string& name, const std::vector<std::string>& overrides = {}) {
+  return load_model(std::string(POSEIDON_SOURCE_DIR) + "/models/" + name, overrides);
+}
+
+// The residual sums' shortcuts: the sum writes the block input's gradient
+// and the block's first convolution adds to it.
+TEST(GradWrites, ResNetAndInceptionMatchZeroingAndAdding) {
+  for (Precision p : {Precision::fp32, Precision::bf16})
+    EXPECT_FALSE(expect_overwrites_change_nothing(model_file("resnet_small.yaml"), 2, p).empty());
+  const ConfigNode inception =
+      model_file("inception_v3.yaml", {"vars.size=75", "vars.aux=false", "vars.num_classes=10"});
+  EXPECT_FALSE(expect_overwrites_change_nothing(inception, 2, Precision::fp32).empty());
+}
+
+}  // namespace
+}  // namespace poseidon
