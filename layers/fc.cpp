@@ -85,12 +85,12 @@ void FcLayer::backward(LayerIO& io, RunContext&) {
   float* db = has_bias_ ? param(1).grad.data() : nullptr;
   bound_param_grads(x, dy, dw != nullptr);
   if (dnnl_) {
-    dnnl_->backward(x, w, dy, dx, dw, db);
+    dnnl_->backward(x, w, dy, dx, dw, db, io.overwrites_input_grad(0));
     return;
   }
   if (db) bias_grad_on_host(dy, db);
   if (dw) gemm(true, false, num_output_, features_, batch_, 1.f, dy, x, 0.f, dw);
-  if (dx) gemm(false, false, batch_, features_, num_output_, 1.f, dy, w, 1.f, dx);
+  if (dx) gemm(false, false, batch_, features_, num_output_, 1.f, dy, w, io.overwrites_input_grad(0) ? 0.f : 1.f, dx);
 }
 
 // dw[o, f] sums batch_ products dy[n, o] x[n, f], and db[o] batch_ of

@@ -59,6 +59,7 @@ void gemm(cublasHandle_t h, bool bf16, cublasOperation_t op_a, cublasOperation_t
 class FcCudaLayer : public FcLayer {
  public:
   using FcLayer::FcLayer;
+  bool writes_input_grads() const override { return false; }  // the CPU class's backward only
 
   // No GPU kernel applies a ReLU of its own: the ReLU layer stays.
   bool fuse_relu() override { return false; }

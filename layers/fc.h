@@ -33,6 +33,9 @@ class FcLayer : public Layer, public ReluFusable {
   std::vector<Shape> reshape(const std::vector<Shape>& in) override;
   void forward(LayerIO& io, RunContext& ctx) override;
   void backward(LayerIO& io, RunContext& ctx) override;
+  // Backward writes an input gradient that holds nothing yet rather than
+  // adding to it (LayerIO::in_grad_unset).
+  bool writes_input_grads() const override { return true; }
   int64_t forward_flops(const std::vector<Shape>& in) const override { return 2 * shape_numel(in[0]) * num_output_; }
   // bf16 on the CPU through oneDNN (BLAS computes in float32) and on a GPU
   // through cuBLAS's bfloat16 GEMMs, tf32 on a GPU through cuBLAS's

@@ -70,8 +70,10 @@ DnnlFc::DnnlFc(const DnnlFcShape& s) : shape_(s), stream_(dnnl_cpu_engine()) {
   forward_ = product(matrix(n, f, read, Tag::ab), matrix(f, o, read, Tag::ba),
                      s.bias ? matrix(1, o, f32, Tag::ab) : memory::desc(), matrix(n, o, f32, Tag::ab), false, s.relu);
   const bool dy_columns = dy_column_major(s);
-  backward_data_ = product(matrix(n, o, read, dy_columns ? Tag::ba : Tag::ab), matrix(o, f, read, Tag::ab),
-                           memory::desc(), matrix(n, f, f32, Tag::ab), true);
+  for (bool accumulate : {true, false})
+    (accumulate ? backward_data_ : backward_data_write_) =
+        product(matrix(n, o, read, dy_columns ? Tag::ba : Tag::ab), matrix(o, f, read, Tag::ab), memory::desc(),
+                matrix(n, f, f32, Tag::ab), accumulate);
   backward_weights_ = product(matrix(o, n, read, dy_columns ? Tag::ab : Tag::ba), matrix(n, f, read, Tag::ab),
                               memory::desc(), matrix(o, f, f32, Tag::ab), false);
   if (dy_columns) dy_columns_ = copy(n, o, f32, Tag::ba);
@@ -92,7 +94,7 @@ DnnlFc::DnnlFc(const DnnlFcShape& s) : shape_(s), stream_(dnnl_cpu_engine()) {
     dy_ = copy(n, o, bf16, Tag::ab);
   }
   scratchpad_ = memory(matrix(1, std::max<int64_t>(1, (scratchpad_bytes_ + 3) / 4), f32, Tag::ab), dnnl_cpu_engine());
-  for (Product* p : {&forward_, &backward_data_, &backward_weights_, &backward_bias_})
+  for (Product* p : {&forward_, &backward_data_, &backward_data_write_, &backward_weights_, &backward_bias_})
     if (p->prim) p->args[DNNL_ARG_SCRATCHPAD] = scratchpad_;
   for (Copy* c : {&x_, &w_, &dy_, &dy_columns_})
     if (c->make) c->args[DNNL_ARG_SCRATCHPAD] = scratchpad_;
@@ -160,16 +162,18 @@ void DnnlFc::forward(const float* x, const float* w, const float* b, float* y) {
   stream_.wait();
 }
 
-void DnnlFc::backward(const float* x, const float* w, const float* dy, float* dx, float* dw, float* db) {
+void DnnlFc::backward(const float* x, const float* w, const float* dy, float* dx, float* dw, float* db,
+                      bool overwrite_dx) {
   void* dy_read = read(dy, dy_);
   // What the two matrix products read for dy: its copy when column-major.
   void* dy_product = dy_columns_.from && (dx || dw) ? make(dy, dy_columns_) : dy_read;
   if (dx) {
     // In bf16 w's copy is forward's: the weights do not change in between.
-    backward_data_.src.set_data_handle(dy_product);
-    backward_data_.weights.set_data_handle(shape_.bf16 ? w_.to.get_data_handle() : const_cast<float*>(w));
-    backward_data_.dst.set_data_handle(dx);
-    backward_data_.prim.execute(stream_, backward_data_.args);
+    Product& data = overwrite_dx ? backward_data_write_ : backward_data_;
+    data.src.set_data_handle(dy_product);
+    data.weights.set_data_handle(shape_.bf16 ? w_.to.get_data_handle() : const_cast<float*>(w));
+    data.dst.set_data_handle(dx);
+    data.prim.execute(stream_, data.args);
   }
   if (dw) {
     backward_weights_.src.set_data_handle(dy_product);

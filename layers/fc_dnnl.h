@@ -46,10 +46,11 @@ class DnnlFc {
 
   // y = x w^T + b (b ignored without bias), or max(that, 0) with relu.
   void forward(const float* x, const float* w, const float* b, float* y);
-  // dx += dy w when dx is not null; dw = dy^T x when dw is not null; db =
-  // column sums of dy with bias. In bf16 all three read dy rounded, as the
-  // layer's reader of dy in bf16 (PyTorch's autocast) would.
-  void backward(const float* x, const float* w, const float* dy, float* dx, float* dw, float* db);
+  // dx += dy w when dx is not null (dx = dy w with overwrite_dx); dw = dy^T x
+  // when dw is not null; db = column sums of dy with bias. In bf16 all three
+  // read dy rounded, as the layer's reader of dy in bf16 (PyTorch's
+  // autocast) would.
+  void backward(const float* x, const float* w, const float* dy, float* dx, float* dw, float* db, bool overwrite_dx);
 
  private:
   // One product: its primitive, the memory objects of its operands (pointed
@@ -87,6 +88,7 @@ class DnnlFc {
   Copy x_, w_, dy_;
   Copy dy_columns_;  // float32 with dy_column_major() only
   Product forward_, backward_data_, backward_weights_, backward_bias_;
+  Product backward_data_write_;  // backward_data_ without its sum: dx overwritten
   dnnl::memory ones_;  // [1, N] of 1, backward bias's src
   bool reference_ = false;
 };
@@ -98,7 +100,7 @@ class DnnlFc {
  public:
   static std::unique_ptr<DnnlFc> create(const DnnlFcShape&) { return nullptr; }
   void forward(const float*, const float*, const float*, float*) {}
-  void backward(const float*, const float*, const float*, float*, float*, float*) {}
+  void backward(const float*, const float*, const float*, float*, float*, float*, bool) {}
 };
 
 #endif  // POSEIDON_HAVE_DNNL

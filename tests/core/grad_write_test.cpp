@@ -2,7 +2,7 @@
 // to reach them (LayerIO::in_grad_unset): a net computes exactly what it
 // computes when every gradient is zeroed first and every layer adds, on each
 // engine of the layers that overwrite (convolution, batch norm, sum, pooling,
-// concat), in fp32 and bf16, with NaNs left in every gradient before
+// concat, fc), in fp32 and bf16, with NaNs left in every gradient before
 // backward; and the Net grants the overwrite to the right layers and inputs.
 #include <gtest/gtest.h>
 
@@ -98,7 +98,8 @@ std::vector<std::string> expect_overwrites_change_nothing(const ConfigNode& mode
 // im2col, strided 1x1, oneDNN's matrix products at 4x4 in bf16 and 2x2 in
 // both), batch norm with its ReLU fused, a sum of three and a sum reading
 // one blob twice, max pooling through the 2x2 kernel and the general loops,
-// average pooling padded and global, and a concat.
+// average pooling padded and global, a concat, and fc layers on oneDNN (one
+// with its ReLU fused) and on BLAS.
 const char* kWriters = R"(name: grad_writes
 inputs: {data: [3, 8, 8], label: []}
 layers:
@@ -119,18 +120,21 @@ layers:
   - {name: tiny, type: conv, num_output: 8, kernel_size: 3, pad: 1}
   - {name: squeeze, type: conv, num_output: 8, kernel_size: 1, engine: im2col}
   - {name: global, type: pool, mode: avg, global: true}
-  - {name: fc, type: fc, num_output: 3}
-  - {name: loss, type: softmax_loss, inputs: [fc, label]}
+  - {name: fc1, type: fc, num_output: 6}
+  - {name: relu_fc, type: relu}
+  - {name: fc2, type: fc, num_output: 6, engine: blas}
+  - {name: fc3, type: fc, num_output: 3}
+  - {name: loss, type: softmax_loss, inputs: [fc3, label]}
 )";
 
 // In backward's order: each gradient goes to the last layer to read it.
 // pointwise's is read by direct, joined and strided: strided writes it and
 // the other two add. `twice` reads joined through both inputs, so joined's
-// gradient is zeroed and summed. fc does not overwrite: global's gradient is
-// zeroed for it. The fused ReLU's tensor is bn's.
-const std::vector<std::string> kGranted = {"global:0", "squeeze:0", "tiny:0",     "pool3:0",   "small:0",
-                                           "cat:0",    "cat:1",     "avg:0",      "strided:0", "halved:0",
-                                           "joined:0", "joined:2",  "unrolled:0", "bn:0"};
+// gradient is zeroed and summed. The loss does not overwrite: fc3's
+// gradient is zeroed for it. Fused ReLUs' tensors are bn's and fc1's.
+const std::vector<std::string> kGranted = {"fc3:0",    "fc2:0",    "fc1:0",    "global:0",   "squeeze:0", "tiny:0",
+                                           "pool3:0",  "small:0",  "cat:0",    "cat:1",      "avg:0",     "strided:0",
+                                           "halved:0", "joined:0", "joined:2", "unrolled:0", "bn:0"};
 
 TEST(GradWrites, OverwritingMatchesZeroingAndAddingOnEveryEngine) {
   const ConfigNode model = ConfigNode::parse(kWriters, "grad_writes.yaml");
