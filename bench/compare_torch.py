@@ -259,6 +259,7 @@ def print_layers(results: dict) -> None:
         share = (layer["forward_ms"] + layer["backward_ms"]) / total
         print(f"| {layer['name']} | {layer['type']} | {layer['forward_ms']:.2f} | "
               f"{layer['backward_ms']:.2f} | {share:.1%} |")
+    print(f"| (zero gradients) | | | | {run['zero_grads_ms'] / total:.1%} |")
     print(f"| (update) | sgd | | | {run['update_ms'] / total:.1%} |")
     print(f"| total | | {run['forward_ms']:.2f} | {run['backward_ms']:.2f} | "
           f"{total:.2f} ms/iteration |")
