@@ -1,10 +1,9 @@
 // A layer that can apply the ReLU that follows it itself (Net::fuse_relus):
-// it writes max(y, 0) as its output and, in backward, runs its own backward
-// on the output gradient with 0 where that output is not positive (ReLU's
-// backward): read that way as its kernels go (batch norm, sum), or zeroed
-// in place first (convolution, fc; nothing reads the gradient after the
-// producer). The separate ReLU passes over the activation, forward and
-// backward, disappear. Batch norm, sum, convolution and fc on the CPU
+// it writes max(y, 0) as its output and, in backward, first zeroes its
+// output gradient in place where that output is not positive (ReLU's
+// backward; nothing reads the gradient after the producer), then runs its
+// own backward on it. The separate ReLU passes over the activation, forward
+// and backward, disappear. Batch norm and sum (the residual add) on the CPU
 // implement it; a layer type opts in by deriving from this as well as from
 // Layer.
 #pragma once

@@ -129,33 +129,26 @@ POSEIDON_VECTOR_CLONES void block_affine(const float* x, float* y, Block b, cons
   }
 }
 
-// dy as backward reads it: with a fused ReLU (y set, the ReLU'd output), dy
-// where y is positive and 0 elsewhere, the ReLU layer's expression; the
-// gradient at the ReLU's input, read in place of the stored one so that no
-// pass writes it back. dy is loaded either way: a conditional load would
-// keep GCC from vectorising the loops.
-template <bool kRelu>
-inline float read_grad(const float* dy, const float* y, int64_t i) {
-  const float g = dy[i];
-  if constexpr (kRelu) return y[i] > 0.f ? g : 0.f;
-  return g;
-}
-
-// One channel's run: the sums of dy and of dy * xhat.
-template <bool kRelu>
-inline void run_grad_sums(const float* row, const float* g, const float* y, int64_t n, float m, float is, double& s1,
-                          double& s2) {
-#pragma omp simd reduction(+ : s1, s2)
-  for (int64_t s = 0; s < n; ++s) {
-    const float gs = read_grad<kRelu>(g, y, s);
-    s1 += gs;
-    s2 += double(gs) * ((row[s] - m) * is);
+// A fused ReLU's backward, in place: dy where the (ReLU'd) output y is
+// positive, 0 elsewhere, the ReLU layer's expression (dy read either way).
+// The gradient then is the one at the ReLU's input, which the sums and the
+// input gradient read as they would read the ReLU layer's.
+POSEIDON_VECTOR_CLONES void block_relu_grad(const float* y, float* dy, Block b) {
+  for (int64_t n = 0; n < b.batch; ++n) {
+    const float* out = y + n * b.stride;
+    float* grad = dy + n * b.stride;
+    prefetch_next_run(out, b, n);
+    prefetch_next_run_for_write(grad, b, n);
+#pragma omp simd
+    for (int64_t i = 0; i < b.run(); ++i) {
+      const float g = grad[i];
+      grad[i] = out[i] > 0.f ? g : 0.f;
+    }
   }
 }
 
-// Per channel, sums of dy and of dy * xhat, both in one pass; y: the output
-// of a fused ReLU, else null.
-POSEIDON_VECTOR_CLONES void block_grad_sums(const float* x, const float* dy, const float* y, Block b, const float* mean,
+// Per channel, sums of dy and of dy * xhat, both in one pass.
+POSEIDON_VECTOR_CLONES void block_grad_sums(const float* x, const float* dy, Block b, const float* mean,
                                             const float* inv_std, double* sum_dy, double* sum_dy_xhat) {
   std::fill(sum_dy, sum_dy + b.channels, 0.0);
   std::fill(sum_dy_xhat, sum_dy_xhat + b.channels, 0.0);
@@ -164,57 +157,43 @@ POSEIDON_VECTOR_CLONES void block_grad_sums(const float* x, const float* dy, con
     const float* grad = dy + n * b.stride;
     prefetch_next_run(in, b, n);
     prefetch_next_run(grad, b, n);
-    if (y) prefetch_next_run(y + n * b.stride, b, n);
     for (int64_t c = 0; c < b.channels; ++c) {
-      const int64_t at = c * b.spatial;
+      const float* row = in + c * b.spatial;
+      const float* g = grad + c * b.spatial;
+      const float m = mean[c], is = inv_std[c];
       double s1 = 0, s2 = 0;
-      if (y)
-        run_grad_sums<true>(in + at, grad + at, y + n * b.stride + at, b.spatial, mean[c], inv_std[c], s1, s2);
-      else
-        run_grad_sums<false>(in + at, grad + at, nullptr, b.spatial, mean[c], inv_std[c], s1, s2);
+#pragma omp simd reduction(+ : s1, s2)
+      for (int64_t s = 0; s < b.spatial; ++s) {
+        s1 += g[s];
+        s2 += double(g[s]) * ((row[s] - m) * is);
+      }
       sum_dy[c] += s1;
       sum_dy_xhat[c] += s2;
     }
   }
 }
 
-// One channel's run of dx = (or +=) gc * (dy - md - xhat * mdx).
-template <bool kRelu, bool kOverwrite>
-inline void run_input_grad(const float* row, const float* gr, const float* y, float* dst, int64_t n, float m, float is,
-                           float gc, float md, float mdx) {
-#pragma omp simd
-  for (int64_t s = 0; s < n; ++s) {
-    const float v = gc * (read_grad<kRelu>(gr, y, s) - md - (row[s] - m) * is * mdx);
-    if constexpr (kOverwrite)
-      dst[s] = v;
-    else
-      dst[s] += v;
-  }
-}
-
-// dx += g[c] * (dy - mean_dy[c] - xhat * mean_dy_xhat[c]), or = with
-// overwrite; y: the output of a fused ReLU, else null.
-POSEIDON_VECTOR_CLONES void block_input_grad(const float* x, const float* dy, const float* y, float* dx, bool overwrite,
-                                             Block b, const float* mean, const float* inv_std, const float* g,
+// dx += g[c] * (dy - mean_dy[c] - xhat * mean_dy_xhat[c])
+POSEIDON_VECTOR_CLONES void block_input_grad(const float* x, const float* dy, float* dx, bool overwrite, Block b,
+                                             const float* mean, const float* inv_std, const float* g,
                                              const float* mean_dy, const float* mean_dy_xhat) {
   for (int64_t n = 0; n < b.batch; ++n) {
     const float* in = x + n * b.stride;
     const float* grad = dy + n * b.stride;
-    const float* relu_out = y ? y + n * b.stride : nullptr;
     float* out = dx + n * b.stride;
     prefetch_next_run_for_write(out, b, n);
     for (int64_t c = 0; c < b.channels; ++c) {
-      const int64_t at = c * b.spatial;
-      const float* ry = relu_out ? relu_out + at : nullptr;
+      const float* row = in + c * b.spatial;
+      const float* gr = grad + c * b.spatial;
+      float* dst = out + c * b.spatial;
       const float m = mean[c], is = inv_std[c], gc = g[c], md = mean_dy[c], mdx = mean_dy_xhat[c];
-      if (ry && overwrite)
-        run_input_grad<true, true>(in + at, grad + at, ry, out + at, b.spatial, m, is, gc, md, mdx);
-      else if (ry)
-        run_input_grad<true, false>(in + at, grad + at, ry, out + at, b.spatial, m, is, gc, md, mdx);
-      else if (overwrite)
-        run_input_grad<false, true>(in + at, grad + at, nullptr, out + at, b.spatial, m, is, gc, md, mdx);
-      else
-        run_input_grad<false, false>(in + at, grad + at, nullptr, out + at, b.spatial, m, is, gc, md, mdx);
+      if (overwrite) {
+#pragma omp simd
+        for (int64_t s = 0; s < b.spatial; ++s) dst[s] = gc * (gr[s] - md - (row[s] - m) * is * mdx);
+      } else {
+#pragma omp simd
+        for (int64_t s = 0; s < b.spatial; ++s) dst[s] += gc * (gr[s] - md - (row[s] - m) * is * mdx);
+      }
     }
   }
 }
@@ -277,9 +256,10 @@ void BatchNormLayer::backward(LayerIO& io, RunContext&) {
   const Extent e = extent(x);
   const float* px = x.data();
   const float* dy = io.out_grad[0]->data();
-  // With a fused ReLU the kernels read dy masked by the output
+  // A fused ReLU's backward turns the output gradient into the gradient at
+  // the ReLU's input, in place: no layer reads it after this one
   // (core/relu_fusion.h).
-  const float* relu_out = relu_fused_ ? io.out[0]->data() : nullptr;
+  float* relu_dy = relu_fused_ ? const_cast<float*>(dy) : nullptr;
   float* dx = io.in_grad[0] ? io.in_grad[0]->data() : nullptr;
   const float* w = affine_ ? param(0).value.data() : nullptr;
   float* dw = affine_ ? param(0).grad.data() : nullptr;
@@ -291,8 +271,8 @@ void BatchNormLayer::backward(LayerIO& io, RunContext&) {
   for (int64_t k = 0; k < blocks; ++k) {
     const int64_t c0 = k * per_block, c1 = std::min(C, c0 + per_block), off = c0 * e.spatial;
     const Block blk{e.batch, C * e.spatial, c1 - c0, e.spatial};
-    const float* y = relu_out ? relu_out + off : nullptr;
-    block_grad_sums(px + off, dy + off, y, blk, mean_.data() + c0, inv_std_.data() + c0, sum_dy + c0, sum_dy_xhat + c0);
+    if (relu_dy) block_relu_grad(io.out[0]->data() + off, relu_dy + off, blk);
+    block_grad_sums(px + off, dy + off, blk, mean_.data() + c0, inv_std_.data() + c0, sum_dy + c0, sum_dy_xhat + c0);
     for (int64_t c = c0; c < c1; ++c) {
       if (dw) dw[c] = static_cast<float>(sum_dy_xhat[c]);
       if (db) db[c] = static_cast<float>(sum_dy[c]);
@@ -303,7 +283,7 @@ void BatchNormLayer::backward(LayerIO& io, RunContext&) {
       mean_dy_xhat[c] = batch_stats_ ? static_cast<float>(sum_dy_xhat[c] / e.count) : 0.f;
     }
     if (dx)
-      block_input_grad(px + off, dy + off, y, dx + off, io.overwrites_input_grad(0), blk, mean_.data() + c0,
+      block_input_grad(px + off, dy + off, dx + off, io.overwrites_input_grad(0), blk, mean_.data() + c0,
                        inv_std_.data() + c0, g + c0, mean_dy + c0, mean_dy_xhat + c0);
   }
 }

@@ -10,8 +10,6 @@ POSEIDON_VECTOR_CLONES void relu_range_in_place(float* y, int64_t n) {
   for (int64_t i = 0; i < n; ++i) y[i] = y[i] > 0.f ? y[i] : 0.f;
 }
 
-namespace {
-
 // dy is read either way, as in the ReLU layer: a conditional load would keep
 // GCC from vectorising the loop.
 POSEIDON_VECTOR_CLONES void relu_grad_range_in_place(const float* y, float* dy, int64_t n) {
@@ -21,8 +19,6 @@ POSEIDON_VECTOR_CLONES void relu_grad_range_in_place(const float* y, float* dy, 
     dy[i] = y[i] > 0.f ? g : 0.f;
   }
 }
-
-}  // namespace
 
 void relu_in_place(float* y, int64_t n) {
   parallel_chunks(n, [&](int64_t begin, int64_t end) { relu_range_in_place(y + begin, end - begin); });

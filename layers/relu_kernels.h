@@ -1,6 +1,6 @@
 // The ReLU's element-wise passes, shared by the ReLU layer's expression and
 // the layers that apply a fused ReLU themselves (core/relu_fusion.h): the
-// range kernel works on a chunk the caller already holds in cache, the
+// range kernels work on a chunk the caller already holds in cache, the
 // whole-tensor ones spread chunks over the threads.
 #pragma once
 
@@ -10,9 +10,11 @@ namespace poseidon {
 
 // y = max(y, 0) in place, as the ReLU layer writes it (NaN becomes 0).
 void relu_range_in_place(float* y, int64_t n);
-void relu_in_place(float* y, int64_t n);
 // dy = 0 where the (ReLU'd) output y is not positive, in place: the ReLU
 // layer's backward read at its output, which is positive where its input is.
+void relu_grad_range_in_place(const float* y, float* dy, int64_t n);
+
+void relu_in_place(float* y, int64_t n);
 void relu_grad_in_place(const float* y, float* dy, int64_t n);
 
 }  // namespace poseidon

@@ -47,26 +47,6 @@ POSEIDON_VECTOR_CLONES void add_scaled_range(float c, const float* x, float* y, 
   for (int64_t i = 0; i < n; ++i) y[i] += c * x[i];
 }
 
-// The same with a fused ReLU's backward read through: dy where the
-// (ReLU'd) output y is positive, 0 elsewhere, the ReLU layer's expression
-// (dy loaded either way: a conditional load would keep GCC from
-// vectorising the loop).
-POSEIDON_VECTOR_CLONES void scale_masked_range(float c, const float* y, const float* dy, float* dx, int64_t n) {
-#pragma omp simd
-  for (int64_t i = 0; i < n; ++i) {
-    const float g = dy[i];
-    dx[i] = c * (y[i] > 0.f ? g : 0.f);
-  }
-}
-
-POSEIDON_VECTOR_CLONES void add_scaled_masked_range(float c, const float* y, const float* dy, float* dx, int64_t n) {
-#pragma omp simd
-  for (int64_t i = 0; i < n; ++i) {
-    const float g = dy[i];
-    dx[i] += c * (y[i] > 0.f ? g : 0.f);
-  }
-}
-
 }  // namespace
 
 // Chunk by chunk, every input at once: the chunk of y (forward) or dy
@@ -92,24 +72,19 @@ void SumLayer::forward(LayerIO& io, RunContext&) {
 
 void SumLayer::backward(LayerIO& io, RunContext&) {
   const float* dy = io.out_grad[0]->data();
-  // With a fused ReLU each input's gradient reads dy masked by the output,
-  // chunk by chunk while both are in cache (core/relu_fusion.h).
-  const float* relu_out = relu_fused_ ? io.out[0]->data() : nullptr;
+  // A fused ReLU's backward turns the output gradient into the gradient at
+  // the ReLU's input, chunk by chunk in place: no layer reads it after this
+  // one (core/relu_fusion.h).
+  float* relu_dy = relu_fused_ ? const_cast<float*>(dy) : nullptr;
   parallel_chunks(io.out_grad[0]->numel(), [&](int64_t begin, int64_t end) {
-    const int64_t n = end - begin;
+    if (relu_dy) relu_grad_range_in_place(io.out[0]->data() + begin, relu_dy + begin, end - begin);
     for (size_t k = 0; k < io.in.size(); ++k) {
       if (!io.in_grad[k]) continue;
       float* dx = io.in_grad[k]->data() + begin;
-      const float c = coefficients_[k];
-      const bool overwrite = io.overwrites_input_grad(k);
-      if (relu_out && overwrite)
-        scale_masked_range(c, relu_out + begin, dy + begin, dx, n);
-      else if (relu_out)
-        add_scaled_masked_range(c, relu_out + begin, dy + begin, dx, n);
-      else if (overwrite)
-        scale_range(c, dy + begin, dx, n);
+      if (io.overwrites_input_grad(k))
+        scale_range(coefficients_[k], dy + begin, dx, end - begin);
       else
-        add_scaled_range(c, dy + begin, dx, n);
+        add_scaled_range(coefficients_[k], dy + begin, dx, end - begin);
     }
   });
 }
