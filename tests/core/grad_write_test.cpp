@@ -96,8 +96,9 @@ std::vector<std::string> expect_overwrites_change_nothing(const ConfigNode& mode
 
 // Convolutions on each CPU engine (oneDNN direct at 8x8, im2col, pointwise
 // im2col, strided 1x1, oneDNN's matrix products at 4x4 in bf16 and 2x2 in
-// both), batch norm with its ReLU fused, a sum of three and a sum reading
-// one blob twice, max pooling through the 2x2 kernel and the general loops,
+// both), batch norm with its ReLU fused, a sum of three with its ReLU fused
+// (writing two input gradients, adding to one) and a sum reading one blob
+// twice, max pooling through the 2x2 kernel and the general loops,
 // average pooling padded and global, a concat, and fc layers on oneDNN (one
 // with its ReLU fused) and on BLAS.
 const char* kWriters = R"(name: grad_writes
@@ -110,7 +111,8 @@ layers:
   - {name: pointwise, type: conv, num_output: 8, kernel_size: 1, engine: im2col}
   - {name: direct, type: conv, num_output: 8, kernel_size: 3, pad: 1}
   - {name: joined, type: sum, inputs: [direct, pointwise, unrolled]}
-  - {name: twice, type: sum, inputs: [joined, joined]}
+  - {name: relu_sum, type: relu}
+  - {name: twice, type: sum, inputs: [relu_sum, relu_sum]}
   - {name: halved, type: pool, mode: max, kernel_size: 2, stride: 2}
   - {name: strided, type: conv, num_output: 8, kernel_size: 1, stride: 2, inputs: pointwise}
   - {name: avg, type: pool, mode: avg, kernel_size: 3, stride: 1, pad: 1}
@@ -129,9 +131,10 @@ layers:
 
 // In backward's order: each gradient goes to the last layer to read it.
 // pointwise's is read by direct, joined and strided: strided writes it and
-// the other two add. `twice` reads joined through both inputs, so joined's
-// gradient is zeroed and summed. The loss does not overwrite: fc3's
-// gradient is zeroed for it. Fused ReLUs' tensors are bn's and fc1's.
+// the other two add. `twice` reads joined's tensor (through the fused
+// relu_sum) on both inputs, so it is zeroed and summed. The loss does not
+// overwrite: fc3's gradient is zeroed for it. Fused ReLUs' tensors are bn's,
+// joined's and fc1's.
 const std::vector<std::string> kGranted = {"fc3:0",    "fc2:0",    "fc1:0",    "global:0",   "squeeze:0", "tiny:0",
                                            "pool3:0",  "small:0",  "cat:0",    "cat:1",      "avg:0",     "strided:0",
                                            "halved:0", "joined:0", "joined:2", "unrolled:0", "bn:0"};
