@@ -11,14 +11,12 @@
 #include <random>
 
 #include "core/net.h"
-#include "tools/cli/train_config.h"
+#include "net_fixtures.h"
 
 namespace poseidon {
 namespace {
 
-struct NullSink : GradSink {
-  void grad_ready(Param&) override {}
-};
+using namespace testing;  // net_fixtures.h
 
 // Runs the layers' own code and records each granted overwrite as
 // "layer:input". With `adding`, runs backward as it ran before overwrites
@@ -41,22 +39,6 @@ class RecordingRunner : public LayerRunner {
   std::vector<std::string>& granted_;
   bool adding_;
 };
-
-void feed(Net& net, uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  std::normal_distribution<float> normal;
-  Tensor& data = net.blob(net.input_names()[0]).value;
-  Tensor& labels = net.blob(net.input_names()[1]).value;
-  for (int64_t i = 0; i < data.numel(); ++i) data[i] = normal(rng);
-  for (int64_t i = 0; i < labels.numel(); ++i) labels[i] = static_cast<float>(i % 3);
-}
-
-bool same_values(const Tensor& a, const Tensor& b) {
-  if (a.numel() != b.numel()) return false;
-  for (int64_t i = 0; i < a.numel(); ++i)
-    if (!(a[i] == b[i])) return false;  // a NaN left unwritten fails
-  return true;
-}
 
 // Two training steps (the second after an SGD step) of a net whose layers
 // overwrite and of one that zeroes and adds, every blob gradient holding NaN
@@ -147,10 +129,6 @@ TEST(GradWrites, OverwritingMatchesZeroingAndAddingOnEveryEngine) {
 TEST(GradWrites, OverwritingMatchesZeroingAndAddingInBf16) {
   const ConfigNode model = ConfigNode::parse(kWriters, "grad_writes.yaml");
   EXPECT_EQ(expect_overwrites_change_nothing(model, 4, Precision::bf16), kGranted);
-}
-
-ConfigNode model_file(const std::string& name, const std::vector<std::string>& overrides = {}) {
-  return load_model(std::string(POSEIDON_SOURCE_DIR) + "/models/" + name, overrides);
 }
 
 // The residual sums' shortcuts: the sum writes the block input's gradient

@@ -9,39 +9,17 @@
 #include <random>
 
 #include "core/net.h"
-#include "tools/cli/train_config.h"
+#include "net_fixtures.h"
 
 namespace poseidon {
 namespace {
 
-struct NullSink : GradSink {
-  void grad_ready(Param&) override {}
-};
-
-ConfigNode model_file(const std::string& name, const std::vector<std::string>& overrides = {}) {
-  return load_model(std::string(POSEIDON_SOURCE_DIR) + "/models/" + name, overrides);
-}
-
-void feed(Net& net, uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  std::normal_distribution<float> normal;
-  Tensor& data = net.blob(net.input_names()[0]).value;
-  Tensor& labels = net.blob(net.input_names()[1]).value;
-  for (int64_t i = 0; i < data.numel(); ++i) data[i] = normal(rng);
-  for (int64_t i = 0; i < labels.numel(); ++i) labels[i] = static_cast<float>(i % 3);
-}
+using namespace testing;  // net_fixtures.h
 
 int count_type(const Net& net, const std::string& type) {
   int n = 0;
   for (size_t i = 0; i < net.num_layers(); ++i) n += net.layer(i).type() == type;
   return n;
-}
-
-bool same_values(const Tensor& a, const Tensor& b) {
-  if (a.numel() != b.numel()) return false;
-  for (int64_t i = 0; i < a.numel(); ++i)
-    if (a[i] != b[i]) return false;
-  return true;
 }
 
 // Two training steps' forward and backward (the second after a plain SGD
