@@ -5,7 +5,8 @@
 # machine as it is and once with `yes > /dev/null` pinned to the last CPU.
 # The variants alternate round by round so that other work on the machine
 # slows them alike; the table gives each variant's fastest round.
-# Usage: bench/threads_under_load.sh [model.yaml] [batch] [rounds]
+# Usage: bench/threads_under_load.sh [model.yaml] [batch] [rounds] [poseidon time options...]
+# (e.g. --precision bf16)
 set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -13,6 +14,8 @@ binary=${POSEIDON:-$root/build/poseidon}
 model=${1:-$root/models/vgg_small.yaml}
 batch=${2:-32}
 rounds=${3:-3}
+shift $(($# < 3 ? $# : 3))
+extra=("$@")
 cpus=$(nproc)
 busy_cpu=$((cpus - 1))
 
@@ -23,6 +26,7 @@ variants=(
   "$cpus threads, libgomp default (GOMP_SPINCOUNT=300000)|$cpus|GOMP_SPINCOUNT=300000"
   "$cpus threads, OMP_WAIT_POLICY=active|$cpus|OMP_WAIT_POLICY=active"
   "$cpus threads, OMP_WAIT_POLICY=passive|$cpus|OMP_WAIT_POLICY=passive"
+  "$cpus threads, GOMP_SPINCOUNT=3000|$cpus|GOMP_SPINCOUNT=3000"
   "$cpus threads, GOMP_SPINCOUNT=10000|$cpus|GOMP_SPINCOUNT=10000"
 )
 
@@ -30,7 +34,7 @@ variants=(
 run_one() {  # threads env... -> ms per iteration
   local threads=$1; shift
   env -u OMP_WAIT_POLICY -u GOMP_SPINCOUNT -u OMP_NUM_THREADS "$@" \
-    "$binary" time "$model" --batch "$batch" --iters 5 --warmup 2 --threads "$threads" --json |
+    "$binary" time "$model" --batch "$batch" --iters 5 --warmup 2 --threads "$threads" "${extra[@]}" --json |
     python3 -c 'import json, sys; print(round(json.load(sys.stdin)["iteration_ms"], 1))'
 }
 
@@ -59,7 +63,7 @@ for ((r = 1; r <= rounds; ++r)); do
 done
 echo "load average after: $(cut -d' ' -f1-3 /proc/loadavg)" >&2
 echo
-echo "$(basename "$model") batch $batch, fastest of $rounds rounds, ms per iteration:"
+echo "$(basename "$model") batch $batch ${extra[*]}, fastest of $rounds rounds, ms per iteration:"
 echo
 echo "| variant | machine as it is | one CPU busy with yes |"
 echo "|---|---:|---:|"

@@ -1,5 +1,6 @@
-// The binary's OpenMP wait policy: passive unless the environment chooses
-// one (tools/cli/cpu_tuning.h). libgomp prints the settings it runs under
+// The binary's OpenMP wait policy: a short spin when it runs alone on its
+// host, passive waits for each of several MPI ranks on one host, and the
+// environment's choice wherever it makes one (tools/cli/cpu_tuning.h). libgomp prints the settings it runs under
 // with OMP_DISPLAY_ENV=verbose; the binary restarts itself to apply its
 // choice, so the last print is the one the run keeps.
 #include <gtest/gtest.h>
@@ -44,10 +45,16 @@ std::optional<std::string> last_setting(const std::string& text, const std::stri
   return text.substr(begin, text.find('\'', begin) - begin);
 }
 
-std::optional<std::string> spin_count_of_a_run(const char* wait_policy, const char* spin_count) {
+// The spin count a run of the binary keeps, under the given wait policy,
+// spin count and Open MPI's count of ranks on this host (null: unset).
+std::optional<std::string> spin_count_of_a_run(const char* wait_policy, const char* spin_count,
+                                               const char* ranks_on_host = nullptr) {
   ScopedEnv display("OMP_DISPLAY_ENV", "verbose");
   ScopedEnv policy("OMP_WAIT_POLICY", wait_policy);
   ScopedEnv spins("GOMP_SPINCOUNT", spin_count);
+  ScopedEnv open_mpi("OMPI_COMM_WORLD_LOCAL_SIZE", ranks_on_host);
+  ScopedEnv mpich("MPI_LOCALNRANKS", nullptr);
+  ScopedEnv slurm("SLURM_NTASKS_PER_NODE", nullptr);
   CliResult r = run_poseidon("layers");
   EXPECT_EQ(r.status, 0) << r.err;
   return last_setting(r.err + r.out, "GOMP_SPINCOUNT");
@@ -55,12 +62,15 @@ std::optional<std::string> spin_count_of_a_run(const char* wait_policy, const ch
 
 }  // namespace
 
-TEST(CpuSettings, WaitsPassivelyUnlessTheEnvironmentChooses) {
+TEST(CpuSettings, SpinsBrieflyAloneWaitsPassivelyBesideOtherRanksKeepsTheEnvironmentsChoice) {
   const std::optional<std::string> unset = spin_count_of_a_run(nullptr, nullptr);
   if (!unset) GTEST_SKIP() << "the OpenMP runtime is not libgomp (no GOMP_SPINCOUNT in OMP_DISPLAY_ENV)";
-  EXPECT_EQ(*unset, "0") << "nothing set: passive waits, no spinning";
+  EXPECT_EQ(*unset, "3000") << "nothing set, alone on the host: a short spin";
+  EXPECT_EQ(spin_count_of_a_run(nullptr, nullptr, "1"), "3000") << "the only rank on its host: a short spin";
+  EXPECT_EQ(spin_count_of_a_run(nullptr, nullptr, "2"), "0") << "one of 2 ranks on the host: passive waits";
   EXPECT_EQ(spin_count_of_a_run("active", nullptr), "30000000000") << "OMP_WAIT_POLICY=active is kept";
   EXPECT_EQ(spin_count_of_a_run(nullptr, "1000"), "1000") << "GOMP_SPINCOUNT is kept";
+  EXPECT_EQ(spin_count_of_a_run(nullptr, "1000", "2"), "1000") << "GOMP_SPINCOUNT is kept beside other ranks";
 }
 
 }  // namespace poseidon::testing

@@ -13,14 +13,17 @@ namespace poseidon {
 //   recent CPUs, notably as presented by hypervisors, and falls back to its
 //   generic SSE3 kernels, about three times slower. When detection failed
 //   and the CPU has AVX-512 or AVX2, the matching core type is set.
-// - OMP_WAIT_POLICY=passive unless OMP_WAIT_POLICY or GOMP_SPINCOUNT is set:
-//   a thread waiting at the end of a parallel region sleeps at once instead
-//   of spinning (libgomp's default spins ~300,000 times first). On cores
-//   shared with other busy processes the spinning threads take the time
-//   slices the working ones need, and a 2-thread step ran 4 to 24 times
-//   slower than with passive waits (docs/BENCHMARKS.md, "Threads on shared
-//   cores"). The thread count stays libgomp's default: one per CPU in the
-//   process's affinity mask.
+// - The OpenMP wait, unless OMP_WAIT_POLICY or GOMP_SPINCOUNT is set: a
+//   thread that reaches the end of a parallel region spins GOMP_SPINCOUNT=3000
+//   times before it sleeps (libgomp's default is ~300,000; passive is 0).
+//   Measured on 2 CPUs (docs/BENCHMARKS.md, "Threads on shared cores"):
+//   against passive waits, the short spin makes a step 2 to 15% faster on
+//   cores the run has to itself (the next region starts before a sleeping
+//   thread would have woken) and at most 7% slower with one CPU busy
+//   elsewhere, where libgomp's long default spin ran 1.9x slower. Several
+//   ranks of one MPI job on this host share its cores, so each of them waits
+//   passively (OMP_WAIT_POLICY=passive). The thread count stays libgomp's
+//   default: one per CPU in the process's affinity mask.
 void apply_cpu_settings(char** argv);
 
 }  // namespace poseidon
