@@ -25,12 +25,13 @@ import sys
 import time
 from pathlib import Path
 
-# PyTorch runs in its own default setting unless --passive-peer is given: its
-# bundled OpenMP then waits passively like the engine (whose default that
-# is). On cores shared with other busy work PyTorch's spinning threads run
-# several times slower, which compares wait policies, not engines; the flag
-# is for such a machine and the table says which was used. It must be set
-# before torch loads its OpenMP runtime, hence read from argv here.
+# PyTorch runs in its own default setting unless --passive-peer is given:
+# its bundled OpenMP then waits passively, and so does the engine, which
+# inherits the environment (its own default is a short spin). On cores
+# shared with other busy work PyTorch's long spins run several times slower,
+# which compares wait policies, not engines; the flag is for such a machine
+# and the table says which was used. It must be set before torch loads its
+# OpenMP runtime, hence read from argv here.
 PASSIVE_PEER = "--passive-peer" in sys.argv
 if PASSIVE_PEER:
     os.environ["OMP_WAIT_POLICY"] = "PASSIVE"
@@ -207,11 +208,17 @@ def measure(args: argparse.Namespace) -> dict:
     return results
 
 
+def engine_waits() -> str:
+    """The engine's OpenMP wait setting: the environment's, or its own default."""
+    chosen = [f"{k}={os.environ[k]}" for k in ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT") if k in os.environ]
+    return ", ".join(chosen) if chosen else "GOMP_SPINCOUNT=3000, its default"
+
+
 def print_table(args: argparse.Namespace, results: dict) -> None:
     print(f"date {datetime.datetime.now(datetime.timezone.utc).date()}, {os.cpu_count()} CPUs ({cpu_model()}), "
           f"torch {torch.__version__} ({torch_source()}), batch {args.batch} unless the table says, "
           f"{args.threads} threads (PyTorch's waits: {'passive, --passive-peer' if PASSIVE_PEER else 'its default'}; "
-          f"the engine's: {os.environ.get('OMP_WAIT_POLICY', 'passive, its default')}), {args.precision}"
+          f"the engine's: {engine_waits()}), {args.precision}"
           f"{' (PyTorch: autocast bf16)' if args.precision == 'bf16' else ''}, "
           f"fastest of {args.rounds} rounds")
     print()
