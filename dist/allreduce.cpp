@@ -18,9 +18,9 @@ AllreduceExchange::AllreduceExchange(Comm comm, Solver& solver, ExchangeCompute&
       count_(count),
       label_(std::move(label)),
       device_sum_(std::move(device_sum)),
-      wire_(wire),
       algorithm_(algorithm),
-      schedule_(allreduce_schedule(algorithm, count, comm_.size(), comm_.rank(), per_host)) {
+      schedule_(allreduce_schedule(algorithm, count, comm_.size(), comm_.rank(), per_host)),
+      wire_(wire) {
   int64_t incoming = 1, largest = 1;
   for (const ScheduleStep& s : schedule_) {
     largest = std::max({largest, s.send_count, s.receive_count});
