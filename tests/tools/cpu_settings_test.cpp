@@ -9,6 +9,8 @@
 #include <optional>
 #include <string>
 
+#include <nlohmann/json.hpp>
+
 #include "tools/cli_runner.h"
 
 namespace poseidon::testing {
@@ -60,7 +62,25 @@ std::optional<std::string> spin_count_of_a_run(const char* wait_policy, const ch
   return last_setting(r.err + r.out, "GOMP_SPINCOUNT");
 }
 
+// What `poseidon info` says of the OpenMP waits under Open MPI's count of
+// ranks on this host (null: unset).
+std::string info_waits(const char* ranks_on_host) {
+  ScopedEnv policy("OMP_WAIT_POLICY", nullptr);
+  ScopedEnv spins("GOMP_SPINCOUNT", nullptr);
+  ScopedEnv open_mpi("OMPI_COMM_WORLD_LOCAL_SIZE", ranks_on_host);
+  ScopedEnv mpich("MPI_LOCALNRANKS", nullptr);
+  ScopedEnv slurm("SLURM_NTASKS_PER_NODE", nullptr);
+  CliResult r = run_poseidon("info --json");
+  EXPECT_EQ(r.status, 0) << r.err;
+  return nlohmann::json::parse(r.out).value("OpenMP waits", "");
+}
+
 }  // namespace
+
+TEST(CpuSettings, InfoSaysHowThreadsWait) {
+  EXPECT_EQ(info_waits(nullptr), "GOMP_SPINCOUNT=3000");
+  EXPECT_EQ(info_waits("2"), "OMP_WAIT_POLICY=passive");
+}
 
 TEST(CpuSettings, SpinsBrieflyAloneWaitsPassivelyBesideOtherRanksKeepsTheEnvironmentsChoice) {
   const std::optional<std::string> unset = spin_count_of_a_run(nullptr, nullptr);

@@ -1,6 +1,8 @@
 // `poseidon info`: what this binary was built with and what it can use here,
 // so a report or a bug can say which libraries and GPUs were involved.
 #include <cstdio>
+#include <cstdlib>
+#include <initializer_list>
 #include <string>
 #include <thread>
 #include <vector>
@@ -28,6 +30,15 @@ struct Entry {
   std::string name, value;
 };
 
+// How idle OpenMP threads wait, as the process runs: the environment's
+// setting or the one the binary chose at start (tools/cli/cpu_tuning.h).
+std::string openmp_waits() {
+  std::string waits;
+  for (const char* name : {"OMP_WAIT_POLICY", "GOMP_SPINCOUNT"})
+    if (const char* value = std::getenv(name)) waits += (waits.empty() ? "" : ", ") + std::string(name) + "=" + value;
+  return waits.empty() ? "the OpenMP runtime's default" : waits;
+}
+
 std::vector<Entry> build_entries() {
   std::vector<Entry> out;
   out.push_back({"poseidon", "0.1"});
@@ -51,6 +62,7 @@ std::vector<Entry> build_entries() {
   out.push_back({"OpenCV", "not built (no image sources: POSEIDON_IMAGES=OFF)"});
 #endif
   out.push_back({"CPU threads", std::to_string(std::thread::hardware_concurrency())});
+  out.push_back({"OpenMP waits", openmp_waits()});
   return out;
 }
 }  // namespace
