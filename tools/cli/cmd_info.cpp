@@ -1,15 +1,15 @@
 // `poseidon info`: what this binary was built with and what it can use here,
 // so a report or a bug can say which libraries and GPUs were involved.
+#include <cblas.h>
+#include <yaml-cpp/yaml.h>
+
 #include <cstdio>
 #include <cstdlib>
 #include <initializer_list>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <thread>
 #include <vector>
-
-#include <cblas.h>
-#include <nlohmann/json.hpp>
-#include <yaml-cpp/yaml.h>
 #ifdef POSEIDON_HAVE_IMAGES
 #include <opencv2/core/version.hpp>
 #endif
