@@ -46,29 +46,33 @@ std::optional<std::string> last_setting(const std::string& text, const std::stri
   return text.substr(begin, text.find('\'', begin) - begin);
 }
 
-// The spin count a run of the binary keeps, under the given wait policy,
-// spin count and Open MPI's count of ranks on this host (null: unset).
+// The environment of one run of the binary: its wait policy, spin count and
+// Open MPI's count of ranks on this host (null: unset), the other MPI
+// launchers' counts unset.
+struct RunEnvironment {
+  RunEnvironment(const char* wait_policy, const char* spin_count, const char* ranks_on_host)
+      : policy("OMP_WAIT_POLICY", wait_policy),
+        spins("GOMP_SPINCOUNT", spin_count),
+        open_mpi("OMPI_COMM_WORLD_LOCAL_SIZE", ranks_on_host),
+        mpich("MPI_LOCALNRANKS", nullptr),
+        slurm("SLURM_NTASKS_PER_NODE", nullptr) {}
+  ScopedEnv policy, spins, open_mpi, mpich, slurm;
+};
+
+// The spin count a run keeps, as libgomp prints it.
 std::optional<std::string> spin_count_of_a_run(const char* wait_policy, const char* spin_count,
                                                const char* ranks_on_host = nullptr) {
   ScopedEnv display("OMP_DISPLAY_ENV", "verbose");
-  ScopedEnv policy("OMP_WAIT_POLICY", wait_policy);
-  ScopedEnv spins("GOMP_SPINCOUNT", spin_count);
-  ScopedEnv open_mpi("OMPI_COMM_WORLD_LOCAL_SIZE", ranks_on_host);
-  ScopedEnv mpich("MPI_LOCALNRANKS", nullptr);
-  ScopedEnv slurm("SLURM_NTASKS_PER_NODE", nullptr);
+  RunEnvironment environment(wait_policy, spin_count, ranks_on_host);
   CliResult r = run_poseidon("layers");
   EXPECT_EQ(r.status, 0) << r.err;
   return last_setting(r.err + r.out, "GOMP_SPINCOUNT");
 }
 
-// What `poseidon info` says of the OpenMP waits under Open MPI's count of
-// ranks on this host (null: unset).
+// What `poseidon info` says of the OpenMP waits with nothing set but the
+// ranks on this host.
 std::string info_waits(const char* ranks_on_host) {
-  ScopedEnv policy("OMP_WAIT_POLICY", nullptr);
-  ScopedEnv spins("GOMP_SPINCOUNT", nullptr);
-  ScopedEnv open_mpi("OMPI_COMM_WORLD_LOCAL_SIZE", ranks_on_host);
-  ScopedEnv mpich("MPI_LOCALNRANKS", nullptr);
-  ScopedEnv slurm("SLURM_NTASKS_PER_NODE", nullptr);
+  RunEnvironment environment(nullptr, nullptr, ranks_on_host);
   CliResult r = run_poseidon("info --json");
   EXPECT_EQ(r.status, 0) << r.err;
   return nlohmann::json::parse(r.out).value("OpenMP waits", "");
