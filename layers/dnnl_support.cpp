@@ -30,6 +30,16 @@ dnnl::primitive_attr dnnl_forward_attr(bool relu) {
 
 bool dnnl_is_reference(const char* impl) { return std::strncmp(impl, "ref", 3) == 0; }
 
+bool dnnl_is_packed(const dnnl::memory::desc& desc, const PackedB& b) {
+  const dnnl_memory_desc_t& d = desc.data;
+  if (d.ndims != 2 || d.format_kind != dnnl_blocked || d.offset0 != 0 || d.extra.flags != 0) return false;
+  const dnnl_blocking_desc_t& blk = d.format_desc.blocking;
+  return blk.inner_nblks == 3 && blk.inner_blks[0] == 16 && blk.inner_idxs[0] == 0 && blk.inner_blks[1] == 64 &&
+         blk.inner_idxs[1] == 1 && blk.inner_blks[2] == 2 && blk.inner_idxs[2] == 0 && blk.strides[0] == 2048 &&
+         blk.strides[1] == b.padded_k() / 32 * 2048 && d.padded_dims[0] == b.padded_k() &&
+         d.padded_dims[1] == b.padded_n() && desc.get_size() == static_cast<size_t>(b.elements()) * 2;
+}
+
 std::string dnnl_cpu_isa() {
   switch (dnnl::get_effective_cpu_isa()) {
     case dnnl::cpu_isa::sse41:

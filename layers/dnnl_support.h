@@ -1,11 +1,14 @@
 // What the layers' oneDNN paths (conv_dnnl, fc_dnnl) share: the one CPU
 // engine, the attribute that keeps primitives from allocating scratch space
-// at execution, and the test for oneDNN's reference (naive loop) kernels,
-// which the layers' own code beats. Also the instruction set oneDNN picked
+// at execution, the test for oneDNN's reference (naive loop) kernels,
+// which the layers' own code beats, and the test for the blocked layout of
+// bf16_pack.h. Also the instruction set oneDNN picked
 // for this CPU, which `poseidon info` reports.
 #pragma once
 
 #include <string>
+
+#include "layers/bf16_pack.h"
 
 #ifdef POSEIDON_HAVE_DNNL
 #include <dnnl.hpp>
@@ -33,6 +36,10 @@ dnnl::primitive_attr dnnl_forward_attr(bool relu);
 
 // True for an implementation name of oneDNN's reference kernels.
 bool dnnl_is_reference(const char* impl);
+
+// Whether oneDNN laid out a matrix product's B[b.k, b.n] as bf16_pack.h
+// writes it.
+bool dnnl_is_packed(const dnnl::memory::desc& desc, const PackedB& b);
 
 #endif  // POSEIDON_HAVE_DNNL
 

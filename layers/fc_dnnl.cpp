@@ -7,6 +7,7 @@
 #include <cstdint>
 
 #include "core/bf16.h"
+#include "layers/bf16_pack.h"
 #include "layers/dnnl_support.h"
 
 namespace poseidon {
@@ -67,13 +68,31 @@ DnnlFc::DnnlFc(const DnnlFcShape& s) : shape_(s), stream_(dnnl_cpu_engine()) {
   const int64_t n = s.batch, f = s.features, o = s.num_output;
   const memory::data_type f32 = memory::data_type::f32;
   const memory::data_type read = s.bf16 ? memory::data_type::bf16 : f32;
-  forward_ = product(matrix(n, f, read, Tag::ab), matrix(f, o, read, Tag::ba),
-                     s.bias ? matrix(1, o, f32, Tag::ab) : memory::desc(), matrix(n, o, f32, Tag::ab), false, s.relu);
+  // The products that read W: in bf16 first with W in the layout they
+  // prefer, kept where that is the one bf16_pack.h writes; else W row-major.
   const bool dy_columns = dy_column_major(s);
-  for (bool accumulate : {true, false})
-    (accumulate ? backward_data_ : backward_data_write_) =
-        product(matrix(n, o, read, dy_columns ? Tag::ba : Tag::ab), matrix(o, f, read, Tag::ab), memory::desc(),
-                matrix(n, f, f32, Tag::ab), accumulate);
+  auto weight_products = [&](Tag layout_w_t, Tag layout_w) {
+    forward_ = product(matrix(n, f, read, Tag::ab), matrix(f, o, read, layout_w_t),
+                       s.bias ? matrix(1, o, f32, Tag::ab) : memory::desc(), matrix(n, o, f32, Tag::ab), false, s.relu);
+    for (bool accumulate : {true, false})
+      (accumulate ? backward_data_ : backward_data_write_) =
+          product(matrix(n, o, read, dy_columns ? Tag::ba : Tag::ab), matrix(o, f, read, layout_w), memory::desc(),
+                  matrix(n, f, f32, Tag::ab), accumulate);
+  };
+  const PackedB forward_b{f, o}, backward_b{o, f};
+  if (s.bf16 && bf16_pack_supported()) {
+    weight_products(Tag::any, Tag::any);
+    packed_ = dnnl_is_packed(forward_.weights.get_desc(), forward_b) &&
+              dnnl_is_packed(backward_data_.weights.get_desc(), backward_b) &&
+              dnnl_is_packed(backward_data_write_.weights.get_desc(), backward_b);
+  }
+  if (packed_) {
+    w_t_packed_ = memory(forward_.weights.get_desc(), dnnl_cpu_engine());
+    w_packed_ = memory(backward_data_.weights.get_desc(), dnnl_cpu_engine());
+  } else {
+    reference_ = false;  // these are the first products made: only their kernels count
+    weight_products(Tag::ba, Tag::ab);
+  }
   backward_weights_ = product(matrix(o, n, read, dy_columns ? Tag::ab : Tag::ba), matrix(n, f, read, Tag::ab),
                               memory::desc(), matrix(o, f, f32, Tag::ab), false);
   if (dy_columns) dy_columns_ = copy(n, o, f32, Tag::ba);
@@ -90,7 +109,7 @@ DnnlFc::DnnlFc(const DnnlFcShape& s) : shape_(s), stream_(dnnl_cpu_engine()) {
   if (s.bf16) {
     const memory::data_type bf16 = memory::data_type::bf16;
     x_ = copy(n, f, bf16, Tag::ab);
-    w_ = copy(o, f, bf16, Tag::ab);
+    if (!packed_) w_ = copy(o, f, bf16, Tag::ab);
     dy_ = copy(n, o, bf16, Tag::ab);
   }
   scratchpad_ = memory(matrix(1, std::max<int64_t>(1, (scratchpad_bytes_ + 3) / 4), f32, Tag::ab), dnnl_cpu_engine());
@@ -114,7 +133,7 @@ DnnlFc::Product DnnlFc::product(const memory::desc& src, const memory::desc& wei
   Product p;
   p.prim = dnnl::matmul(pd);
   p.src = memory(src, dnnl_cpu_engine(), nullptr);
-  p.weights = memory(weights, dnnl_cpu_engine(), nullptr);
+  p.weights = memory(pd.weights_desc(), dnnl_cpu_engine(), nullptr);
   p.dst = memory(dst, dnnl_cpu_engine(), nullptr);
   p.args = {{DNNL_ARG_SRC, p.src}, {DNNL_ARG_WEIGHTS, p.weights}, {DNNL_ARG_DST, p.dst}};
   if (!bias.is_zero()) {
@@ -155,7 +174,13 @@ void* DnnlFc::read(const float* data, Copy& c) { return shape_.bf16 ? make(data,
 
 void DnnlFc::forward(const float* x, const float* w, const float* b, float* y) {
   forward_.src.set_data_handle(read(x, x_));
-  forward_.weights.set_data_handle(read(w, w_));
+  if (packed_) {
+    pack_bf16_weights(w, shape_.num_output, shape_.features, static_cast<uint16_t*>(w_t_packed_.get_data_handle()),
+                      static_cast<uint16_t*>(w_packed_.get_data_handle()));
+    forward_.weights.set_data_handle(w_t_packed_.get_data_handle());
+  } else {
+    forward_.weights.set_data_handle(read(w, w_));
+  }
   if (shape_.bias) forward_.bias.set_data_handle(const_cast<float*>(b));
   forward_.dst.set_data_handle(y);
   forward_.prim.execute(stream_, forward_.args);
@@ -171,7 +196,9 @@ void DnnlFc::backward(const float* x, const float* w, const float* dy, float* dx
     // In bf16 w's copy is forward's: the weights do not change in between.
     Product& data = overwrite_dx ? backward_data_write_ : backward_data_;
     data.src.set_data_handle(dy_product);
-    data.weights.set_data_handle(shape_.bf16 ? w_.to.get_data_handle() : const_cast<float*>(w));
+    data.weights.set_data_handle(packed_       ? w_packed_.get_data_handle()
+                                 : shape_.bf16 ? w_.to.get_data_handle()
+                                               : const_cast<float*>(w));
     data.dst.set_data_handle(dx);
     data.prim.execute(stream_, data.args);
   }

@@ -10,7 +10,9 @@
 // products then read a column-major copy of it (see dy_column_major in
 // fc_dnnl.cpp for the measurements). In bf16 the primitives read bfloat16
 // copies of X, W and dY, rounded into buffers of this object, and write
-// float32 with float32 accumulation; backward weights reuses the copy of X
+// float32 with float32 accumulation. W is rounded straight into the blocked
+// layouts the two products that read it prefer, where those are the ones
+// layers/bf16_pack.h writes (AMX); backward weights reuses the copy of X
 // that forward made, since the Layer contract runs backward after a forward
 // over the same input.
 //
@@ -90,6 +92,10 @@ class DnnlFc {
   Product forward_, backward_data_, backward_weights_, backward_bias_;
   Product backward_data_write_;  // backward_data_ without its sum: dx overwritten
   dnnl::memory ones_;  // [1, N] of 1, backward bias's src
+  // In bf16 where oneDNN's products take W blocked as bf16_pack.h lays it
+  // out: W rounded into forward's layout (of W^T) and backward data's.
+  bool packed_ = false;
+  dnnl::memory w_t_packed_, w_packed_;
   bool reference_ = false;
 };
 
