@@ -23,6 +23,7 @@
 #include "core/math.h"
 #include "core/registry.h"
 #include "layers/conv_dnnl.h"
+#include "layers/conv_subsample.h"
 #include "layers/relu_kernels.h"
 
 namespace poseidon {
@@ -83,9 +84,17 @@ bool ConvLayer::fuse_relu() {
 
 void ConvLayer::prepare_cpu_engine() {
   dnnl_.reset();  // before its replacement is made: both may be large
+  subsampled_ = false;
   if (!im2col_only_) {
     DnnlConvShape shape{
         .geom = geom_, .batch = batch_, .num_output = num_output_, .groups = groups_, .bias = has_bias_};
+    if (subsample().stride_h * subsample().stride_w > 1 && kernel_ == Hw{1, 1} && pad_ == Hw{0, 0} &&
+        dilation_ == Hw{1, 1}) {
+      subsampled_ = true;
+      shape.geom.height = geom_.out_height();
+      shape.geom.width = geom_.out_width();
+      shape.geom.stride_h = shape.geom.stride_w = 1;
+    }
     shape.relu = relu_fused_;
     // In bf16 where oneDNN has only reference loops for bfloat16 on this CPU
     // (before AVX-512), the layer computes in float32 instead.
@@ -95,7 +104,10 @@ void ConvLayer::prepare_cpu_engine() {
       shape.bf16 = false;
       dnnl_ = DnnlConv::create(shape);
     }
+    subsampled_ = subsampled_ && dnnl_;
   }
+  x_sub_.resize(subsampled_ ? batch_ * geom_.channels * out_hw_ : 0);
+  dx_sub_.resize(x_sub_.size());
   pointwise_ = kernel_ == Hw{1, 1} && stride_ == Hw{1, 1} && pad_ == Hw{0, 0};
   if (dnnl_ || pointwise_) {
     chunk_ = 0;
@@ -108,6 +120,10 @@ void ConvLayer::prepare_cpu_engine() {
     col_.resize(geom_.col_rows() * chunk_ * out_hw_);
     gathered_.resize(num_output_ * chunk_ * out_hw_);
   }
+}
+
+SubsampleShape ConvLayer::subsample() const {
+  return {batch_ * geom_.channels, geom_.height, geom_.width, stride_[0], stride_[1]};
 }
 
 ConvGeometry ConvLayer::geometry(const Shape& nchw) const {
@@ -193,6 +209,10 @@ void ConvLayer::forward(LayerIO& io, RunContext&) {
 }
 
 void ConvLayer::convolve(const float* x, const float* w, float* y) {
+  if (subsampled_) {
+    subsample_pixels(x, subsample(), x_sub_.data());
+    x = x_sub_.data();
+  }
   if (dnnl_) {
     dnnl_->forward(x, w, has_bias_ ? param(1).value.data() : nullptr, y);
     return;
@@ -225,6 +245,13 @@ void ConvLayer::backward(LayerIO& io, RunContext&) {
   const bool overwrite_dx = io.overwrites_input_grad(0);
   const float* w = param(0).value.data();
   float* dw = param(0).grad.data();
+  if (subsampled_) {
+    // Backward follows a forward over the same x: the copy is still x's.
+    dnnl_->backward(x_sub_.data(), w, dy, dx ? dx_sub_.data() : nullptr, dw, has_bias_ ? param(1).grad.data() : nullptr,
+                    true);
+    if (dx) scatter_pixels(dx_sub_.data(), subsample(), dx, overwrite_dx);
+    return;
+  }
   if (dnnl_) {
     dnnl_->backward(x, w, dy, dx, dw, has_bias_ ? param(1).grad.data() : nullptr, overwrite_dx);
     return;

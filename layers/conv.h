@@ -13,6 +13,7 @@
 #include "core/im2col.h"
 #include "core/layer.h"
 #include "core/relu_fusion.h"
+#include "layers/conv_subsample.h"
 
 namespace poseidon {
 
@@ -59,6 +60,7 @@ class ConvLayer : public Layer, public ReluFusable {
  private:
   // The CPU engine for the accepted shape: oneDNN, or the im2col buffers.
   void prepare_cpu_engine();
+  SubsampleShape subsample() const;  // of the input, at the layer's stride
   void convolve(const float* x, const float* w, float* y);
   template <class Fn>
   void for_each_group(int64_t images, Fn fn);
@@ -73,6 +75,11 @@ class ConvLayer : public Layer, public ReluFusable {
   int64_t chunk_ = 0;            // images unrolled per GEMM
   std::vector<float> col_;       // [in*kh*kw, chunk*hw]: im2col output, then its gradient
   std::vector<float> gathered_;  // [out, chunk*hw]: GEMM output, or gathered dY
+
+  // A strided 1x1 convolution without padding on oneDNN convolves the pixels
+  // it reads at stride 1 (conv_subsample.h): their copy, and its gradient.
+  bool subsampled_ = false;
+  std::vector<float> x_sub_, dx_sub_;  // [batch, channels, out_h, out_w]
 };
 
 }  // namespace poseidon

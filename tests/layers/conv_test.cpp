@@ -170,6 +170,11 @@ INSTANTIATE_TEST_SUITE_P(
                       ConvSpec{"depthwise_stride2", 2, 4, 6, 6, 8, 3, 3, 2, 2, 1, 1, 1, 1, 4},
                       ConvSpec{"pointwise_groups_no_bias", 3, 4, 5, 6, 6, 1, 1, 1, 1, 0, 0, 1, 1, 2, false},
                       ConvSpec{"pointwise", 2, 5, 4, 3, 3, 1, 1},
+                      // Strided 1x1 (layers/conv_subsample.h): the stride-1 convolution
+                      // of the pixels read, its input gradient scattered back onto dx.
+                      ConvSpec{"pointwise_stride2", 2, 16, 10, 10, 8, 1, 1, 2, 2},
+                      ConvSpec{"pointwise_stride3x2_odd_edges", 2, 16, 11, 8, 8, 1, 1, 3, 2},
+                      ConvSpec{"pointwise_stride2_groups_no_bias", 2, 16, 9, 9, 8, 1, 1, 2, 2, 0, 0, 1, 1, 2, false},
                       ConvSpec{"small_2x2_pad1", 3, 8, 2, 2, 6, 3, 3, 1, 1, 1, 1},
                       ConvSpec{"small_2x2_stride2_pad1_no_bias", 2, 6, 4, 4, 5, 3, 3, 2, 2, 1, 1, 1, 1, 1, false},
                       ConvSpec{"small_1x3_on_2x2", 2, 6, 2, 2, 4, 1, 3, 1, 1, 0, 1},
