@@ -27,6 +27,8 @@
 #ifdef POSEIDON_HAVE_DNNL
 #include <dnnl.hpp>
 #include <unordered_map>
+
+#include "layers/bf16_weight_grad.h"
 #endif
 
 namespace poseidon {
@@ -96,6 +98,9 @@ class DnnlFc {
   // out: W rounded into forward's layout (of W^T) and backward data's.
   bool packed_ = false;
   dnnl::memory w_t_packed_, w_packed_;
+  // In bf16 at batches up to its kMaxBatch where the CPU has AVX512-BF16:
+  // the weight gradient, in place of backward_weights_.
+  std::unique_ptr<Bf16WeightGrad> small_batch_weight_grad_;
   bool reference_ = false;
 };
 
