@@ -8,8 +8,8 @@
 
 #include "core/bf16.h"
 #include "layers/bf16_pack.h"
-#include "layers/bf16_weight_grad.h"
 #include "layers/dnnl_support.h"
+#include "layers/small_batch_weight_grad.h"
 
 namespace poseidon {
 namespace {
@@ -94,8 +94,10 @@ DnnlFc::DnnlFc(const DnnlFcShape& s) : shape_(s), stream_(dnnl_cpu_engine()) {
     reference_ = false;  // these are the first products made: only their kernels count
     weight_products(Tag::ba, Tag::ab);
   }
-  if (s.bf16 && s.batch <= Bf16WeightGrad::kMaxBatch && Bf16WeightGrad::supported())
-    small_batch_weight_grad_ = std::make_unique<Bf16WeightGrad>(n, f, o);
+  if (s.batch <= kSmallBatchWeightGradMax) {
+    if (s.bf16 && Bf16WeightGrad::supported()) small_batch_weight_grad_ = std::make_unique<Bf16WeightGrad>(n, f, o);
+    small_batch_f32_weight_grad_ = !s.bf16 && f32_weight_grad_supported();
+  }
   backward_weights_ = product(matrix(o, n, read, dy_columns ? Tag::ab : Tag::ba), matrix(n, f, read, Tag::ab),
                               memory::desc(), matrix(o, f, f32, Tag::ab), false);
   if (dy_columns) dy_columns_ = copy(n, o, f32, Tag::ba);
@@ -208,6 +210,8 @@ void DnnlFc::backward(const float* x, const float* w, const float* dy, float* dx
   if (dw && small_batch_weight_grad_) {
     small_batch_weight_grad_->run(static_cast<const uint16_t*>(dy_read),
                                   static_cast<const uint16_t*>(x_.to.get_data_handle()), dw);
+  } else if (dw && small_batch_f32_weight_grad_) {
+    f32_weight_grad(dy, x, shape_.batch, shape_.features, shape_.num_output, dw);
   } else if (dw) {
     backward_weights_.src.set_data_handle(dy_product);
     backward_weights_.weights.set_data_handle(shape_.bf16 ? x_.to.get_data_handle() : const_cast<float*>(x));

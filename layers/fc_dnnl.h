@@ -28,7 +28,7 @@
 #include <dnnl.hpp>
 #include <unordered_map>
 
-#include "layers/bf16_weight_grad.h"
+#include "layers/small_batch_weight_grad.h"
 #endif
 
 namespace poseidon {
@@ -98,9 +98,11 @@ class DnnlFc {
   // out: W rounded into forward's layout (of W^T) and backward data's.
   bool packed_ = false;
   dnnl::memory w_t_packed_, w_packed_;
-  // In bf16 at batches up to its kMaxBatch where the CPU has AVX512-BF16:
-  // the weight gradient, in place of backward_weights_.
+  // At batches up to kSmallBatchWeightGradMax where the CPU has the kernels
+  // (small_batch_weight_grad.h): the weight gradient, in place of
+  // backward_weights_, in bf16 or in float32.
   std::unique_ptr<Bf16WeightGrad> small_batch_weight_grad_;
+  bool small_batch_f32_weight_grad_ = false;
   bool reference_ = false;
 };
 

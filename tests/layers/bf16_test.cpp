@@ -105,7 +105,7 @@ TEST(Bf16Layers, ConvAgreesWithFloat32) {
 TEST(Bf16Layers, FcAgreesWithFloat32) {
   expect_bf16_close_to_fp32("{name: f, type: fc, num_output: 96}", {8, 200});
   // Above batch 32 the weight gradient is oneDNN's product, not the
-  // small-batch kernel (layers/bf16_weight_grad.h).
+  // small-batch kernel (layers/small_batch_weight_grad.h).
   expect_bf16_close_to_fp32("{name: f, type: fc, num_output: 96}", {40, 200});
   expect_bf16_close_to_fp32("{name: f, type: fc, num_output: 10, bias: false}", {3, 4, 5, 6});
   // Matrices of up to 131072 floats are rounded by the layer's own loop, larger
@@ -119,10 +119,12 @@ TEST(Bf16Layers, FcAgreesWithFloat32) {
 
 // Two float32 paths sum the same products in other orders: 1e-5, as the
 // convolution's oneDNN test. 4096 outputs and more read dy column-major in
-// the backward products, except at batch 1.
+// the backward products, except at batch 1. Up to batch 32 the weight
+// gradient is the small-batch kernel's (small_batch_weight_grad.h), at 40
+// oneDNN's product.
 TEST(Bf16Layers, FcOneDnnAgreesWithBlasInFloat32) {
   for (const auto& [outputs, in_shape] :
-       std::vector<std::pair<int, Shape>>{{70, {9, 130}}, {4096, {5, 40}}, {4096, {1, 40}}})
+       std::vector<std::pair<int, Shape>>{{70, {9, 130}}, {4096, {5, 40}}, {4096, {1, 40}}, {70, {40, 130}}})
     for (const char* bias : {"true", "false"}) {
       const std::string keys = "num_output: " + std::to_string(outputs) + ", bias: " + bias + "}";
       const std::string what = keys + " on batch " + std::to_string(in_shape[0]);
