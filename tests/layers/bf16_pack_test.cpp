@@ -10,11 +10,11 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
-#include <random>
 #include <vector>
 
 #include "core/bf16.h"
 #include "layers/dnnl_support.h"
+#include "uniform_values.h"
 
 namespace poseidon::testing {
 namespace {
@@ -23,13 +23,7 @@ struct Extent {
   int64_t rows, cols;
 };
 
-std::vector<float> random_weights(const Extent& e, uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  std::uniform_real_distribution<float> uni(-2.f, 2.f);
-  std::vector<float> w(e.rows * e.cols);
-  for (float& x : w) x = uni(rng);
-  return w;
-}
+std::vector<float> random_weights(const Extent& e, uint64_t seed) { return uniform_values(e.rows * e.cols, seed, 2.f); }
 
 // B[k][n] of a packed copy, or 0 in its padding, as the formula places it.
 std::vector<uint16_t> expected_packing(const PackedB& b, const auto& element) {

@@ -9,20 +9,15 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
-#include <random>
 #include <string>
 #include <vector>
+
+#include "uniform_values.h"
 
 namespace poseidon::testing {
 namespace {
 
-std::vector<float> random_values(int64_t count, uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  std::uniform_real_distribution<float> uni(-4.f, 4.f);
-  std::vector<float> v(count);
-  for (float& x : v) x = uni(rng);
-  return v;
-}
+std::vector<float> random_values(int64_t count, uint64_t seed) { return uniform_values(count, seed, 4.f); }
 
 int64_t nhwc_index(const NhwcShape& s, int64_t n, int64_t c, int64_t p) { return (n * s.pixels + p) * s.channels + c; }
 int64_t nchw_index(const NhwcShape& s, int64_t n, int64_t c, int64_t p) { return (n * s.channels + c) * s.pixels + p; }

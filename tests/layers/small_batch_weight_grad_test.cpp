@@ -10,10 +10,10 @@
 
 #include <cmath>
 #include <cstdint>
-#include <random>
 #include <vector>
 
 #include "core/bf16.h"
+#include "uniform_values.h"
 
 namespace poseidon::testing {
 namespace {
@@ -23,20 +23,12 @@ struct Extent {
 };
 
 std::vector<uint16_t> random_bf16(int64_t count, uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  std::uniform_real_distribution<float> uni(-2.f, 2.f);
-  std::vector<uint16_t> v(count);
-  for (uint16_t& b : v) b = to_bf16(uni(rng));
+  std::vector<uint16_t> v;
+  for (float x : uniform_values(count, seed, 2.f)) v.push_back(to_bf16(x));
   return v;
 }
 
-std::vector<float> random_floats(int64_t count, uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  std::uniform_real_distribution<float> uni(-2.f, 2.f);
-  std::vector<float> v(count);
-  for (float& f : v) f = uni(rng);
-  return v;
-}
+std::vector<float> random_floats(int64_t count, uint64_t seed) { return uniform_values(count, seed, 2.f); }
 
 // Runs `grad` into dW 64-byte aligned and then 4 bytes past it, and checks
 // every output against the double sum of term(n, o, f), and that nothing is
