@@ -98,8 +98,9 @@ DnnlFc::DnnlFc(const DnnlFcShape& s) : shape_(s), stream_(dnnl_cpu_engine()) {
     if (s.bf16 && Bf16WeightGrad::supported()) small_batch_weight_grad_ = std::make_unique<Bf16WeightGrad>(n, f, o);
     small_batch_f32_weight_grad_ = !s.bf16 && f32_weight_grad_supported();
   }
-  backward_weights_ = product(matrix(o, n, read, dy_columns ? Tag::ab : Tag::ba), matrix(n, f, read, Tag::ab),
-                              memory::desc(), matrix(o, f, f32, Tag::ab), false);
+  if (!small_batch_weight_grad_ && !small_batch_f32_weight_grad_)
+    backward_weights_ = product(matrix(o, n, read, dy_columns ? Tag::ab : Tag::ba), matrix(n, f, read, Tag::ab),
+                                memory::desc(), matrix(o, f, f32, Tag::ab), false);
   if (dy_columns) dy_columns_ = copy(n, o, f32, Tag::ba);
   if (s.bias) {
     backward_bias_ = product(matrix(1, n, read, Tag::ab), matrix(n, o, read, Tag::ab), memory::desc(),
@@ -195,8 +196,9 @@ void DnnlFc::forward(const float* x, const float* w, const float* b, float* y) {
 void DnnlFc::backward(const float* x, const float* w, const float* dy, float* dx, float* dw, float* db,
                       bool overwrite_dx) {
   void* dy_read = read(dy, dy_);
-  // What the two matrix products read for dy: its copy when column-major.
-  void* dy_product = dy_columns_.from && (dx || dw) ? make(dy, dy_columns_) : dy_read;
+  // What the matrix products read for dy: its copy when column-major.
+  const bool weight_product = dw && backward_weights_.prim;
+  void* dy_product = dy_columns_.from && (dx || weight_product) ? make(dy, dy_columns_) : dy_read;
   if (dx) {
     // In bf16 w's copy is forward's: the weights do not change in between.
     Product& data = overwrite_dx ? backward_data_write_ : backward_data_;
@@ -212,7 +214,7 @@ void DnnlFc::backward(const float* x, const float* w, const float* dy, float* dx
                                   static_cast<const uint16_t*>(x_.to.get_data_handle()), dw);
   } else if (dw && small_batch_f32_weight_grad_) {
     f32_weight_grad(dy, x, shape_.batch, shape_.features, shape_.num_output, dw);
-  } else if (dw) {
+  } else if (weight_product) {
     backward_weights_.src.set_data_handle(dy_product);
     backward_weights_.weights.set_data_handle(shape_.bf16 ? x_.to.get_data_handle() : const_cast<float*>(x));
     backward_weights_.dst.set_data_handle(dw);
