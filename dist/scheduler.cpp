@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "core/finite_check.h"
+#include "core/math.h"
 #include "dist/allreduce.h"
 #include "dist/lowrank.h"
 #include "dist/ps.h"
@@ -112,7 +113,14 @@ Scheduler::Scheduler(Net& net, Solver& solver, const World& world, CommPlan plan
   ready_.assign(n, false);
   done_rounds_.assign(n, 0);
   group_started_.resize(n);
-  thread_ = std::thread(&Scheduler::loop, this);
+  // The exchanges' arithmetic (SFB's rebuild GEMM, PS updates) runs on this
+  // thread with the caller's thread count, not OpenMP's default: OpenBLAS
+  // partitions a GEMM by its threads, and its sums' order with it, so the
+  // rebuild equals the same GEMM on the caller's thread bit for bit.
+  thread_ = std::thread([this, threads = num_threads()] {
+    set_num_threads(threads);
+    loop();
+  });
   try {
     check_replicas_identical();
   } catch (...) {
