@@ -234,15 +234,21 @@ void DnnlConv::run_weight_grad_matmul(float* dw) {
 }
 
 // Whether the operand is an NCHW float32 activation that the primitive reads
-// or writes in NHWC, and the layer's transposes cover it (outputs leave the
-// primitives in float32); if so, sets it up for them.
+// or writes in NHWC or in 16-channel blocks (nChw16c), and the layer's
+// transposes cover it (outputs leave the primitives in float32); if so, sets
+// it up for them. nChw16c is NHWC of 16-channel slabs: each image's block of
+// 16 channels is one image of 16 channels, N * C / 16 of them.
 bool DnnlConv::nhwc_activation(const memory::desc& plain, const memory::desc& blocked, Flow flow, Operand& op) {
   if (plain.dims().size() != 4 || !is_layout(plain, memory::format_tag::nchw) ||
-      plain.data_type() != memory::data_type::f32 || !is_layout(blocked, memory::format_tag::nhwc))
+      plain.data_type() != memory::data_type::f32)
     return false;
   const bool bf16 = blocked.data_type() == memory::data_type::bf16;
   const Dims& dims = plain.dims();
-  const NhwcShape shape{.batch = dims[0], .channels = dims[1], .pixels = dims[2] * dims[3]};
+  NhwcShape shape{.batch = dims[0], .channels = dims[1], .pixels = dims[2] * dims[3]};
+  if (is_layout(blocked, memory::format_tag::nChw16c) && shape.channels % 16 == 0)
+    shape = NhwcShape{.batch = shape.batch * shape.channels / 16, .channels = 16, .pixels = shape.pixels};
+  else if (!is_layout(blocked, memory::format_tag::nhwc))
+    return false;
   if ((bf16 && flow != Flow::in) || !nhwc_transpose_supported(shape)) return false;
   op.transposed = true;
   op.add = flow == Flow::add_out;

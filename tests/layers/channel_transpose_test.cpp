@@ -1,7 +1,7 @@
 // The NCHW <-> NHWC tile transposes of the conv layer's oneDNN path against
 // index arithmetic, on pixel counts that leave partial tiles, several
-// channel tiles and images; and their bfloat16 rounding (nearest even,
-// NaN kept) against the bit rule.
+// channel tiles and images, and as the 16-channel blocked layout (nChw16c);
+// and their bfloat16 rounding (nearest even, NaN kept) against the bit rule.
 #include "layers/channel_transpose.h"
 
 #include <gtest/gtest.h>
@@ -85,6 +85,31 @@ INSTANTIATE_TEST_SUITE_P(Shapes, NhwcTranspose,
                            return "n" + std::to_string(s.batch) + "_c" + std::to_string(s.channels) + "_p" +
                                   std::to_string(s.pixels);
                          });
+
+// The conv layer moves nChw16c activations (oneDNN's 16-channel blocks) as
+// NHWC of N * C / 16 images of 16 channels: there and back, every element
+// lands at its blocked offset ((n * C / 16 + c / 16) * pixels + p) * 16 +
+// c % 16.
+TEST(NhwcTransposeBlocks, SixteenChannelImagesAreTheBlockedLayout) {
+  const NhwcShape plain{.batch = 2, .channels = 48, .pixels = 21};  // a partial pixel tile
+  const NhwcShape slabs{.batch = plain.batch * plain.channels / 16, .channels = 16, .pixels = plain.pixels};
+  if (!nhwc_transpose_supported(slabs)) GTEST_SKIP() << "no AVX-512 on this CPU";
+  const std::vector<float> src = random_values(plain.batch * plain.channels * plain.pixels, 5);
+  std::vector<float> blocked(src.size(), -100.f), back(src.size(), -100.f);
+  std::vector<uint16_t> blocked_bf16(src.size(), 0);
+  nchw_to_nhwc(src.data(), slabs, blocked.data());
+  nchw_to_nhwc_bf16(src.data(), slabs, blocked_bf16.data());
+  nhwc_to_nchw(blocked.data(), slabs, back.data(), false);
+  for (int64_t n = 0; n < plain.batch; ++n)
+    for (int64_t c = 0; c < plain.channels; ++c)
+      for (int64_t p = 0; p < plain.pixels; ++p) {
+        const int64_t at = ((n * plain.channels / 16 + c / 16) * plain.pixels + p) * 16 + c % 16;
+        const int64_t i = nchw_index(plain, n, c, p);
+        ASSERT_EQ(blocked[at], src[i]) << n << " " << c << " " << p;
+        ASSERT_EQ(blocked_bf16[at], bf16_bits(src[i])) << n << " " << c << " " << p;
+        ASSERT_EQ(back[i], src[i]) << n << " " << c << " " << p;
+      }
+}
 
 TEST(NhwcTransposeBf16, RoundsTiesToEvenAndKeepsSpecials) {
   const NhwcShape s{.batch = 1, .channels = 16, .pixels = 1};
