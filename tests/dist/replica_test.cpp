@@ -246,19 +246,7 @@ class Lockstep {
   // the single process forms its weight gradient with.
   Step sfb_step(int it, const dist::PlannedParam& planned, bool bias, const std::vector<float>& before,
                 const State& state) {
-    std::vector<float> u, v;  // [P*K, M] and [P*K, N]
-    for (int r = 0; r < ranks_; ++r) {
-      run_local(it, r, before);
-      const Layer& layer = local_.layer(planned.layer);
-      const Tensor& x = local_.blob(layer.inputs()[0]).value;
-      const Tensor& dy = local_.blob(layer.outputs()[0]).grad;
-      u.insert(u.end(), dy.data(), dy.data() + dy.numel());
-      v.insert(v.end(), x.data(), x.data() + x.numel());
-      if (layer.precision() == Precision::bf16) {
-        round_to_bf16(u.data() + u.size() - dy.numel(), dy.numel());
-        round_to_bf16(v.data() + v.size() - x.numel(), x.numel());
-      }
-    }
+    const auto& [u, v] = sfb_factors(it, planned.layer, before);
     const int64_t rows = ranks_ * kPerRank, m = static_cast<int64_t>(u.size()) / rows;
     const int64_t n = static_cast<int64_t>(v.size()) / rows;
     const float scale = 1.f / static_cast<float>(ranks_);
@@ -304,6 +292,31 @@ class Lockstep {
     return step;
   }
 
+  // The factors of layer `layer` in iteration `it` at `before` (each layer's
+  // once, for its weight and its bias): its output gradient U [P*K, M] and
+  // input V [P*K, N] after each rank's backward, stacked in rank order,
+  // rounded to bfloat16 for a bf16 layer as the exchange captures them.
+  using Factors = std::pair<std::vector<float>, std::vector<float>>;
+  const Factors& sfb_factors(int it, size_t layer_index, const std::vector<float>& before) {
+    if (factors_it_ != it) factors_.clear(), factors_it_ = it;
+    Factors& f = factors_[layer_index];
+    if (!f.first.empty()) return f;
+    auto& [u, v] = f;
+    for (int r = 0; r < ranks_; ++r) {
+      run_local(it, r, before);
+      const Layer& layer = local_.layer(layer_index);
+      const Tensor& x = local_.blob(layer.inputs()[0]).value;
+      const Tensor& dy = local_.blob(layer.outputs()[0]).grad;
+      u.insert(u.end(), dy.data(), dy.data() + dy.numel());
+      v.insert(v.end(), x.data(), x.data() + x.numel());
+      if (layer.precision() == Precision::bf16) {
+        round_to_bf16(u.data() + u.size() - dy.numel(), dy.numel());
+        round_to_bf16(v.data() + v.size() - x.numel(), x.numel());
+      }
+    }
+    return f;
+  }
+
   // Rank r's forward and backward in iteration `it` at `before`.
   void run_local(int it, int r, const std::vector<float>& before) {
     set_values(local_, before);
@@ -330,8 +343,9 @@ class Lockstep {
   std::string solver_type_;
   Net combined_, local_;
   Solver solver_;
-  int local_it_ = -1;
+  int local_it_ = -1, factors_it_ = -1;
   std::map<int, std::vector<float>> local_grads_;
+  std::map<size_t, Factors> factors_;
 };
 
 struct DistRun {
