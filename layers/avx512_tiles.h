@@ -58,6 +58,11 @@ POSEIDON_AVX512 inline __m256i to_bf16(__m512 v) {
   return _mm512_cvtepi32_epi16(rounded);
 }
 
+// Sixteen bfloat16 words widened to float32 (exact).
+POSEIDON_AVX512 inline __m512 from_bf16(__m256i v) {
+  return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(v), 16));
+}
+
 // A mask of the first n (0..16) lanes.
 inline __mmask16 first_lanes(int64_t n) { return static_cast<__mmask16>((1u << n) - 1u); }
 

@@ -34,18 +34,23 @@ POSEIDON_AVX512 void to_nhwc(const float* src, const NhwcShape& l, Out* dst) {
     }
 }
 
-POSEIDON_AVX512 void from_nhwc(const float* src, const NhwcShape& l, float* dst, bool add) {
+POSEIDON_AVX512 inline __m512 load(const float* src) { return _mm512_loadu_ps(src); }
+POSEIDON_AVX512 inline __m512 load(const uint16_t* src) {
+  return from_bf16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(src)));
+}
+
+template <class In>
+POSEIDON_AVX512 void from_nhwc(const In* src, const NhwcShape& l, float* dst, bool add) {
   const int64_t blocks = l.channels / 16, hw = l.pixels;
 #pragma omp parallel for collapse(2) if (l.batch * l.channels * hw > 32768)
   for (int64_t n = 0; n < l.batch; ++n)
     for (int64_t b = 0; b < blocks; ++b) {
-      const float* s = src + n * l.channels * hw + b * 16;
+      const In* s = src + n * l.channels * hw + b * 16;
       float* d = dst + (n * l.channels + b * 16) * hw;
       for (int64_t p0 = 0; p0 < hw; p0 += 16) {
         const int64_t m = std::min<int64_t>(16, hw - p0);
         __m512 r[16];
-        for (int64_t j = 0; j < 16; ++j)
-          r[j] = j < m ? _mm512_loadu_ps(s + (p0 + j) * l.channels) : _mm512_setzero_ps();
+        for (int64_t j = 0; j < 16; ++j) r[j] = j < m ? load(s + (p0 + j) * l.channels) : _mm512_setzero_ps();
         transpose16(r);
         for (int i = 0; i < 16; ++i) {
           float* row = d + i * hw + p0;
@@ -69,6 +74,10 @@ void nchw_to_nhwc_bf16(const float* src, const NhwcShape& shape, uint16_t* dst) 
 
 void nhwc_to_nchw(const float* src, const NhwcShape& shape, float* dst, bool add) { from_nhwc(src, shape, dst, add); }
 
+void nhwc_bf16_to_nchw(const uint16_t* src, const NhwcShape& shape, float* dst, bool add) {
+  from_nhwc(src, shape, dst, add);
+}
+
 #else
 
 // Elsewhere no layout is supported, so the callers keep oneDNN's reorders.
@@ -76,6 +85,7 @@ bool nhwc_transpose_supported(const NhwcShape&) { return false; }
 void nchw_to_nhwc(const float*, const NhwcShape&, float*) {}
 void nchw_to_nhwc_bf16(const float*, const NhwcShape&, uint16_t*) {}
 void nhwc_to_nchw(const float*, const NhwcShape&, float*, bool) {}
+void nhwc_bf16_to_nchw(const uint16_t*, const NhwcShape&, float*, bool) {}
 
 #endif
 

@@ -25,7 +25,9 @@ bool nhwc_transpose_supported(const NhwcShape& shape);
 void nchw_to_nhwc(const float* src, const NhwcShape& shape, float* dst);
 void nchw_to_nhwc_bf16(const float* src, const NhwcShape& shape, uint16_t* dst);
 
-// NHWC float32 -> NCHW float32, overwriting dst or adding onto it.
+// NHWC float32 or bfloat16 -> NCHW float32, overwriting dst or adding onto
+// it.
 void nhwc_to_nchw(const float* src, const NhwcShape& shape, float* dst, bool add);
+void nhwc_bf16_to_nchw(const uint16_t* src, const NhwcShape& shape, float* dst, bool add);
 
 }  // namespace poseidon

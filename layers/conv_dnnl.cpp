@@ -59,17 +59,27 @@ DnnlConv::DnnlConv(const DnnlConvShape& s) : shape_(s), stream_(dnnl_cpu_engine(
   const Dims pad{g.pad_h, g.pad_w};
   const dnnl::algorithm direct = dnnl::algorithm::convolution_direct;  // no Winograd: fp32-exact sums
   const dnnl::primitive_attr attr = dnnl_user_scratchpad();
-  // What the primitives read: float32, or bfloat16 in precision bf16. What
-  // they write (y, dx, dw, db) is float32 either way.
+  // What the primitives read and write: float32, or in precision bf16
+  // bfloat16 except for the parameters' gradients (dw, db), which stay
+  // float32. y and dx leave in bfloat16 as autocast's convolution returns
+  // them, and are widened back on their way into the layer's tensors: the
+  // primitive writes half the bytes and the widening reads half.
   const memory::data_type read = s.bf16 ? memory::data_type::bf16 : memory::data_type::f32;
   const memory::desc src_any{src_dims, read, any}, weight_any{weight_dims, read, any}, dy_any{dst_dims, read, any};
 
-  fwd_pd_ = {{dnnl::prop_kind::forward_training, direct, src_any, weight_any, bias_plain, f32(dst_dims, any), strides,
-              dilates, pad, pad},
+  fwd_pd_ = {{dnnl::prop_kind::forward_training,
+              direct,
+              src_any,
+              weight_any,
+              bias_plain,
+              {dst_dims, read, any},
+              strides,
+              dilates,
+              pad,
+              pad},
              dnnl_forward_attr(s.relu),
              dnnl_cpu_engine()};
-  bwd_data_pd_ = {
-      {direct, f32(src_dims, any), weight_any, dy_any, strides, dilates, pad, pad}, attr, dnnl_cpu_engine(), fwd_pd_};
+  bwd_data_pd_ = {{direct, src_any, weight_any, dy_any, strides, dilates, pad, pad}, attr, dnnl_cpu_engine(), fwd_pd_};
   bwd_weights_pd_ = {{direct, src_any, f32(weight_dims, any), bias_plain, dy_any, strides, dilates, pad, pad},
                      attr,
                      dnnl_cpu_engine(),
@@ -235,7 +245,7 @@ void DnnlConv::run_weight_grad_matmul(float* dw) {
 
 // Whether the operand is an NCHW float32 activation that the primitive reads
 // or writes in NHWC or in 16-channel blocks (nChw16c), and the layer's
-// transposes cover it (outputs leave the primitives in float32); if so, sets
+// transposes cover it; if so, sets
 // it up for them. nChw16c is NHWC of 16-channel slabs: each image's block of
 // 16 channels is one image of 16 channels, N * C / 16 of them.
 bool DnnlConv::nhwc_activation(const memory::desc& plain, const memory::desc& blocked, Flow flow, Operand& op) {
@@ -249,7 +259,7 @@ bool DnnlConv::nhwc_activation(const memory::desc& plain, const memory::desc& bl
     shape = NhwcShape{.batch = shape.batch * shape.channels / 16, .channels = 16, .pixels = shape.pixels};
   else if (!is_layout(blocked, memory::format_tag::nhwc))
     return false;
-  if ((bf16 && flow != Flow::in) || !nhwc_transpose_supported(shape)) return false;
+  if (!nhwc_transpose_supported(shape)) return false;
   op.transposed = true;
   op.add = flow == Flow::add_out;
   op.bf16 = bf16;
@@ -325,8 +335,12 @@ void DnnlConv::bind(Operand& op, float* data) { op.plain.set_data_handle(data); 
 
 void DnnlConv::flush(Operand& op, bool overwrite) {
   if (op.transposed) {
-    nhwc_to_nchw(static_cast<const float*>(op.blocked.get_data_handle()), op.nhwc,
-                 static_cast<float*>(op.plain.get_data_handle()), op.add && !overwrite);
+    float* to = static_cast<float*>(op.plain.get_data_handle());
+    const bool add = op.add && !overwrite;
+    if (op.bf16)
+      nhwc_bf16_to_nchw(static_cast<const uint16_t*>(op.blocked.get_data_handle()), op.nhwc, to, add);
+    else
+      nhwc_to_nchw(static_cast<const float*>(op.blocked.get_data_handle()), op.nhwc, to, add);
     return;
   }
   if (!op.reordered) return;

@@ -13,10 +13,12 @@
 // scratchpad) is made once in the constructor; forward and backward only point
 // the NCHW memory objects at the caller's tensors and execute.
 //
-// In bf16 the primitives read x, w and dy in bfloat16 and write y, dx, dw and
-// db in float32 (accumulating in float32): the reorders into the blocked
-// layouts, needed in float32 as well, also round to bfloat16, so the layer's
-// tensors stay float32 and the precision costs no pass of its own.
+// In bf16 the primitives read x, w and dy in bfloat16 and accumulate in
+// float32; they write dw and db in float32, and y and dx rounded to bfloat16
+// as autocast's convolution returns them. The layouts' moves in and out,
+// needed in float32 as well, also round or widen, so the layer's tensors stay
+// float32 and the precision costs no pass of its own, while the blocked
+// copies of y and dx take half the bytes to write and to read back.
 #pragma once
 
 #include <memory>

@@ -1,7 +1,8 @@
 // The NCHW <-> NHWC tile transposes of the conv layer's oneDNN path against
 // index arithmetic, on pixel counts that leave partial tiles, several
 // channel tiles and images, and as the 16-channel blocked layout (nChw16c);
-// and their bfloat16 rounding (nearest even, NaN kept) against the bit rule.
+// their bfloat16 rounding (nearest even, NaN kept) against the bit rule, and
+// their widening of bfloat16 back to float32.
 #include "layers/channel_transpose.h"
 
 #include <gtest/gtest.h>
@@ -70,6 +71,29 @@ TEST_P(NhwcTranspose, ToNchwOverwritesOrAdds) {
       for (int64_t p = 0; p < s.pixels; ++p) {
         const int64_t i = nchw_index(s, n, c, p);
         const float v = src[nhwc_index(s, n, c, p)];
+        ASSERT_EQ(set[i], v) << n << " " << c << " " << p;
+        ASSERT_EQ(added[i], before[i] + v) << n << " " << c << " " << p;
+      }
+}
+
+// Bfloat16 words (random ones, signs and exponents included) widen exactly:
+// the float whose upper half they are.
+TEST_P(NhwcTranspose, Bf16ToNchwWidensExactlyAndOverwritesOrAdds) {
+  const NhwcShape s = GetParam();
+  const std::vector<float> values = random_values(s.batch * s.channels * s.pixels, 7);
+  std::vector<uint16_t> src(values.size());
+  for (size_t i = 0; i < src.size(); ++i) src[i] = bf16_bits(std::ldexp(values[i], static_cast<int>(i % 9) - 4));
+  const std::vector<float> before = random_values(src.size(), 6);
+  std::vector<float> set = before, added = before;
+  nhwc_bf16_to_nchw(src.data(), s, set.data(), false);
+  nhwc_bf16_to_nchw(src.data(), s, added.data(), true);
+  for (int64_t n = 0; n < s.batch; ++n)
+    for (int64_t c = 0; c < s.channels; ++c)
+      for (int64_t p = 0; p < s.pixels; ++p) {
+        const int64_t i = nchw_index(s, n, c, p);
+        const uint32_t bits = static_cast<uint32_t>(src[nhwc_index(s, n, c, p)]) << 16;
+        float v;
+        std::memcpy(&v, &bits, 4);
         ASSERT_EQ(set[i], v) << n << " " << c << " " << p;
         ASSERT_EQ(added[i], before[i] + v) << n << " " << c << " " << p;
       }
