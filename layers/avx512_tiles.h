@@ -1,6 +1,6 @@
 // AVX-512 register helpers shared by the layers' layout kernels (the NCHW <->
 // NHWC transposes of channel_transpose.cpp, the blocked bfloat16 weights of
-// bf16_pack.cpp). The build targets any x86-64, so each helper carries its
+// bf16_pack.cpp) and the small-batch weight gradients' stores. The build targets any x86-64, so each helper carries its
 // instruction set as a function attribute and runs only after the caller has
 // checked the CPU.
 #pragma once
@@ -65,6 +65,16 @@ POSEIDON_AVX512 inline __m512 from_bf16(__m256i v) {
 
 // A mask of the first n (0..16) lanes.
 inline __mmask16 first_lanes(int64_t n) { return static_cast<__mmask16>((1u << n) - 1u); }
+
+// The lanes `valid` of v out to `at`: all sixteen streamed past the cache
+// with kStream (`at` then aligned to 64 bytes), else stored through the mask.
+template <bool kStream>
+POSEIDON_AVX512 inline void store_lanes(float* at, __m512 v, __mmask16 valid) {
+  if (kStream && valid == 0xffff)
+    _mm512_stream_ps(at, v);
+  else
+    _mm512_mask_storeu_ps(at, valid, v);
+}
 
 }  // namespace poseidon
 

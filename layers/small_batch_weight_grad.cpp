@@ -8,8 +8,9 @@
 #include <algorithm>
 #include <cstdint>
 
+#include "layers/avx512_tiles.h"
+
 #if defined(__x86_64__) && defined(__GNUC__) && defined(__linux__)
-#include <immintrin.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 #define POSEIDON_X86_WEIGHT_GRAD 1
@@ -49,12 +50,7 @@ POSEIDON_AMX void write_tile(const float (&tile)[kTile][kTile], float* dw, int64
   const int64_t rows = std::min(kTile, outputs - o0), cols = std::clamp<int64_t>(features - f0, 0, kTile);
   if (cols == 0) return;
   for (int64_t r = 0; r < rows; ++r) {
-    const __m512 v = _mm512_load_ps(tile[r]);
-    float* at = dw + (o0 + r) * features + f0;
-    if (kStream && cols == kTile)
-      _mm512_stream_ps(at, v);
-    else
-      _mm512_mask_storeu_ps(at, static_cast<__mmask16>((1u << cols) - 1u), v);
+    store_lanes<kStream>(dw + (o0 + r) * features + f0, _mm512_load_ps(tile[r]), first_lanes(cols));
   }
 }
 
@@ -112,8 +108,7 @@ template <int64_t Rows, bool kStream, bool kFull>
 __attribute__((target("avx512f"))) void f32_block(const float* dy, const float* x, int64_t batch, int64_t features,
                                                   int64_t outputs, int64_t o0, int64_t f0, float* dw) {
   __mmask16 mask[4];
-  for (int64_t v = 0; v < 4; ++v)
-    mask[v] = static_cast<__mmask16>((1u << std::clamp<int64_t>(features - f0 - 16 * v, 0, 16)) - 1u);
+  for (int64_t v = 0; v < 4; ++v) mask[v] = first_lanes(std::clamp<int64_t>(features - f0 - 16 * v, 0, 16));
   const __m512 zero = _mm512_setzero_ps();
   F32Row r0{zero, zero, zero, zero}, r1 = r0, r2 = r0, r3 = r0;
   auto step = [](F32Row & r, __m512 a, __m512 b0, __m512 b1, __m512 b2, __m512 b3) __attribute__((target("avx512f"))) {
@@ -139,12 +134,7 @@ __attribute__((target("avx512f"))) void f32_block(const float* dy, const float* 
   auto write = [&](const F32Row& r, int64_t row) __attribute__((target("avx512f"))) {
     float* at = dw + (o0 + row) * features + f0;
     const __m512 values[4] = {r.c0, r.c1, r.c2, r.c3};
-    for (int64_t v = 0; v < 4; ++v) {
-      if (kStream && mask[v] == 0xffff)
-        _mm512_stream_ps(at + 16 * v, values[v]);
-      else
-        _mm512_mask_storeu_ps(at + 16 * v, mask[v], values[v]);
-    }
+    for (int64_t v = 0; v < 4; ++v) store_lanes<kStream>(at + 16 * v, values[v], mask[v]);
   };
   write(r0, 0);
   if constexpr (Rows == 4) {
