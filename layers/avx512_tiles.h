@@ -1,8 +1,8 @@
 // AVX-512 register helpers shared by the layers' layout kernels (the NCHW <->
 // NHWC transposes of channel_transpose.cpp, the blocked bfloat16 weights of
-// bf16_pack.cpp) and the small-batch weight gradients' stores. The build targets any x86-64, so each helper carries its
-// instruction set as a function attribute and runs only after the caller has
-// checked the CPU.
+// bf16_pack.cpp) and the small-batch weight gradients' stores. The build
+// targets any x86-64, so each helper carries its instruction set as a
+// function attribute and runs only after the caller has checked the CPU.
 #pragma once
 
 #if defined(__x86_64__) && defined(__GNUC__)

@@ -244,10 +244,10 @@ void DnnlConv::run_weight_grad_matmul(float* dw) {
 }
 
 // Whether the operand is an NCHW float32 activation that the primitive reads
-// or writes in NHWC or in 16-channel blocks (nChw16c), and the layer's
-// transposes cover it; if so, sets
-// it up for them. nChw16c is NHWC of 16-channel slabs: each image's block of
-// 16 channels is one image of 16 channels, N * C / 16 of them.
+// or writes in NHWC or in 16-channel blocks (nChw16c), in float32 or
+// bfloat16, and the layer's transposes cover it; if so, sets it up for them.
+// nChw16c is NHWC of 16-channel slabs: each image's block of 16 channels is
+// one image of 16 channels, N * C / 16 of them.
 bool DnnlConv::nhwc_activation(const memory::desc& plain, const memory::desc& blocked, Flow flow, Operand& op) {
   if (plain.dims().size() != 4 || !is_layout(plain, memory::format_tag::nchw) ||
       plain.data_type() != memory::data_type::f32)
