@@ -28,6 +28,18 @@ dnnl::primitive_attr dnnl_forward_attr(bool relu) {
   return attr;
 }
 
+bool dnnl_uses_avx512() {
+  switch (dnnl::get_effective_cpu_isa()) {
+    case dnnl::cpu_isa::avx512_core:
+    case dnnl::cpu_isa::avx512_core_vnni:
+    case dnnl::cpu_isa::avx512_core_bf16:
+    case dnnl::cpu_isa::avx512_core_amx:
+      return true;
+    default:
+      return false;
+  }
+}
+
 bool dnnl_is_reference(const char* impl) { return std::strncmp(impl, "ref", 3) == 0; }
 
 bool dnnl_is_packed(const dnnl::memory::desc& desc, const PackedB& b) {

@@ -34,6 +34,9 @@ dnnl::primitive_attr dnnl_user_scratchpad();
 // oneDNN's ReLU keeps a NaN a NaN where the ReLU layer writes 0.
 dnnl::primitive_attr dnnl_forward_attr(bool relu);
 
+// Whether oneDNN's kernels on this CPU use AVX-512 (avx512_core or later).
+bool dnnl_uses_avx512();
+
 // True for an implementation name of oneDNN's reference kernels.
 bool dnnl_is_reference(const char* impl);
 

@@ -7,6 +7,7 @@
 #include <cstdint>
 
 #include "core/bf16.h"
+#include "core/math.h"
 #include "layers/bf16_pack.h"
 #include "layers/dnnl_support.h"
 #include "layers/small_batch_weight_grad.h"
@@ -20,6 +21,28 @@ using Tag = memory::format_tag;
 // A row-major [rows, cols] matrix (Tag::ab), or the transpose of a row-major
 // [cols, rows] one read in place (Tag::ba).
 memory::desc matrix(int64_t rows, int64_t cols, memory::data_type type, Tag tag) { return {{rows, cols}, type, tag}; }
+
+// Whether dX = dY W runs through BLAS (core/math.h gemm) rather than
+// oneDNN: in float32 on CPUs where oneDNN's kernels stop at AVX2, whose
+// matmul with W read row-major took up to half as long again as OpenBLAS's
+// on the products of the fc layers, except on small ones. Measured on an
+// AVX2 CPU (AMD Zen 3, 2 threads), `poseidon time` alternating the two
+// (fastest of 3 to 7), backward of the layer, oneDNN vs BLAS for dX, ms:
+//   N=128 F=2048  O=2048   22.0 vs 16.7   (models/mlp_2048.yaml)
+//   N=32  F=25088 O=4096  148.6 vs 120.2  (VGG19-22K at 32x32, classifier.0)
+//   N=32  F=4096  O=4096   27.8 vs 18.5
+//   N=32  F=4096  O=21841 143.8 vs 95.7
+//   N=64  F=1024  O=1024    3.20 vs 2.61
+//   N=64  F=1024  O=512     1.63 vs 1.40
+//   N=128 F=512   O=256     0.90 vs 0.76
+//   N=64  F=512   O=256     0.44 vs 0.46
+//   N=64  F=800   O=500     1.18 vs 1.47  (models/lenet.yaml, fc1)
+//   N=128 F=2048  O=10      0.30 vs 0.48
+// Hence BLAS from O=512 and N*F*O of 2^25 multiply-adds on.
+bool blas_backward_data(const DnnlFcShape& s) {
+  return !s.bf16 && !dnnl_uses_avx512() && s.num_output >= 512 &&
+         s.batch * s.features * s.num_output >= (int64_t{1} << 25);
+}
 
 // Whether the backward products read dY[N,O] from a column-major copy (Tag::ba
 // over an [O,N] buffer) rather than in place. oneDNN's float32 backward data
@@ -42,7 +65,9 @@ memory::desc matrix(int64_t rows, int64_t cols, memory::data_type type, Tag tag)
 // `poseidon time` on models/mlp_2048.yaml (O=2048, N=128) showed none, so the
 // copy starts at O=4096. In bf16 the layouts run alike (within 5%, either
 // way), and at N=1 both layouts are the same bytes.
-bool dy_column_major(const DnnlFcShape& s) { return !s.bf16 && s.batch > 1 && s.num_output >= 4096; }
+bool dy_column_major(const DnnlFcShape& s) {
+  return !s.bf16 && s.batch > 1 && s.num_output >= 4096 && !blas_backward_data(s);
+}
 
 // Matrices of at most this many floats are rounded to bfloat16 by a loop on
 // the calling thread rather than by oneDNN's reorder, whose threads, idle
@@ -72,9 +97,11 @@ DnnlFc::DnnlFc(const DnnlFcShape& s) : shape_(s), stream_(dnnl_cpu_engine()) {
   // The products that read W: in bf16 first with W in the layout they
   // prefer, kept where that is the one bf16_pack.h writes; else W row-major.
   const bool dy_columns = dy_column_major(s);
+  blas_backward_data_ = blas_backward_data(s);
   auto weight_products = [&](Tag layout_w_t, Tag layout_w) {
     forward_ = product(matrix(n, f, read, Tag::ab), matrix(f, o, read, layout_w_t),
                        s.bias ? matrix(1, o, f32, Tag::ab) : memory::desc(), matrix(n, o, f32, Tag::ab), false, s.relu);
+    if (blas_backward_data_) return;
     for (bool accumulate : {true, false})
       (accumulate ? backward_data_ : backward_data_write_) =
           product(matrix(n, o, read, dy_columns ? Tag::ba : Tag::ab), matrix(o, f, read, layout_w), memory::desc(),
@@ -199,7 +226,9 @@ void DnnlFc::backward(const float* x, const float* w, const float* dy, float* dx
   // What the matrix products read for dy: its copy when column-major.
   const bool weight_product = dw && backward_weights_.prim;
   void* dy_product = dy_columns_.from && (dx || weight_product) ? make(dy, dy_columns_) : dy_read;
-  if (dx) {
+  if (dx && blas_backward_data_) {
+    gemm(false, false, shape_.batch, shape_.features, shape_.num_output, 1.f, dy, w, overwrite_dx ? 0.f : 1.f, dx);
+  } else if (dx) {
     // In bf16 w's copy is forward's: the weights do not change in between.
     Product& data = overwrite_dx ? backward_data_write_ : backward_data_;
     data.src.set_data_handle(dy_product);

@@ -8,7 +8,9 @@
 // Every operand is a plain row-major matrix read in place (a transpose is a
 // stride, not a copy), except dY in float32 with many outputs: both backward
 // products then read a column-major copy of it (see dy_column_major in
-// fc_dnnl.cpp for the measurements). In bf16 the primitives read bfloat16
+// fc_dnnl.cpp for the measurements). In float32 on a CPU where oneDNN stops
+// at AVX2, backward data of all but small layers runs through BLAS instead
+// (blas_backward_data in fc_dnnl.cpp, with its measurements). In bf16 the primitives read bfloat16
 // copies of X, W and dY, rounded into buffers of this object, and write
 // float32 with float32 accumulation. W is rounded straight into the blocked
 // layouts the two products that read it prefer, where those are the ones
@@ -93,6 +95,7 @@ class DnnlFc {
   Copy dy_columns_;  // float32 with dy_column_major() only
   Product forward_, backward_data_, backward_weights_, backward_bias_;
   Product backward_data_write_;  // backward_data_ without its sum: dx overwritten
+  bool blas_backward_data_ = false;  // dX by BLAS; backward_data_* left unmade
   dnnl::memory ones_;  // [1, N] of 1, backward bias's src
   // In bf16 where oneDNN's products take W blocked as bf16_pack.h lays it
   // out: W rounded into forward's layout (of W^T) and backward data's.
