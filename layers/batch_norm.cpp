@@ -103,27 +103,30 @@ POSEIDON_VECTOR_CLONES void block_shifted_sums(const float* x, Block b, const do
   }
 }
 
-// y = x * scale[c] + shift[c], or max of that and 0 with a ReLU fused (the
-// ReLU layer's expression, so that the two agree bit for bit).
-POSEIDON_VECTOR_CLONES void block_affine(const float* x, float* y, Block b, const float* scale, const float* shift,
-                                         bool relu) {
+// y = (x - mean[c]) * scale[c] + shift[c], or max of that and 0 with a ReLU
+// fused (the ReLU layer's expression, so that the two agree bit for bit).
+// The mean comes off first: x - mean is exact where they are close, so a
+// channel whose mean is large next to its spread loses no digits to it, as
+// x * scale - mean * scale would.
+POSEIDON_VECTOR_CLONES void block_affine(const float* x, float* y, Block b, const float* mean, const float* scale,
+                                         const float* shift, bool relu) {
   for (int64_t n = 0; n < b.batch; ++n) {
     const float* in = x + n * b.stride;
     float* out = y + n * b.stride;
     prefetch_next_run_for_write(out, b, n);
     for (int64_t c = 0; c < b.channels; ++c) {
-      const float a = scale[c], k = shift[c];
+      const float m = mean[c], a = scale[c], k = shift[c];
       const float* row = in + c * b.spatial;
       float* dst = out + c * b.spatial;
       if (relu) {
 #pragma omp simd
         for (int64_t s = 0; s < b.spatial; ++s) {
-          const float v = row[s] * a + k;
+          const float v = (row[s] - m) * a + k;
           dst[s] = v > 0.f ? v : 0.f;
         }
       } else {
 #pragma omp simd
-        for (int64_t s = 0; s < b.spatial; ++s) dst[s] = row[s] * a + k;
+        for (int64_t s = 0; s < b.spatial; ++s) dst[s] = (row[s] - m) * a + k;
       }
     }
   }
@@ -243,9 +246,9 @@ void BatchNormLayer::forward(LayerIO& io, RunContext& ctx) {
         inv_std_[c] = static_cast<float>(1.0 / std::sqrt(double(rv[c]) + eps_));
       }
       scale[c] = inv_std_[c] * (w ? w[c] : 1.f);
-      offset[c] = (b ? b[c] : 0.f) - mean_[c] * scale[c];
+      offset[c] = b ? b[c] : 0.f;
     }
-    block_affine(xb, py + c0 * e.spatial, blk, scale + c0, offset + c0, relu_fused_);
+    block_affine(xb, py + c0 * e.spatial, blk, mean_.data() + c0, scale + c0, offset + c0, relu_fused_);
   }
 }
 
