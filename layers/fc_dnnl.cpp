@@ -29,9 +29,9 @@ memory::desc matrix(int64_t rows, int64_t cols, memory::data_type type, Tag tag)
 // AVX2 CPU (AMD Zen 3, 2 threads), `poseidon time` alternating the two
 // (fastest of 3 to 7), backward of the layer, oneDNN vs BLAS for dX, ms:
 //   N=128 F=2048  O=2048   22.0 vs 16.7   (models/mlp_2048.yaml)
-//   N=32  F=25088 O=4096  148.6 vs 120.2  (VGG19-22K at 32x32, classifier.0)
-//   N=32  F=4096  O=4096   27.8 vs 18.5
-//   N=32  F=4096  O=21841 143.8 vs 95.7
+//   N=32  F=25088 O=4096  111.7 vs 106.8  (VGG19-22K at 32x32, classifier.0)
+//   N=32  F=4096  O=4096   25.5 vs 17.7
+//   N=32  F=4096  O=21841 131.6 vs 100.5  (with dY read in place by dW too)
 //   N=64  F=1024  O=1024    3.20 vs 2.61
 //   N=64  F=1024  O=512     1.63 vs 1.40
 //   N=128 F=512   O=256     0.90 vs 0.76
