@@ -24,6 +24,7 @@
 #include "core/registry.h"
 #include "layers/conv_dnnl.h"
 #include "layers/conv_subsample.h"
+#include "layers/dnnl_support.h"
 #include "layers/relu_kernels.h"
 
 namespace poseidon {
@@ -76,6 +77,10 @@ std::vector<Shape> ConvLayer::reshape(const std::vector<Shape>& in) {
   return {out};
 }
 
+bool ConvLayer::supports_precision(Precision p) const {
+  return p != Precision::bf16 || (!im2col_only_ && dnnl_has_bf16_kernels());
+}
+
 bool ConvLayer::fuse_relu() {
   relu_fused_ = true;
   if (batch_ > 0) prepare_cpu_engine();
@@ -96,8 +101,8 @@ void ConvLayer::prepare_cpu_engine() {
       shape.geom.stride_h = shape.geom.stride_w = 1;
     }
     shape.relu = relu_fused_;
-    // In bf16 where oneDNN has only reference loops for bfloat16 on this CPU
-    // (before AVX-512), the layer computes in float32 instead.
+    // In bf16, for the rare shape whose bfloat16 kernels are oneDNN's
+    // reference loops, the layer computes in float32 instead.
     shape.bf16 = precision() == Precision::bf16;
     dnnl_ = DnnlConv::create(shape);
     if (!dnnl_ && shape.bf16) {

@@ -36,10 +36,11 @@ class ConvLayer : public Layer, public ReluFusable {
   // adding to it (LayerIO::in_grad_unset).
   bool writes_input_grads() const override { return true; }
   int64_t forward_flops(const std::vector<Shape>& in) const override;
-  // bf16 on the CPU through oneDNN (conv_dnnl.h; the im2col path computes
-  // in float32) and on a GPU through cuDNN's bfloat16 convolutions, tf32 on
-  // a GPU through cuDNN's tensor-core math.
-  bool supports_precision(Precision) const override { return true; }
+  // bf16 on the CPU where oneDNN has bfloat16 kernels (conv_dnnl.h; the
+  // im2col path computes in float32), and on a GPU (conv.cu) through
+  // cuDNN's bfloat16 convolutions; tf32 on a GPU through cuDNN's
+  // tensor-core math.
+  bool supports_precision(Precision p) const override;
 
  protected:
   using Hw = std::array<int64_t, 2>;

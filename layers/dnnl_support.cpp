@@ -40,6 +40,8 @@ bool dnnl_uses_avx512() {
   }
 }
 
+bool dnnl_has_bf16_kernels() { return dnnl_uses_avx512(); }
+
 bool dnnl_is_reference(const char* impl) { return std::strncmp(impl, "ref", 3) == 0; }
 
 bool dnnl_is_packed(const dnnl::memory::desc& desc, const PackedB& b) {
@@ -82,6 +84,8 @@ std::string dnnl_cpu_isa() {
 #else
 
 std::string dnnl_cpu_isa() { return "not built"; }
+
+bool dnnl_has_bf16_kernels() { return false; }
 
 #endif  // POSEIDON_HAVE_DNNL
 

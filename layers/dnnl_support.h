@@ -19,6 +19,12 @@ namespace poseidon {
 // "avx512_core_amx" and the like; "not built" without oneDNN.
 std::string dnnl_cpu_isa();
 
+// Whether oneDNN has bfloat16 kernels on this CPU: from AVX-512 on
+// (emulated on plain AVX-512). Before that its bfloat16 convolutions and
+// matrix products are reference loops, and the layers compute in float32
+// instead; false without oneDNN.
+bool dnnl_has_bf16_kernels();
+
 #ifdef POSEIDON_HAVE_DNNL
 
 // oneDNN's CPU engine is stateless apart from its kernel caches: one serves

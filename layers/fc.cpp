@@ -6,6 +6,7 @@
 #include "core/finite_check.h"
 #include "core/math.h"
 #include "core/registry.h"
+#include "layers/dnnl_support.h"
 #include "layers/fc_dnnl.h"
 #include "layers/relu_kernels.h"
 
@@ -45,6 +46,10 @@ void FcLayer::prepare_cpu_engine() {
                              .bf16 = precision() == Precision::bf16,
                              .relu = relu_fused_});
   dnnl_ = cached.get();
+}
+
+bool FcLayer::supports_precision(Precision p) const {
+  return p != Precision::bf16 || (!blas_only_ && dnnl_has_bf16_kernels());
 }
 
 Shape FcLayer::accept_input(const Shape& s) {

@@ -60,6 +60,8 @@ class FcCudaLayer : public FcLayer {
  public:
   using FcLayer::FcLayer;
   bool writes_input_grads() const override { return false; }  // the CPU class's backward only
+  // Every precision: bf16 was checked against the GPU's compute capability.
+  bool supports_precision(Precision) const override { return true; }
 
   // No GPU kernel applies a ReLU of its own: the ReLU layer stays.
   bool fuse_relu() override { return false; }

@@ -37,10 +37,10 @@ class FcLayer : public Layer, public ReluFusable {
   // adding to it (LayerIO::in_grad_unset).
   bool writes_input_grads() const override { return true; }
   int64_t forward_flops(const std::vector<Shape>& in) const override { return 2 * shape_numel(in[0]) * num_output_; }
-  // bf16 on the CPU through oneDNN (BLAS computes in float32) and on a GPU
-  // through cuBLAS's bfloat16 GEMMs, tf32 on a GPU through cuBLAS's
-  // tensor-core math.
-  bool supports_precision(Precision) const override { return true; }
+  // bf16 on the CPU where oneDNN has bfloat16 kernels (BLAS computes in
+  // float32), and on a GPU (fc.cu) through cuBLAS's bfloat16 GEMMs; tf32 on
+  // a GPU through cuBLAS's tensor-core math.
+  bool supports_precision(Precision p) const override;
 
  protected:
   // Checks the input shape, declares the parameters and records the

@@ -1,7 +1,7 @@
 // What the bf16 layer tests share (bf16_test.cpp on the CPU,
 // gpu_bf16_test.cpp on a GPU): the normwise error of a result against its
 // reference, the tolerances a bfloat16 result is held to, and whether
-// oneDNN has bfloat16 kernels on this CPU.
+// oneDNN has bfloat16 kernels on this CPU (layers/dnnl_support.h).
 #pragma once
 
 #include <cmath>
@@ -33,7 +33,5 @@ constexpr double kBf16Tolerance = 1e-2;
 // Above float32's own rounding differences (the two precisions also sum in
 // other orders), below any bfloat16 rounding: the bf16 path really rounds.
 constexpr double kFloat32Noise = 1e-5;
-
-inline bool has_bf16_kernels() { return dnnl_cpu_isa().rfind("avx512_core", 0) == 0; }
 
 }  // namespace poseidon::testing

@@ -160,7 +160,7 @@ void expect_gpu_bf16_right(const std::string& yaml, const Shape& in_shape) {
   };
   for (const auto& [what, error] : errors(gpu, run(yaml, in_shape, rounded(o), Device{}, Precision::fp32)))
     EXPECT_LE(error, same_operands(what)) << yaml << ": " << what << " against float32 on bfloat16 operands";
-  if (has_bf16_kernels()) {
+  if (dnnl_has_bf16_kernels()) {
     for (const auto& [what, error] : errors(gpu, run(yaml, in_shape, o, Device{}, Precision::bf16)))
       EXPECT_LE(error, same_operands(what)) << yaml << ": " << what << " against the CPU's bf16 layer";
   }
@@ -199,7 +199,7 @@ TEST(GpuBf16, FcMatchesTheCpu) {
 // float32 computes on the rounded operands, up to the rounding of a
 // convolution's output and input gradient.
 TEST(Bf16Reference, CpuBf16IsFloat32OnRoundedOperands) {
-  if (!has_bf16_kernels()) GTEST_SKIP() << "oneDNN has no bfloat16 kernels on this CPU";
+  if (!dnnl_has_bf16_kernels()) GTEST_SKIP() << "oneDNN has no bfloat16 kernels on this CPU";
   for (const auto* cases : {&kConvCases, &kFcCases})
     for (const auto& [yaml, shape] : *cases) {
       const bool conv = cases == &kConvCases;
@@ -302,7 +302,7 @@ TEST(GpuBf16, TrainingStepFollowsFloat32) {
 
 // The same on the CPU, whose bf16 layers the GPU's follow.
 TEST(Bf16Reference, CpuTrainingStepFollowsFloat32) {
-  if (!has_bf16_kernels()) GTEST_SKIP() << "oneDNN has no bfloat16 kernels on this CPU";
+  if (!dnnl_has_bf16_kernels()) GTEST_SKIP() << "oneDNN has no bfloat16 kernels on this CPU";
   expect_step_follows_float32(Device{});
 }
 

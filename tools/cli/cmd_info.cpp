@@ -56,6 +56,9 @@ std::vector<Entry> build_entries() {
 #else
   out.push_back({"oneDNN", "not built (convolutions use im2col + GEMM)"});
 #endif
+  out.push_back({"CPU bf16", dnnl_has_bf16_kernels()
+                                 ? "oneDNN's bfloat16 kernels"
+                                 : "none before AVX-512: under precision bf16 conv and fc compute in float32"});
 #ifdef POSEIDON_HAVE_IMAGES
   out.push_back({"OpenCV", CV_VERSION});
 #else

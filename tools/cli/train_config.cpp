@@ -3,11 +3,12 @@
 
 #include <filesystem>
 
-#include "core/device_memory.h"
 #include "core/config_blocks.h"
+#include "core/device_memory.h"
 #include "core/paths.h"
 #include "core/plugin.h"
 #include "core/safetensors.h"
+#include "layers/dnnl_support.h"
 
 namespace poseidon {
 
@@ -112,6 +113,10 @@ TrainConfig TrainConfig::load(const std::string& file, const std::vector<std::st
   } catch (const Error& e) {
     root.child("precision").fail(e.what());
   }
+  if (c.precision == Precision::bf16 && !c.device.is_cuda() && !dnnl_has_bf16_kernels())
+    c.warnings.push_back(root.child("precision").location().str() +
+                         ": this CPU has no bfloat16 kernels (oneDNN's instruction set is " + dnnl_cpu_isa() +
+                         "; they start with AVX-512): conv and fc compute in float32");
 
   ConfigNode data = root.child("data");
   data.check_keys({"train", "test"});
