@@ -2,6 +2,7 @@
 // stderr naming the file and the line or key at fault; nothing crashes.
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -300,6 +301,23 @@ TEST(BadInput, WarmupLongerThanTheRunIsAWarning) {
   CliResult shorter = run_poseidon(args + " --set solver.warmup_iters=1");
   EXPECT_EQ(shorter.status, 0) << shorter.err;
   EXPECT_EQ(shorter.err.find("warning"), std::string::npos) << shorter.err;
+}
+
+// bf16 on a CPU without bfloat16 kernels (oneDNN held to AVX2 here) trains
+// in float32, and says so: a warning at the key, and `poseidon info`.
+TEST(BadInput, Bf16WithoutBfloat16KernelsIsAWarning) {
+  ::setenv("ONEDNN_MAX_CPU_ISA", "AVX2", 1);
+  TempDir d;
+  CliResult r =
+      run_poseidon(standard(d, kModel, replace(config_text(d), "threads: 1\n", "threads: 1\nprecision: bf16\n")));
+  CliResult info = run_poseidon("info");
+  ::unsetenv("ONEDNN_MAX_CPU_ISA");
+  EXPECT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.err.find("warning: " + d.file("config.yaml") + ":4:"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("key 'precision': this CPU has no bfloat16 kernels (oneDNN's instruction set is avx2"),
+            std::string::npos)
+      << r.err;
+  EXPECT_NE(info.out.find("CPU bf16           none before AVX-512"), std::string::npos) << info.out;
 }
 
 }  // namespace poseidon::testing
