@@ -1,9 +1,10 @@
-// AVX-512 tile transposes between NCHW and NHWC (see channel_transpose.h). The build targets any x86-64, so the kernels
-// carry their instruction set as a function attribute and run only after a check of the CPU.
+// AVX-512 and AVX2 tile transposes between NCHW and NHWC (see channel_transpose.h). The build targets any x86-64, so
+// the kernels carry their instruction set as a function attribute and run only after a check of the CPU.
 #include "layers/channel_transpose.h"
 
 #include <algorithm>
 
+#include "layers/avx2_tiles.h"
 #include "layers/avx512_tiles.h"
 
 namespace poseidon {
@@ -61,21 +62,97 @@ POSEIDON_AVX512 void from_nhwc(const In* src, const NhwcShape& l, float* dst, bo
     }
 }
 
-}  // namespace
+// The same moves in 8-channel tiles of 256-bit registers. Masked loads and
+// stores serve only the last, partial tile of pixels: AMD's cores run
+// vmaskmovps stores as microcode, several times slower than plain ones.
+POSEIDON_AVX2 inline void store8(float* dst, __m256 v) { _mm256_storeu_ps(dst, v); }
+POSEIDON_AVX2 inline void store8(uint16_t* dst, __m256 v) {
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(dst), to_bf16(v));
+}
 
-bool nhwc_transpose_supported(const NhwcShape& shape) {
+template <class Out>
+POSEIDON_AVX2 void to_nhwc8(const float* src, const NhwcShape& l, Out* dst) {
+  const int64_t blocks = l.channels / 8, hw = l.pixels;
+#pragma omp parallel for collapse(2) if (l.batch * l.channels * hw > 32768)
+  for (int64_t n = 0; n < l.batch; ++n)
+    for (int64_t b = 0; b < blocks; ++b) {
+      const float* s = src + (n * l.channels + b * 8) * hw;
+      Out* d = dst + n * l.channels * hw + b * 8;
+      for (int64_t p0 = 0; p0 < hw; p0 += 8) {
+        const int64_t m = std::min<int64_t>(8, hw - p0);
+        const __m256i valid = first_lanes8(m);
+        __m256 r[8];
+        for (int i = 0; i < 8; ++i)
+          r[i] = m == 8 ? _mm256_loadu_ps(s + i * hw + p0) : _mm256_maskload_ps(s + i * hw + p0, valid);
+        transpose8(r);
+        for (int64_t j = 0; j < m; ++j) store8(d + (p0 + j) * l.channels, r[j]);
+      }
+    }
+}
+
+POSEIDON_AVX2 inline __m256 load8(const float* src) { return _mm256_loadu_ps(src); }
+POSEIDON_AVX2 inline __m256 load8(const uint16_t* src) {
+  return from_bf16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(src)));
+}
+
+template <class In>
+POSEIDON_AVX2 void from_nhwc8(const In* src, const NhwcShape& l, float* dst, bool add) {
+  const int64_t blocks = l.channels / 8, hw = l.pixels;
+#pragma omp parallel for collapse(2) if (l.batch * l.channels * hw > 32768)
+  for (int64_t n = 0; n < l.batch; ++n)
+    for (int64_t b = 0; b < blocks; ++b) {
+      const In* s = src + n * l.channels * hw + b * 8;
+      float* d = dst + (n * l.channels + b * 8) * hw;
+      for (int64_t p0 = 0; p0 < hw; p0 += 8) {
+        const int64_t m = std::min<int64_t>(8, hw - p0);
+        const __m256i valid = first_lanes8(m);
+        __m256 r[8];
+        for (int64_t j = 0; j < 8; ++j) r[j] = j < m ? load8(s + (p0 + j) * l.channels) : _mm256_setzero_ps();
+        transpose8(r);
+        for (int i = 0; i < 8; ++i) {
+          float* row = d + i * hw + p0;
+          if (m == 8) {
+            _mm256_storeu_ps(row, add ? _mm256_add_ps(r[i], _mm256_loadu_ps(row)) : r[i]);
+          } else {
+            _mm256_maskstore_ps(row, valid, add ? _mm256_add_ps(r[i], _mm256_maskload_ps(row, valid)) : r[i]);
+          }
+        }
+      }
+    }
+}
+
+// Which kernels move a shape: 16-channel tiles where the CPU has AVX-512 and
+// the channels fill them, else 8-channel tiles where it has AVX2.
+bool sixteen_channel_tiles(const NhwcShape& shape) {
   static const bool cpu = __builtin_cpu_supports("avx512f");
   return cpu && shape.channels % 16 == 0;
 }
 
-void nchw_to_nhwc(const float* src, const NhwcShape& shape, float* dst) { to_nhwc(src, shape, dst); }
+bool eight_channel_tiles(const NhwcShape& shape) {
+  static const bool cpu = __builtin_cpu_supports("avx2");
+  return cpu && shape.channels % 8 == 0;
+}
 
-void nchw_to_nhwc_bf16(const float* src, const NhwcShape& shape, uint16_t* dst) { to_nhwc(src, shape, dst); }
+}  // namespace
 
-void nhwc_to_nchw(const float* src, const NhwcShape& shape, float* dst, bool add) { from_nhwc(src, shape, dst, add); }
+bool nhwc_transpose_supported(const NhwcShape& shape) {
+  return sixteen_channel_tiles(shape) || eight_channel_tiles(shape);
+}
+
+void nchw_to_nhwc(const float* src, const NhwcShape& shape, float* dst) {
+  sixteen_channel_tiles(shape) ? to_nhwc(src, shape, dst) : to_nhwc8(src, shape, dst);
+}
+
+void nchw_to_nhwc_bf16(const float* src, const NhwcShape& shape, uint16_t* dst) {
+  sixteen_channel_tiles(shape) ? to_nhwc(src, shape, dst) : to_nhwc8(src, shape, dst);
+}
+
+void nhwc_to_nchw(const float* src, const NhwcShape& shape, float* dst, bool add) {
+  sixteen_channel_tiles(shape) ? from_nhwc(src, shape, dst, add) : from_nhwc8(src, shape, dst, add);
+}
 
 void nhwc_bf16_to_nchw(const uint16_t* src, const NhwcShape& shape, float* dst, bool add) {
-  from_nhwc(src, shape, dst, add);
+  sixteen_channel_tiles(shape) ? from_nhwc(src, shape, dst, add) : from_nhwc8(src, shape, dst, add);
 }
 
 #else

@@ -16,8 +16,9 @@ struct NhwcShape {
   int64_t batch = 0, channels = 0, pixels = 0;  // pixels: H * W
 };
 
-// True where this CPU runs the kernels (AVX-512F) and the channels come in
-// whole 16-channel tiles; elsewhere the caller keeps oneDNN's reorders.
+// True where this CPU runs the kernels and the channels come in whole tiles:
+// 16 channels with AVX-512F, 8 with AVX2; elsewhere the caller keeps
+// oneDNN's reorders.
 bool nhwc_transpose_supported(const NhwcShape& shape);
 
 // NCHW float32 -> NHWC, in float32 or rounded to bfloat16 (nearest even, as

@@ -244,10 +244,10 @@ void DnnlConv::run_weight_grad_matmul(float* dw) {
 }
 
 // Whether the operand is an NCHW float32 activation that the primitive reads
-// or writes in NHWC or in 16-channel blocks (nChw16c), in float32 or
-// bfloat16, and the layer's transposes cover it; if so, sets it up for them.
-// nChw16c is NHWC of 16-channel slabs: each image's block of 16 channels is
-// one image of 16 channels, N * C / 16 of them.
+// or writes in NHWC or in 16- or 8-channel blocks (nChw16c, nChw8c), in
+// float32 or bfloat16, and the layer's transposes cover it; if so, sets it
+// up for them. nChw16c is NHWC of 16-channel slabs: each image's block of 16
+// channels is one image of 16 channels, N * C / 16 of them (and so for 8).
 bool DnnlConv::nhwc_activation(const memory::desc& plain, const memory::desc& blocked, Flow flow, Operand& op) {
   if (plain.dims().size() != 4 || !is_layout(plain, memory::format_tag::nchw) ||
       plain.data_type() != memory::data_type::f32)
@@ -255,8 +255,11 @@ bool DnnlConv::nhwc_activation(const memory::desc& plain, const memory::desc& bl
   const bool bf16 = blocked.data_type() == memory::data_type::bf16;
   const Dims& dims = plain.dims();
   NhwcShape shape{.batch = dims[0], .channels = dims[1], .pixels = dims[2] * dims[3]};
-  if (is_layout(blocked, memory::format_tag::nChw16c) && shape.channels % 16 == 0)
-    shape = NhwcShape{.batch = shape.batch * shape.channels / 16, .channels = 16, .pixels = shape.pixels};
+  const int64_t block = is_layout(blocked, memory::format_tag::nChw16c)  ? 16
+                        : is_layout(blocked, memory::format_tag::nChw8c) ? 8
+                                                                         : 0;
+  if (block > 0 && shape.channels % block == 0)
+    shape = NhwcShape{.batch = shape.batch * shape.channels / block, .channels = block, .pixels = shape.pixels};
   else if (!is_layout(blocked, memory::format_tag::nhwc))
     return false;
   if (!nhwc_transpose_supported(shape)) return false;

@@ -3,9 +3,9 @@
 // channel layouts (nChw16c and the like) at several times the speed of
 // im2col + GEMM; the layer's tensors stay NCHW with PyTorch's weight layout,
 // so each operand is reordered between the two around the primitive: by
-// oneDNN's reorders, or for activations in NHWC or in 16-channel blocks
-// (nChw16c) by the layer's own transposes (layers/channel_transpose.h),
-// which run at up to several times their speed.
+// oneDNN's reorders, or for activations in NHWC or in 16- or 8-channel
+// blocks (nChw16c, nChw8c) by the layer's own transposes
+// (layers/channel_transpose.h), which run at up to several times their speed.
 // Small images (a few output pixels) run as matrix products over the whole
 // batch instead (layers/conv_matmul.h), where that measured faster.
 //
@@ -74,9 +74,9 @@ class DnnlConv {
   // caller's data on each call) and as a primitive reads or writes it. When
   // the two layouts differ, `blocked` owns a buffer and `convert` reorders
   // between them in the operand's direction.
-  // An activation whose blocked layout is NHWC or nChw16c moves through the
-  // layer's own transposes (channel_transpose.h) instead of `convert` where
-  // they run.
+  // An activation whose blocked layout is NHWC, nChw16c or nChw8c moves
+  // through the layer's own transposes (channel_transpose.h) instead of
+  // `convert` where they run.
   struct Operand {
     dnnl::memory plain, blocked;
     dnnl::reorder convert;

@@ -1,6 +1,7 @@
 // The NCHW <-> NHWC tile transposes of the conv layer's oneDNN path against
 // index arithmetic, on pixel counts that leave partial tiles, several
-// channel tiles and images, and as the 16-channel blocked layout (nChw16c);
+// channel tiles and images, channel counts that take 16-channel (AVX-512) or
+// only 8-channel (AVX2) tiles, and as the blocked layouts nChw16c and nChw8c;
 // their bfloat16 rounding (nearest even, NaN kept) against the bit rule, and
 // their widening of bfloat16 back to float32.
 #include "layers/channel_transpose.h"
@@ -33,7 +34,7 @@ uint16_t bf16_bits(float x) {
 class NhwcTranspose : public ::testing::TestWithParam<NhwcShape> {
  protected:
   void SetUp() override {
-    if (!nhwc_transpose_supported(GetParam())) GTEST_SKIP() << "no AVX-512 on this CPU";
+    if (!nhwc_transpose_supported(GetParam())) GTEST_SKIP() << "no AVX2 on this CPU";
   }
 };
 
@@ -103,21 +104,27 @@ INSTANTIATE_TEST_SUITE_P(Shapes, NhwcTranspose,
                          ::testing::Values(NhwcShape{.batch = 1, .channels = 16, .pixels = 16},
                                            NhwcShape{.batch = 2, .channels = 32, .pixels = 9},     // one partial tile
                                            NhwcShape{.batch = 3, .channels = 48, .pixels = 5625},  // 75x75
-                                           NhwcShape{.batch = 2, .channels = 128, .pixels = 64}),
+                                           NhwcShape{.batch = 2, .channels = 128, .pixels = 64},
+                                           NhwcShape{.batch = 1, .channels = 8, .pixels = 8},  // 8-channel tiles
+                                           NhwcShape{.batch = 2, .channels = 24, .pixels = 13},
+                                           NhwcShape{.batch = 3, .channels = 40, .pixels = 289}),
                          [](const ::testing::TestParamInfo<NhwcShape>& info) {
                            const NhwcShape& s = info.param;
                            return "n" + std::to_string(s.batch) + "_c" + std::to_string(s.channels) + "_p" +
                                   std::to_string(s.pixels);
                          });
 
-// The conv layer moves nChw16c activations (oneDNN's 16-channel blocks) as
-// NHWC of N * C / 16 images of 16 channels: there and back, every element
-// lands at its blocked offset ((n * C / 16 + c / 16) * pixels + p) * 16 +
-// c % 16.
-TEST(NhwcTransposeBlocks, SixteenChannelImagesAreTheBlockedLayout) {
+// The conv layer moves nChw16c and nChw8c activations (oneDNN's channel
+// blocks) as NHWC of N * C / B images of B channels: there and back, every
+// element lands at its blocked offset ((n * C / B + c / B) * pixels + p) * B
+// + c % B.
+class NhwcTransposeBlocks : public ::testing::TestWithParam<int64_t> {};
+
+TEST_P(NhwcTransposeBlocks, ChannelSlabsAreTheBlockedLayout) {
+  const int64_t block = GetParam();
   const NhwcShape plain{.batch = 2, .channels = 48, .pixels = 21};  // a partial pixel tile
-  const NhwcShape slabs{.batch = plain.batch * plain.channels / 16, .channels = 16, .pixels = plain.pixels};
-  if (!nhwc_transpose_supported(slabs)) GTEST_SKIP() << "no AVX-512 on this CPU";
+  const NhwcShape slabs{.batch = plain.batch * plain.channels / block, .channels = block, .pixels = plain.pixels};
+  if (!nhwc_transpose_supported(slabs)) GTEST_SKIP() << "no AVX2 on this CPU";
   const std::vector<float> src = random_values(plain.batch * plain.channels * plain.pixels, 5);
   std::vector<float> blocked(src.size(), -100.f), back(src.size(), -100.f);
   std::vector<uint16_t> blocked_bf16(src.size(), 0);
@@ -127,7 +134,7 @@ TEST(NhwcTransposeBlocks, SixteenChannelImagesAreTheBlockedLayout) {
   for (int64_t n = 0; n < plain.batch; ++n)
     for (int64_t c = 0; c < plain.channels; ++c)
       for (int64_t p = 0; p < plain.pixels; ++p) {
-        const int64_t at = ((n * plain.channels / 16 + c / 16) * plain.pixels + p) * 16 + c % 16;
+        const int64_t at = ((n * plain.channels / block + c / block) * plain.pixels + p) * block + c % block;
         const int64_t i = nchw_index(plain, n, c, p);
         ASSERT_EQ(blocked[at], src[i]) << n << " " << c << " " << p;
         ASSERT_EQ(blocked_bf16[at], bf16_bits(src[i])) << n << " " << c << " " << p;
@@ -135,9 +142,20 @@ TEST(NhwcTransposeBlocks, SixteenChannelImagesAreTheBlockedLayout) {
       }
 }
 
-TEST(NhwcTransposeBf16, RoundsTiesToEvenAndKeepsSpecials) {
-  const NhwcShape s{.batch = 1, .channels = 16, .pixels = 1};
-  if (!nhwc_transpose_supported(s)) GTEST_SKIP() << "no AVX-512 on this CPU";
+INSTANTIATE_TEST_SUITE_P(Blocks, NhwcTransposeBlocks, ::testing::Values(16, 8),
+                         [](const ::testing::TestParamInfo<int64_t>& info) {
+                           return "nChw" + std::to_string(info.param) + "c";
+                         });
+
+// Rounding to bfloat16 in either tile width: 16 channels take AVX-512's
+// kernels where the CPU has them, 8 channels AVX2's.
+class NhwcTransposeBf16 : public ::testing::TestWithParam<int64_t> {};
+
+TEST_P(NhwcTransposeBf16, RoundsTiesToEvenAndKeepsSpecials) {
+  // 16 values as 16 channels of one pixel, or as 2 images of 8 channels.
+  const int64_t channels = GetParam();
+  const NhwcShape s{.batch = 16 / channels, .channels = channels, .pixels = 1};
+  if (!nhwc_transpose_supported(s)) GTEST_SKIP() << "no AVX2 on this CPU";
   auto from_bits = [](uint32_t b) {
     float f;
     std::memcpy(&f, &b, 4);
@@ -165,6 +183,11 @@ TEST(NhwcTransposeBf16, RoundsTiesToEvenAndKeepsSpecials) {
                                       0x7f80, 0x0000, 0x8000, 0x3f80, 0xbfc0, 0x0000, 0x4049, 0xc02e};
   for (int i = 0; i < 16; ++i) EXPECT_EQ(dst[i], want[i]) << "element " << i;
 }
+
+INSTANTIATE_TEST_SUITE_P(Tiles, NhwcTransposeBf16, ::testing::Values(16, 8),
+                         [](const ::testing::TestParamInfo<int64_t>& info) {
+                           return "c" + std::to_string(info.param);
+                         });
 
 }  // namespace
 }  // namespace poseidon::testing
