@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# The conv layer's moves of activations between NCHW and oneDNN's channel
+# blocks (nChw16c with AVX-512, nChw8c with AVX2): its own transposes against
+# oneDNN's reorders, median microseconds of each and reorder / transpose, on
+# the activation shapes of resnet_small and vgg_small at batch 64, 2 threads.
+#
+#   bench/layout_moves.sh [rounds=41]
+#
+# POSEIDON_BUILD_DIR picks the build folder (default build/, a Release build).
+set -euo pipefail
+
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+build=${POSEIDON_BUILD_DIR:-$root/build}
+
+if [[ ! -f "$build/CMakeCache.txt" ]]; then
+  cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release
+fi
+build_type=$(sed -n 's/^CMAKE_BUILD_TYPE:[A-Z]*=//p' "$build/CMakeCache.txt")
+if [[ $build_type != Release ]]; then
+  echo "layout_moves: $build is configured as '$build_type', not Release; timings would mislead." >&2
+  exit 2
+fi
+if ! log=$(cmake --build "$build" --target layout_moves_bench 2>&1); then
+  echo "$log" >&2
+  echo "layout_moves: the benchmark needs oneDNN (libdnnl-dev)" >&2
+  exit 1
+fi
+OMP_NUM_THREADS=${OMP_NUM_THREADS:-2} GOMP_SPINCOUNT=${GOMP_SPINCOUNT:-3000} exec "$build/layout_moves_bench" "$@"
