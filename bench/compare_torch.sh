@@ -11,17 +11,8 @@ set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 build=${POSEIDON_BUILD_DIR:-$root/build}
 
-if [[ ! -f "$build/CMakeCache.txt" ]]; then
-  generator=()
-  command -v ninja >/dev/null && generator=(-G Ninja)
-  cmake -S "$root" -B "$build" "${generator[@]}" -DCMAKE_BUILD_TYPE=Release
-fi
-build_type=$(sed -n 's/^CMAKE_BUILD_TYPE:[A-Z]*=//p' "$build/CMakeCache.txt")
-if [[ $build_type != Release ]]; then
-  echo "compare_torch: $build is configured as '$build_type', not Release; timings would mislead." >&2
-  echo "compare_torch: reconfigure it (cmake -DCMAKE_BUILD_TYPE=Release) or set POSEIDON_BUILD_DIR." >&2
-  exit 2
-fi
+source "$root/bench/release_build.sh"
+release_build compare_torch "$build"
 cmake --build "$build" --target poseidon
 
 "$root/bench/setup_venv.sh"

@@ -20,14 +20,8 @@ build=${POSEIDON_BUILD_DIR:-$root/build}
 images=${POSEIDON_BENCH_IMAGES:-${TMPDIR:-/tmp}/poseidon-bench-images}
 rounds=${1:-3}
 
-if [[ ! -f "$build/CMakeCache.txt" ]]; then
-  cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release
-fi
-build_type=$(sed -n 's/^CMAKE_BUILD_TYPE:[A-Z]*=//p' "$build/CMakeCache.txt")
-if [[ $build_type != Release ]]; then
-  echo "image_pipeline: $build is configured as '$build_type', not Release; timings would mislead." >&2
-  exit 2
-fi
+source "$root/bench/release_build.sh"
+release_build image_pipeline "$build"
 if ! log=$(cmake --build "$build" --target image_pipeline_bench 2>&1); then
   echo "$log" >&2
   exit 1

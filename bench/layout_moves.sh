@@ -12,14 +12,8 @@ set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 build=${POSEIDON_BUILD_DIR:-$root/build}
 
-if [[ ! -f "$build/CMakeCache.txt" ]]; then
-  cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release
-fi
-build_type=$(sed -n 's/^CMAKE_BUILD_TYPE:[A-Z]*=//p' "$build/CMakeCache.txt")
-if [[ $build_type != Release ]]; then
-  echo "layout_moves: $build is configured as '$build_type', not Release; timings would mislead." >&2
-  exit 2
-fi
+source "$root/bench/release_build.sh"
+release_build layout_moves "$build"
 if ! log=$(cmake --build "$build" --target layout_moves_bench 2>&1); then
   echo "$log" >&2
   echo "layout_moves: the benchmark needs oneDNN (libdnnl-dev)" >&2
