@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "layers/channel_transpose.h"
+#include "layers/dnnl_support.h"
 
 namespace {
 
@@ -38,9 +39,9 @@ double median_us(int rounds, F&& run) {
 int main(int argc, char** argv) {
   using namespace poseidon;
   const int rounds = argc > 1 ? std::max(1, std::atoi(argv[1])) : 41;
-  const int64_t block = __builtin_cpu_supports("avx512f") ? 16 : 8;
+  const int64_t block = dnnl_uses_avx512() ? 16 : 8;  // the blocks oneDNN's convolutions pick
   const memory::format_tag blocked_tag = block == 16 ? memory::format_tag::nChw16c : memory::format_tag::nChw8c;
-  dnnl::engine engine(dnnl::engine::kind::cpu, 0);
+  const dnnl::engine& engine = dnnl_cpu_engine();
   dnnl::stream stream(engine);
   std::printf("blocks of %lld channels, median of %d moves each, microseconds\n", static_cast<long long>(block),
               rounds);
