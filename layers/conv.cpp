@@ -24,6 +24,7 @@
 #include "core/registry.h"
 #include "layers/conv_dnnl.h"
 #include "layers/conv_subsample.h"
+#include "layers/conv_winograd.h"
 #include "layers/dnnl_support.h"
 #include "layers/relu_kernels.h"
 
@@ -42,7 +43,8 @@ ConvLayer::ConvLayer(const ConfigNode& c) : Layer(c) {
     fail("groups (" + std::to_string(groups_) + ") must divide num_output (" + std::to_string(num_output_) + ")",
          "groups");
   has_bias_ = c.get_bool("bias", true);
-  im2col_only_ = c.get_choice("engine", {"auto", "im2col"}, "auto") == "im2col";
+  const std::string engine = c.get_choice("engine", {"auto", "im2col", "winograd"}, "auto");
+  engine_ = engine == "im2col" ? Engine::im2col : engine == "winograd" ? Engine::winograd : Engine::automatic;
 }
 
 ConvLayer::~ConvLayer() = default;
@@ -59,6 +61,8 @@ Shape ConvLayer::accept_input(const Shape& s) {
              std::to_string(dilation_[0]) + "x" + std::to_string(dilation_[1]) + ") is larger than the padded input " +
              std::to_string(s[2] + 2 * pad_[0]) + "x" + std::to_string(s[3] + 2 * pad_[1]),
          "kernel_size");
+  if (engine_ == Engine::winograd && !WinogradConv::covers(geom_, groups_))
+    fail("engine winograd needs a 3x3 kernel at stride 1, no dilation, one group and pad at most 2", "engine");
   in_shape_ = s;
   batch_ = s[0];
   out_hw_ = geom_.col_cols();
@@ -78,7 +82,7 @@ std::vector<Shape> ConvLayer::reshape(const std::vector<Shape>& in) {
 }
 
 bool ConvLayer::supports_precision(Precision p) const {
-  return p != Precision::bf16 || (!im2col_only_ && dnnl_has_bf16_kernels());
+  return p != Precision::bf16 || (engine_ == Engine::automatic && dnnl_has_bf16_kernels());
 }
 
 bool ConvLayer::fuse_relu() {
@@ -87,10 +91,35 @@ bool ConvLayer::fuse_relu() {
   return true;
 }
 
+// Winograd where asked for; by default for the 3x3 float32 convolutions on
+// CPUs where oneDNN's convolutions stop at AVX2 (its own Winograd kernels
+// need AVX-512) where it measured faster than oneDNN's direct kernels:
+// from 128 channels in and out, on images of at least 4x4 outputs. With
+// fewer channels the products are too narrow for the transforms' passes
+// over memory to pay, and smaller images run as oneDNN's matrix products.
+// docs/BENCHMARKS.md has the per-layer measurements.
+bool ConvLayer::uses_winograd() const {
+  if (engine_ == Engine::winograd) return true;
+  return engine_ == Engine::automatic && precision() != Precision::bf16 && WinogradConv::covers(geom_, groups_) &&
+         geom_.channels >= 128 && num_output_ >= 128 && geom_.out_height() >= 4 && geom_.out_width() >= 4 &&
+         !dnnl_uses_avx512();
+}
+
 void ConvLayer::prepare_cpu_engine() {
   dnnl_.reset();  // before its replacement is made: both may be large
+  winograd_.reset();
   subsampled_ = false;
-  if (!im2col_only_) {
+  if (uses_winograd()) {
+    winograd_ = std::make_unique<WinogradConv>(WinogradShape{.batch = batch_,
+                                                             .in_channels = geom_.channels,
+                                                             .out_channels = num_output_,
+                                                             .height = geom_.height,
+                                                             .width = geom_.width,
+                                                             .pad_h = pad_[0],
+                                                             .pad_w = pad_[1],
+                                                             .bias = has_bias_,
+                                                             .relu = relu_fused_});
+  } else if (engine_ == Engine::automatic) {
     DnnlConvShape shape{
         .geom = geom_, .batch = batch_, .num_output = num_output_, .groups = groups_, .bias = has_bias_};
     if (subsample().stride_h * subsample().stride_w > 1 && kernel_ == Hw{1, 1} && pad_ == Hw{0, 0} &&
@@ -114,7 +143,7 @@ void ConvLayer::prepare_cpu_engine() {
   x_sub_.resize(subsampled_ ? batch_ * geom_.channels * out_hw_ : 0);
   dx_sub_.resize(x_sub_.size());
   pointwise_ = kernel_ == Hw{1, 1} && stride_ == Hw{1, 1} && pad_ == Hw{0, 0};
-  if (dnnl_ || pointwise_) {
+  if (dnnl_ || winograd_ || pointwise_) {
     chunk_ = 0;
     col_.clear();
     col_.shrink_to_fit();
@@ -210,7 +239,7 @@ void ConvLayer::forward(LayerIO& io, RunContext&) {
   POSEIDON_CHECK(io.in[0]->shape() == in_shape_) << name() << ": forward before reshape";
   float* y = io.out[0]->data();
   convolve(io.in[0]->data(), param(0).value.data(), y);
-  if (relu_fused_ && !dnnl_) relu_in_place(y, io.out[0]->numel());
+  if (relu_fused_ && !dnnl_ && !winograd_) relu_in_place(y, io.out[0]->numel());
 }
 
 void ConvLayer::convolve(const float* x, const float* w, float* y) {
@@ -220,6 +249,10 @@ void ConvLayer::convolve(const float* x, const float* w, float* y) {
   }
   if (dnnl_) {
     dnnl_->forward(x, w, has_bias_ ? param(1).value.data() : nullptr, y);
+    return;
+  }
+  if (winograd_) {
+    winograd_->forward(x, w, has_bias_ ? param(1).value.data() : nullptr, y);
     return;
   }
   if (pointwise_) {
@@ -259,6 +292,10 @@ void ConvLayer::backward(LayerIO& io, RunContext&) {
   }
   if (dnnl_) {
     dnnl_->backward(x, w, dy, dx, dw, has_bias_ ? param(1).grad.data() : nullptr, overwrite_dx);
+    return;
+  }
+  if (winograd_) {
+    winograd_->backward(x, w, dy, dx, dw, has_bias_ ? param(1).grad.data() : nullptr, overwrite_dx);
     return;
   }
   if (has_bias_) bias_grad(dy, param(1).grad.data());
@@ -309,7 +346,9 @@ std::vector<KeyDoc> conv_keys() {
       {"dilation", "ints", "1", "spacing between kernel taps: one value or [h, w]"},
       {"groups", "int", "1", "split channels into groups convolved separately; divides in and out"},
       {"engine", "string", "auto",
-       "auto|im2col: oneDNN where built in, else im2col + GEMM; or always im2col + GEMM (CPU only: GPUs use cuDNN)"},
+       "auto|im2col|winograd: the fastest the CPU has (oneDNN where built in, Winograd for 3x3 on AVX2 CPUs, else "
+       "im2col + GEMM); or always im2col + GEMM; or always Winograd F(2x2,3x3) (3x3, stride 1, float32; CPU only: GPUs "
+       "use cuDNN)"},
   };
   for (KeyDoc& k : weight_bias_keys()) keys.push_back(std::move(k));
   return keys;

@@ -18,6 +18,7 @@
 namespace poseidon {
 
 class DnnlConv;
+class WinogradConv;
 
 class ConvLayer : public Layer, public ReluFusable {
  public:
@@ -70,8 +71,11 @@ class ConvLayer : public Layer, public ReluFusable {
   void add_bias(float* y);
   void bias_grad(const float* dy, float* db);
 
-  bool im2col_only_ = false;
-  std::unique_ptr<DnnlConv> dnnl_;  // null: the im2col path runs
+  enum class Engine { automatic, im2col, winograd };  // the `engine` key
+  Engine engine_ = Engine::automatic;
+  bool uses_winograd() const;
+  std::unique_ptr<DnnlConv> dnnl_;          // null: another engine runs
+  std::unique_ptr<WinogradConv> winograd_;  // null: another engine runs
   bool pointwise_ = false;
   int64_t chunk_ = 0;            // images unrolled per GEMM
   std::vector<float> col_;       // [in*kh*kw, chunk*hw]: im2col output, then its gradient

@@ -1,0 +1,83 @@
+// The conv layer's Winograd engine: 3x3 convolutions at stride 1 as Winograd's
+// minimal filtering F(2x2, 3x3). Each 4x4 input tile and each 3x3 filter move
+// into a 4x4 transformed domain where the convolution is an element-wise
+// product, summed over channels: for each of the 16 positions one matrix
+// product [out, in] x [in, tiles]. That is 16 multiply-adds per 2x2 outputs
+// and input channel instead of the direct kernel's 36 (2.25x fewer), at the
+// cost of the transforms, passes over memory. oneDNN's Winograd kernels need
+// AVX-512; on CPUs where its convolutions stop at AVX2 the products here run
+// through BLAS (core/math.h), and where this measured faster than oneDNN's
+// direct convolution the layer takes it (conv.cpp).
+//
+// Backward runs the same way: the input gradient is a Winograd convolution
+// of dy with the filters rotated by 180 degrees and in/out swapped; the
+// filter gradient is, per position, [out, tiles] x [tiles, in] between the
+// transformed output gradient (A dY A^T) and the transformed input, moved
+// back to 3x3 by G^T dU G.
+//
+// Float32 only. The batch goes through in chunks of images whose transformed
+// tiles fit a bounded buffer (core/im2col.h's budget), so memory stays
+// bounded and the products stay wide.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "core/im2col.h"
+
+namespace poseidon {
+
+// A 3x3, stride-1, undilated, ungrouped convolution's shape.
+struct WinogradShape {
+  int64_t batch = 1, in_channels = 1, out_channels = 1, height = 1, width = 1;
+  int64_t pad_h = 0, pad_w = 0;  // 0, 1 or 2
+  bool bias = true;
+  bool relu = false;  // forward writes max(y, 0)
+};
+
+class WinogradConv {
+ public:
+  // Whether a convolution of this geometry and grouping can run here (not
+  // whether it should: conv.cpp decides that).
+  static bool covers(const ConvGeometry& g, int64_t groups);
+
+  explicit WinogradConv(const WinogradShape& shape);
+
+  // y = conv(x, w) + b (max(that, 0) with relu); b ignored without bias.
+  void forward(const float* x, const float* w, const float* b, float* y);
+  // dw and db (with bias) are overwritten; dx, when not null, is added to
+  // or, with overwrite_dx, overwritten.
+  void backward(const float* x, const float* w, const float* dy, float* dx, float* dw, float* db, bool overwrite_dx);
+
+ private:
+  // One direction of the convolution: `in` channels of in_h x in_w images,
+  // padded by pad_h, pad_w, to `out` channels of out_h x out_w.
+  struct Pass {
+    int64_t in = 0, out = 0, in_h = 0, in_w = 0, pad_h = 0, pad_w = 0, out_h = 0, out_w = 0;
+    int64_t tiles_h() const { return (out_h + 1) / 2; }
+    int64_t tiles_w() const { return (out_w + 1) / 2; }
+    int64_t tiles() const { return tiles_h() * tiles_w(); }  // per image
+  };
+  enum class Store { overwrite, add, overwrite_relu };
+
+  // Runs `pass` over the batch: transforms of images [n0, n0 + chunk) into
+  // v_, 16 products with u_ (filters transformed as [16][out][in]) into m_,
+  // then the output transform into `out` (bias b, when not null, added).
+  void convolve(const Pass& pass, const float* in, const float* b, float* out, Store store);
+  void transform_input(const Pass& pass, const float* images, int64_t count, float* v) const;
+  void transform_output(const Pass& pass, const float* m, int64_t count, const float* b, float* out, Store store) const;
+  // A dY A^T of each 2x2 tile of `count` output-gradient images, [16][out][tiles].
+  void transform_output_grad(const Pass& pass, const float* dy, int64_t count, float* m) const;
+  // u_[16][rows][cols] from w [out][in][3][3]: rows are the output channels,
+  // or with `rotate` the input ones and the filter turned by 180 degrees.
+  void transform_filters(const float* w, bool rotate);
+
+  WinogradShape shape_;
+  Pass forward_, data_grad_;
+  int64_t chunk_ = 1;          // images per chunk
+  std::vector<float> u_;       // [16][rows][cols] transformed filters
+  std::vector<float> v_, m_;   // transformed inputs [16][in][tiles], products [16][out][tiles]
+  std::vector<float> du_;      // [16][out][in] filter gradient, transformed
+};
+
+}  // namespace poseidon

@@ -1,0 +1,146 @@
+// The conv layer's Winograd engine (engine: winograd, layers/conv_winograd.h)
+// against its im2col + GEMM engine (itself checked against direct loops in
+// conv_test.cpp), forward and backward, on shapes that reach the transforms'
+// edges: sizes whose last tile row and column fall partly outside the
+// output, padding 0, 1 and 2, unequal padding, non-square images, no bias,
+// a fused ReLU, and a batch that runs in several chunks. Plus finite
+// differences through the layer, and the shapes it refuses.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+#include <random>
+
+#include "core/error.h"
+#include "core/registry.h"
+#include "core/relu_fusion.h"
+#include "layers/grad_check.h"
+
+namespace poseidon::testing {
+
+GRAD_CASE("conv_winograd_pad1",
+          "{name: c, type: conv, num_output: 3, kernel_size: 3, pad: 1, engine: winograd}", {{2, 2, 5, 5}});
+GRAD_CASE("conv_winograd_pad0_no_bias",
+          "{name: c, type: conv, num_output: 2, kernel_size: 3, bias: false, engine: winograd}", {{2, 3, 6, 7}});
+GRAD_CASE(.name = "conv_winograd_relu_fused",
+          .yaml = "{name: c, type: conv, num_output: 3, kernel_size: 3, pad: 1, engine: winograd}",
+          .inputs = {{2, 2, 5, 5}}, .step = 1e-3, .fuse_relu = true);
+
+namespace {
+
+struct Case {
+  std::string label;
+  int64_t n, c, h, w, out, ph, pw;
+  bool bias = true, relu = false;
+
+  std::string yaml(const std::string& engine) const {
+    return "{name: c, type: conv, engine: " + engine + ", num_output: " + std::to_string(out) +
+           ", kernel_size: 3, pad: [" + std::to_string(ph) + ", " + std::to_string(pw) +
+           "], bias: " + (bias ? "true" : "false") + "}";
+  }
+};
+
+void PrintTo(const Case& c, std::ostream* os) { *os << c.label; }
+
+void fill_uniform(Tensor& t, std::mt19937_64& rng) {
+  std::uniform_real_distribution<float> uni(-1.f, 1.f);
+  for (int64_t i = 0; i < t.numel(); ++i) t[i] = uni(rng);
+}
+
+// Relative error of the whole tensor, ||got - want|| / ||want|| <= 1e-5 (as
+// in conv_dnnl_test.cpp). Winograd's transforms add and subtract inputs
+// before the products and outputs after them, which rounds differently
+// from a direct sum of products, by a few units in the last place of the
+// operands; a wrong transform entry moves this ratio to the order of 1.
+void expect_close(const Tensor& got, const Tensor& want, const std::string& what) {
+  ASSERT_EQ(got.shape(), want.shape()) << what;
+  double diff = 0, norm = 0, worst = 0;
+  int64_t worst_at = 0;
+  for (int64_t i = 0; i < got.numel(); ++i) {
+    const double d = double(got[i]) - want[i];
+    diff += d * d;
+    norm += double(want[i]) * want[i];
+    if (std::abs(d) > worst) worst = std::abs(d), worst_at = i;
+  }
+  EXPECT_LE(std::sqrt(diff), 1e-5 * std::sqrt(norm)) << what << ": largest difference at [" << worst_at
+                                                     << "]: winograd " << got[worst_at] << ", im2col " << want[worst_at];
+}
+
+// One engine's layer with its tensors, its parameters filled from `seed`.
+struct EngineRun {
+  std::unique_ptr<Layer> layer;
+  Tensor x, y, dy, dx;
+
+  EngineRun(const Case& k, const std::string& engine, bool overwrite_dx) {
+    layer = LayerRegistry::instance().create(ConfigNode::parse(k.yaml(engine), k.label));
+    const Shape out_shape = layer->reshape({{k.n, k.c, k.h, k.w}}).at(0);
+    if (k.relu) { EXPECT_TRUE(dynamic_cast<ReluFusable&>(*layer).fuse_relu()); }
+    std::mt19937_64 rng(11);
+    for (Param& p : layer->params()) {
+      p.value = Tensor(p.shape);
+      p.grad = Tensor(p.shape);
+      p.grad.fill(9.f);  // parameter gradients are overwritten
+      fill_uniform(p.value, rng);
+    }
+    x = Tensor({k.n, k.c, k.h, k.w});
+    y = Tensor(out_shape);
+    dy = Tensor(out_shape);
+    dx = Tensor(x.shape());
+    fill_uniform(x, rng);
+    fill_uniform(dy, rng);
+    // Added onto, or written over whatever is there.
+    dx.fill(overwrite_dx ? std::numeric_limits<float>::quiet_NaN() : 0.25f);
+    LayerIO io{{&x}, {&y}, {&dy}, {&dx}};
+    if (overwrite_dx) io.in_grad_unset = {true};
+    RunContext ctx;
+    layer->forward(io, ctx);
+    layer->backward(io, ctx);
+  }
+};
+
+class ConvWinogradVsIm2col : public ::testing::TestWithParam<Case> {};
+
+TEST_P(ConvWinogradVsIm2col, ForwardAndBackwardAgree) {
+  const Case& k = GetParam();
+  for (bool overwrite_dx : {false, true}) {
+    SCOPED_TRACE(overwrite_dx ? "input grad written" : "input grad added");
+    EngineRun winograd(k, "winograd", overwrite_dx), im2col(k, "im2col", overwrite_dx);
+    expect_close(winograd.y, im2col.y, "output");
+    expect_close(winograd.dx, im2col.dx, "input grad");
+    expect_close(winograd.layer->param(0).grad, im2col.layer->param(0).grad, "weight grad");
+    if (k.bias) expect_close(winograd.layer->param(1).grad, im2col.layer->param(1).grad, "bias grad");
+    if (k.relu) {
+      for (int64_t i = 0; i < winograd.y.numel(); ++i) ASSERT_GE(winograd.y[i], 0.f) << "ReLU'd output at " << i;
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Shapes, ConvWinogradVsIm2col,
+    ::testing::Values(Case{"pad1_even", 2, 8, 8, 8, 16, 1, 1}, Case{"pad1_odd_partial_tiles", 3, 5, 7, 9, 6, 1, 1},
+                      Case{"pad0_odd", 2, 4, 9, 7, 5, 0, 0}, Case{"pad0_even", 2, 4, 6, 6, 3, 0, 0},
+                      Case{"pad2", 2, 3, 5, 6, 4, 2, 2}, Case{"pad_1x0_no_bias", 2, 6, 7, 8, 4, 1, 0, false},
+                      Case{"smallest_3x3_pad0", 3, 2, 3, 3, 2, 0, 0}, Case{"one_pixel_pad1", 4, 8, 1, 1, 8, 1, 1},
+                      Case{"relu_fused", 2, 16, 10, 10, 16, 1, 1, true, true},
+                      Case{"wide_channels", 2, 64, 12, 12, 48, 1, 1},
+                      // 16 images of 64 channels at 32x32 fill a chunk: 20 run as two.
+                      Case{"batch_in_two_chunks", 20, 64, 32, 32, 16, 1, 1}),
+    [](const ::testing::TestParamInfo<Case>& info) { return info.param.label; });
+
+TEST(ConvWinograd, RefusesWhatItDoesNotCompute) {
+  for (const char* keys : {"kernel_size: 5, pad: 2", "kernel_size: 3, stride: 2", "kernel_size: 3, dilation: 2",
+                           "kernel_size: 3, groups: 2", "kernel_size: 3, pad: 3"}) {
+    SCOPED_TRACE(keys);
+    std::unique_ptr<Layer> layer = LayerRegistry::instance().create(ConfigNode::parse(
+        std::string("{name: c, type: conv, engine: winograd, num_output: 4, ") + keys + "}", "refused.yaml"));
+    try {
+      layer->reshape({{1, 4, 9, 9}});
+      FAIL() << "accepted";
+    } catch (const ConfigError& e) {
+      EXPECT_NE(std::string(e.what()).find("engine winograd needs a 3x3 kernel"), std::string::npos) << e.what();
+    }
+  }
+}
+
+}  // namespace
+}  // namespace poseidon::testing
