@@ -109,6 +109,10 @@ class Layer {
   // True for layers whose backward honours LayerIO::in_grad_unset, which
   // spares a pass zeroing the gradient and the layer's read of it.
   virtual bool writes_input_grads() const { return false; }
+  // Which of its implementations the layer runs, for layers with several
+  // (the conv layer's "onednn", "winograd", ...); empty otherwise.
+  // `poseidon time --json` reports it per layer.
+  virtual std::string engine() const { return ""; }
   // Allowed input counts (min, max); -1 max means unbounded.
   virtual std::pair<int, int> input_count() const { return {1, 1}; }
   virtual int output_count() const { return 1; }

@@ -2,10 +2,11 @@
 //
 // Where oneDNN is built in, its direct convolution runs the layer (see
 // layers/conv_dnnl.h), or on small images its matrix products over the
-// whole batch (layers/conv_matmul.h). The im2col path below remains for
-// builds without it, for shapes oneDNN covers only with reference loops, and
-// on request (engine: im2col), which also lets tests hold one path against
-// the other.
+// whole batch (layers/conv_matmul.h). On CPUs where oneDNN's kernels stop at
+// AVX2, wide 3x3 convolutions run as Winograd F(2x2, 3x3) instead
+// (layers/conv_winograd.h). The im2col path below remains for builds without
+// oneDNN, for shapes oneDNN covers only with reference loops, and on request
+// (engine: im2col), which also lets tests hold one path against the other.
 //
 // im2col path: im2col + GEMM. A chunk of the batch (as many images as fit a
 // bounded column buffer) is unrolled into one [in*kh*kw, images*out_h*out_w]
@@ -43,8 +44,14 @@ ConvLayer::ConvLayer(const ConfigNode& c) : Layer(c) {
     fail("groups (" + std::to_string(groups_) + ") must divide num_output (" + std::to_string(num_output_) + ")",
          "groups");
   has_bias_ = c.get_bool("bias", true);
-  const std::string engine = c.get_choice("engine", {"auto", "im2col", "winograd"}, "auto");
-  engine_ = engine == "im2col" ? Engine::im2col : engine == "winograd" ? Engine::winograd : Engine::automatic;
+  const std::string engine = c.get_choice("engine", {"auto", "onednn", "winograd", "im2col"}, "auto");
+  engine_ = engine == "im2col"     ? Engine::im2col
+            : engine == "winograd" ? Engine::winograd
+            : engine == "onednn"   ? Engine::onednn
+                                   : Engine::automatic;
+#ifndef POSEIDON_HAVE_DNNL
+  if (engine_ == Engine::onednn) fail("engine onednn: this build has no oneDNN (libdnnl-dev)", "engine");
+#endif
 }
 
 ConvLayer::~ConvLayer() = default;
@@ -82,7 +89,14 @@ std::vector<Shape> ConvLayer::reshape(const std::vector<Shape>& in) {
 }
 
 bool ConvLayer::supports_precision(Precision p) const {
-  return p != Precision::bf16 || (engine_ == Engine::automatic && dnnl_has_bf16_kernels());
+  return p != Precision::bf16 ||
+         ((engine_ == Engine::automatic || engine_ == Engine::onednn) && dnnl_has_bf16_kernels());
+}
+
+std::string ConvLayer::engine() const {
+  if (winograd_) return "winograd";
+  if (dnnl_) return dnnl_->runs_as_matmuls() ? "onednn matmul" : "onednn";
+  return pointwise_ ? "pointwise" : "im2col";
 }
 
 bool ConvLayer::fuse_relu() {
@@ -93,7 +107,8 @@ bool ConvLayer::fuse_relu() {
 
 // Winograd where asked for; by default for the 3x3 float32 convolutions on
 // CPUs where oneDNN's convolutions stop at AVX2 (its own Winograd kernels
-// need AVX-512) where it measured faster than oneDNN's direct kernels:
+// need AVX-512), or in builds without oneDNN, where it measured faster than
+// oneDNN's direct kernels:
 // from 128 channels in and out, on images of at least 4x4 outputs. With
 // fewer channels the products are too narrow for the transforms' passes
 // over memory to pay, and smaller images run as oneDNN's matrix products.
@@ -119,7 +134,7 @@ void ConvLayer::prepare_cpu_engine() {
                                                              .pad_w = pad_[1],
                                                              .bias = has_bias_,
                                                              .relu = relu_fused_});
-  } else if (engine_ == Engine::automatic) {
+  } else if (engine_ == Engine::automatic || engine_ == Engine::onednn) {
     DnnlConvShape shape{
         .geom = geom_, .batch = batch_, .num_output = num_output_, .groups = groups_, .bias = has_bias_};
     if (subsample().stride_h * subsample().stride_w > 1 && kernel_ == Hw{1, 1} && pad_ == Hw{0, 0} &&
@@ -346,9 +361,9 @@ std::vector<KeyDoc> conv_keys() {
       {"dilation", "ints", "1", "spacing between kernel taps: one value or [h, w]"},
       {"groups", "int", "1", "split channels into groups convolved separately; divides in and out"},
       {"engine", "string", "auto",
-       "auto|im2col|winograd: the fastest the CPU has (oneDNN where built in, Winograd for 3x3 on AVX2 CPUs, else "
-       "im2col + GEMM); or always im2col + GEMM; or always Winograd F(2x2,3x3) (3x3, stride 1, float32; CPU only: GPUs "
-       "use cuDNN)"},
+       "auto|onednn|winograd|im2col: the fastest the CPU has (oneDNN where built in, Winograd for wide 3x3 on AVX2 "
+       "CPUs, else im2col + GEMM); or oneDNN's direct kernels (im2col for shapes it has only reference loops for); or "
+       "Winograd F(2x2,3x3) (3x3, stride 1, float32); or im2col + GEMM. CPU only: GPUs use cuDNN"},
   };
   for (KeyDoc& k : weight_bias_keys()) keys.push_back(std::move(k));
   return keys;
@@ -357,7 +372,7 @@ std::vector<KeyDoc> conv_keys() {
 }  // namespace
 
 POSEIDON_REGISTER_LAYER(ConvLayer, "conv",
-                        "2-D convolution over NCHW input (oneDNN, or im2col + GEMM), PyTorch weight layout",
+                        "2-D convolution over NCHW input (oneDNN, Winograd, or im2col + GEMM), PyTorch weight layout",
                         conv_keys());
 
 }  // namespace poseidon

@@ -147,6 +147,7 @@ class ConvCudaLayer : public ConvLayer {
 
   // No GPU kernel applies a ReLU of its own: the ReLU layer stays.
   bool fuse_relu() override { return false; }
+  std::string engine() const override { return "cudnn"; }
 
   ~ConvCudaLayer() override {
     // Destruction may follow a failed call or run at exit: statuses are ignored.

@@ -2,7 +2,7 @@
 // in/groups, kh, kw], bias [out]) so checkpoints move between the two.
 // Declared here so that the GPU implementation (conv.cu, cuDNN) can share the
 // keys, shape checks and parameters while taking over the computation; the
-// CPU engines (oneDNN, im2col + GEMM) are set up only by the CPU class's
+// CPU engines (oneDNN, Winograd, im2col + GEMM) are set up only by the CPU class's
 // reshape. With a ReLU fused (core/relu_fusion.h) the output is max(y, 0).
 #pragma once
 
@@ -42,6 +42,9 @@ class ConvLayer : public Layer, public ReluFusable {
   // cuDNN's bfloat16 convolutions; tf32 on a GPU through cuDNN's
   // tensor-core math.
   bool supports_precision(Precision p) const override;
+  // On the CPU: "onednn", "onednn matmul" (small images), "winograd",
+  // "im2col" or "pointwise" (1x1 as per-image products).
+  std::string engine() const override;
 
  protected:
   using Hw = std::array<int64_t, 2>;
@@ -71,7 +74,7 @@ class ConvLayer : public Layer, public ReluFusable {
   void add_bias(float* y);
   void bias_grad(const float* dy, float* db);
 
-  enum class Engine { automatic, im2col, winograd };  // the `engine` key
+  enum class Engine { automatic, onednn, winograd, im2col };  // the `engine` key
   Engine engine_ = Engine::automatic;
   bool uses_winograd() const;
   std::unique_ptr<DnnlConv> dnnl_;          // null: another engine runs

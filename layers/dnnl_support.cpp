@@ -85,6 +85,8 @@ std::string dnnl_cpu_isa() {
 
 std::string dnnl_cpu_isa() { return "not built"; }
 
+bool dnnl_uses_avx512() { return false; }
+
 bool dnnl_has_bf16_kernels() { return false; }
 
 #endif  // POSEIDON_HAVE_DNNL

@@ -25,6 +25,10 @@ std::string dnnl_cpu_isa();
 // instead; false without oneDNN.
 bool dnnl_has_bf16_kernels();
 
+// Whether oneDNN's kernels on this CPU use AVX-512 (avx512_core or later);
+// false without oneDNN.
+bool dnnl_uses_avx512();
+
 #ifdef POSEIDON_HAVE_DNNL
 
 // oneDNN's CPU engine is stateless apart from its kernel caches: one serves
@@ -39,9 +43,6 @@ dnnl::primitive_attr dnnl_user_scratchpad();
 // (core/relu_fusion.h) to its output as it writes it, when `relu` is set.
 // oneDNN's ReLU keeps a NaN a NaN where the ReLU layer writes 0.
 dnnl::primitive_attr dnnl_forward_attr(bool relu);
-
-// Whether oneDNN's kernels on this CPU use AVX-512 (avx512_core or later).
-bool dnnl_uses_avx512();
 
 // True for an implementation name of oneDNN's reference kernels.
 bool dnnl_is_reference(const char* impl);

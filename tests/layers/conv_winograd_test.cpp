@@ -14,6 +14,7 @@
 #include "core/error.h"
 #include "core/registry.h"
 #include "core/relu_fusion.h"
+#include "layers/dnnl_support.h"
 #include "layers/grad_check.h"
 
 namespace poseidon::testing {
@@ -105,6 +106,8 @@ TEST_P(ConvWinogradVsIm2col, ForwardAndBackwardAgree) {
   for (bool overwrite_dx : {false, true}) {
     SCOPED_TRACE(overwrite_dx ? "input grad written" : "input grad added");
     EngineRun winograd(k, "winograd", overwrite_dx), im2col(k, "im2col", overwrite_dx);
+    ASSERT_EQ(winograd.layer->engine(), "winograd");
+    ASSERT_EQ(im2col.layer->engine(), "im2col");
     expect_close(winograd.y, im2col.y, "output");
     expect_close(winograd.dx, im2col.dx, "input grad");
     expect_close(winograd.layer->param(0).grad, im2col.layer->param(0).grad, "weight grad");
@@ -126,6 +129,28 @@ INSTANTIATE_TEST_SUITE_P(
                       // 16 images of 64 channels at 32x32 fill a chunk: 20 run as two.
                       Case{"batch_in_two_chunks", 20, 64, 32, 32, 16, 1, 1}),
     [](const ::testing::TestParamInfo<Case>& info) { return info.param.label; });
+
+// engine: auto picks Winograd only where oneDNN's kernels stop at AVX2 (or
+// without oneDNN), for 3x3 stride-1 layers of 128 channels in and out and
+// outputs of 4x4 and up; engine: onednn keeps the direct kernels there.
+TEST(ConvWinograd, AutoPicksItForWide3x3OnAvx2Only) {
+  auto engine_of = [](const std::string& keys, const Shape& in) {
+    std::unique_ptr<Layer> layer = LayerRegistry::instance().create(
+        ConfigNode::parse("{name: c, type: conv, kernel_size: 3, pad: 1, " + keys + "}", "auto.yaml"));
+    layer->reshape({in});
+    return layer->engine();
+  };
+  const std::string wide = dnnl_uses_avx512() ? "onednn" : "winograd";
+  EXPECT_EQ(engine_of("num_output: 128", {2, 128, 8, 8}), wide);
+  EXPECT_EQ(engine_of("num_output: 256", {2, 128, 4, 5}), wide);
+  EXPECT_NE(engine_of("num_output: 128", {2, 64, 8, 8}), "winograd");   // too few in
+  EXPECT_NE(engine_of("num_output: 64", {2, 128, 8, 8}), "winograd");   // too few out
+  EXPECT_NE(engine_of("num_output: 128", {2, 128, 3, 8}), "winograd");  // 3 output rows
+  EXPECT_NE(engine_of("num_output: 128, stride: 2", {2, 128, 8, 8}), "winograd");
+#ifdef POSEIDON_HAVE_DNNL
+  EXPECT_EQ(engine_of("num_output: 128, engine: onednn", {2, 128, 8, 8}), "onednn");
+#endif
+}
 
 TEST(ConvWinograd, RefusesWhatItDoesNotCompute) {
   for (const char* keys : {"kernel_size: 5, pad: 2", "kernel_size: 3, stride: 2", "kernel_size: 3, dilation: 2",

@@ -148,10 +148,12 @@ int cmd_time(const TimeArgs& args) {
                           {"check_finite_ms", check_ms / k},
                           {"iteration_ms", iter_ms}, {"images_per_sec", ips}};
     out["layers"] = nlohmann::json::array();
-    for (size_t i = 0; i < n; ++i)
+    for (size_t i = 0; i < n; ++i) {
       out["layers"].push_back({{"name", net.layer(i).name()}, {"type", net.layer(i).type()},
                                {"precision", precision_name(net.layer(i).precision())}, {"fused", net.fused(i)},
                                {"forward_ms", fwd[i] / k}, {"backward_ms", bwd[i] / k}});
+      if (std::string engine = net.layer(i).engine(); !engine.empty()) out["layers"].back()["engine"] = engine;
+    }
     std::printf("%s\n", out.dump(2).c_str());
     return 0;
   }
