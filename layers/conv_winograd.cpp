@@ -58,12 +58,22 @@ void join_row(const float* even, const float* odd, int64_t width, float* row) {
   }
 }
 
+// Runs fn(n, c, ty) for each row ty of tiles of each channel c of `count`
+// images of `pixels` pixels, spread over the threads unless small.
+template <class Fn>
+void for_each_tile_row(int64_t count, int64_t channels, int64_t tile_rows, int64_t pixels, Fn fn) {
+#pragma omp parallel for collapse(3) if (count * channels * pixels > 32768)
+  for (int64_t n = 0; n < count; ++n)
+    for (int64_t c = 0; c < channels; ++c)
+      for (int64_t ty = 0; ty < tile_rows; ++ty) fn(n, c, ty);
+}
+
 }  // namespace
 
 bool WinogradConv::covers(const ConvGeometry& g, int64_t groups) {
-  return groups == 1 && g.kernel_h == 3 && g.kernel_w == 3 && g.stride_h == 1 && g.stride_w == 1 &&
-         g.dilation_h == 1 && g.dilation_w == 1 && g.pad_h <= 2 && g.pad_w <= 2 && g.fits() &&
-         g.width <= 2 * kMaxTilesW && g.out_width() <= 2 * kMaxTilesW;
+  return groups == 1 && g.kernel_h == 3 && g.kernel_w == 3 && g.stride_h == 1 && g.stride_w == 1 && g.dilation_h == 1 &&
+         g.dilation_w == 1 && g.pad_h <= 2 && g.pad_w <= 2 && g.fits() && g.width <= 2 * kMaxTilesW &&
+         g.out_width() <= 2 * kMaxTilesW;
 }
 
 WinogradConv::WinogradConv(const WinogradShape& s) : shape_(s) {
@@ -122,113 +132,104 @@ void WinogradConv::transform_filters(const float* w, bool rotate) {
 void WinogradConv::transform_input(const Pass& p, const float* images, int64_t count, float* v) const {
   const int64_t th = p.tiles_h(), tw = p.tiles_w(), total = count * th * tw;
   const int64_t plane = p.in_h * p.in_w;
-#pragma omp parallel for collapse(3) if (count * p.in * plane > 32768)
-  for (int64_t n = 0; n < count; ++n)
-    for (int64_t c = 0; c < p.in; ++c)
-      for (int64_t ty = 0; ty < th; ++ty) {
-        float even[4][kMaxTilesW + 1], odd[4][kMaxTilesW + 1];
-        const float* image = images + (n * p.in + c) * plane;
-        for (int i = 0; i < 4; ++i) {
-          const int64_t y = 2 * ty + i - p.pad_h;
-          split_row(y >= 0 && y < p.in_h ? image + y * p.in_w : nullptr, p.in_w, p.pad_w, tw + 1, even[i], odd[i]);
-        }
-        float* dst = v + c * total + (n * th + ty) * tw;
-        const int64_t step = p.in * total;  // between positions
+  for_each_tile_row(count, p.in, th, plane, [&](int64_t n, int64_t c, int64_t ty) {
+    float even[4][kMaxTilesW + 1], odd[4][kMaxTilesW + 1];
+    const float* image = images + (n * p.in + c) * plane;
+    for (int i = 0; i < 4; ++i) {
+      const int64_t y = 2 * ty + i - p.pad_h;
+      split_row(y >= 0 && y < p.in_h ? image + y * p.in_w : nullptr, p.in_w, p.pad_w, tw + 1, even[i], odd[i]);
+    }
+    float* dst = v + c * total + (n * th + ty) * tw;
+    const int64_t step = p.in * total;  // between positions
 #pragma omp simd
-        for (int64_t tx = 0; tx < tw; ++tx) {
-          float b[4][4];  // d B, row by row
-          for (int i = 0; i < 4; ++i) {
-            const float d0 = even[i][tx], d1 = odd[i][tx], d2 = even[i][tx + 1], d3 = odd[i][tx + 1];
-            b[i][0] = d0 - d2;
-            b[i][1] = d1 + d2;
-            b[i][2] = d2 - d1;
-            b[i][3] = d1 - d3;
-          }
-          for (int j = 0; j < 4; ++j) {
-            dst[(0 * 4 + j) * step + tx] = b[0][j] - b[2][j];
-            dst[(1 * 4 + j) * step + tx] = b[1][j] + b[2][j];
-            dst[(2 * 4 + j) * step + tx] = b[2][j] - b[1][j];
-            dst[(3 * 4 + j) * step + tx] = b[1][j] - b[3][j];
-          }
-        }
+    for (int64_t tx = 0; tx < tw; ++tx) {
+      float b[4][4];  // d B, row by row
+      for (int i = 0; i < 4; ++i) {
+        const float d0 = even[i][tx], d1 = odd[i][tx], d2 = even[i][tx + 1], d3 = odd[i][tx + 1];
+        b[i][0] = d0 - d2;
+        b[i][1] = d1 + d2;
+        b[i][2] = d2 - d1;
+        b[i][3] = d1 - d3;
       }
+      for (int j = 0; j < 4; ++j) {
+        dst[(0 * 4 + j) * step + tx] = b[0][j] - b[2][j];
+        dst[(1 * 4 + j) * step + tx] = b[1][j] + b[2][j];
+        dst[(2 * 4 + j) * step + tx] = b[2][j] - b[1][j];
+        dst[(3 * 4 + j) * step + tx] = b[1][j] - b[3][j];
+      }
+    }
+  });
 }
 
 void WinogradConv::transform_output(const Pass& p, const float* m, int64_t count, const float* bias, float* out,
                                     Store store) const {
   const int64_t th = p.tiles_h(), tw = p.tiles_w(), total = count * th * tw;
   const int64_t plane = p.out_h * p.out_w;
-#pragma omp parallel for collapse(3) if (count * p.out * plane > 32768)
-  for (int64_t n = 0; n < count; ++n)
-    for (int64_t k = 0; k < p.out; ++k)
-      for (int64_t ty = 0; ty < th; ++ty) {
-        float even[2][kMaxTilesW], odd[2][kMaxTilesW];
-        const float* src = m + k * total + (n * th + ty) * tw;
-        const int64_t step = p.out * total;
-        const float b = bias ? bias[k] : 0.f;
+  for_each_tile_row(count, p.out, th, plane, [&](int64_t n, int64_t k, int64_t ty) {
+    float even[2][kMaxTilesW], odd[2][kMaxTilesW];
+    const float* src = m + k * total + (n * th + ty) * tw;
+    const int64_t step = p.out * total;
+    const float b = bias ? bias[k] : 0.f;
 #pragma omp simd
-        for (int64_t tx = 0; tx < tw; ++tx) {
-          float s[2][4];  // A^T M, column by column
-          for (int j = 0; j < 4; ++j) {
-            const float m0 = src[(0 * 4 + j) * step + tx], m1 = src[(1 * 4 + j) * step + tx];
-            const float m2 = src[(2 * 4 + j) * step + tx], m3 = src[(3 * 4 + j) * step + tx];
-            s[0][j] = m0 + m1 + m2;
-            s[1][j] = m1 - m2 - m3;
-          }
-          for (int i = 0; i < 2; ++i) {
-            float y0 = s[i][0] + s[i][1] + s[i][2] + b, y1 = s[i][1] - s[i][2] - s[i][3] + b;
-            if (store == Store::overwrite_relu) {
-              y0 = y0 > 0.f ? y0 : 0.f;  // as the ReLU layer writes it (NaN becomes 0)
-              y1 = y1 > 0.f ? y1 : 0.f;
-            }
-            even[i][tx] = y0;
-            odd[i][tx] = y1;
-          }
-        }
-        float* image = out + (n * p.out + k) * plane;
-        for (int i = 0; i < 2 && 2 * ty + i < p.out_h; ++i) {
-          float* row = image + (2 * ty + i) * p.out_w;
-          if (store == Store::add)
-            join_row<true>(even[i], odd[i], p.out_w, row);
-          else
-            join_row<false>(even[i], odd[i], p.out_w, row);
-        }
+    for (int64_t tx = 0; tx < tw; ++tx) {
+      float s[2][4];  // A^T M, column by column
+      for (int j = 0; j < 4; ++j) {
+        const float m0 = src[(0 * 4 + j) * step + tx], m1 = src[(1 * 4 + j) * step + tx];
+        const float m2 = src[(2 * 4 + j) * step + tx], m3 = src[(3 * 4 + j) * step + tx];
+        s[0][j] = m0 + m1 + m2;
+        s[1][j] = m1 - m2 - m3;
       }
+      for (int i = 0; i < 2; ++i) {
+        float y0 = s[i][0] + s[i][1] + s[i][2] + b, y1 = s[i][1] - s[i][2] - s[i][3] + b;
+        if (store == Store::overwrite_relu) {
+          y0 = y0 > 0.f ? y0 : 0.f;  // as the ReLU layer writes it (NaN becomes 0)
+          y1 = y1 > 0.f ? y1 : 0.f;
+        }
+        even[i][tx] = y0;
+        odd[i][tx] = y1;
+      }
+    }
+    float* image = out + (n * p.out + k) * plane;
+    for (int i = 0; i < 2 && 2 * ty + i < p.out_h; ++i) {
+      float* row = image + (2 * ty + i) * p.out_w;
+      if (store == Store::add)
+        join_row<true>(even[i], odd[i], p.out_w, row);
+      else
+        join_row<false>(even[i], odd[i], p.out_w, row);
+    }
+  });
 }
 
 void WinogradConv::transform_output_grad(const Pass& p, const float* dy, int64_t count, float* m) const {
   const int64_t th = p.tiles_h(), tw = p.tiles_w(), total = count * th * tw;
   const int64_t plane = p.out_h * p.out_w;
-#pragma omp parallel for collapse(3) if (count * p.out * plane > 32768)
-  for (int64_t n = 0; n < count; ++n)
-    for (int64_t k = 0; k < p.out; ++k)
-      for (int64_t ty = 0; ty < th; ++ty) {
-        float even[2][kMaxTilesW + 1], odd[2][kMaxTilesW + 1];
-        const float* image = dy + (n * p.out + k) * plane;
-        for (int i = 0; i < 2; ++i) {
-          const int64_t y = 2 * ty + i;
-          split_row(y < p.out_h ? image + y * p.out_w : nullptr, p.out_w, 0, tw, even[i], odd[i]);
-        }
-        float* dst = m + k * total + (n * th + ty) * tw;
-        const int64_t step = p.out * total;
+  for_each_tile_row(count, p.out, th, plane, [&](int64_t n, int64_t k, int64_t ty) {
+    float even[2][kMaxTilesW + 1], odd[2][kMaxTilesW + 1];
+    const float* image = dy + (n * p.out + k) * plane;
+    for (int i = 0; i < 2; ++i) {
+      const int64_t y = 2 * ty + i;
+      split_row(y < p.out_h ? image + y * p.out_w : nullptr, p.out_w, 0, tw, even[i], odd[i]);
+    }
+    float* dst = m + k * total + (n * th + ty) * tw;
+    const int64_t step = p.out * total;
 #pragma omp simd
-        for (int64_t tx = 0; tx < tw; ++tx) {
-          float c[2][4];  // dY A^T, row by row
-          for (int i = 0; i < 2; ++i) {
-            const float y0 = even[i][tx], y1 = odd[i][tx];
-            c[i][0] = y0;
-            c[i][1] = y0 + y1;
-            c[i][2] = y0 - y1;
-            c[i][3] = -y1;
-          }
-          for (int j = 0; j < 4; ++j) {
-            dst[(0 * 4 + j) * step + tx] = c[0][j];
-            dst[(1 * 4 + j) * step + tx] = c[0][j] + c[1][j];
-            dst[(2 * 4 + j) * step + tx] = c[0][j] - c[1][j];
-            dst[(3 * 4 + j) * step + tx] = -c[1][j];
-          }
-        }
+    for (int64_t tx = 0; tx < tw; ++tx) {
+      float c[2][4];  // dY A^T, row by row
+      for (int i = 0; i < 2; ++i) {
+        const float y0 = even[i][tx], y1 = odd[i][tx];
+        c[i][0] = y0;
+        c[i][1] = y0 + y1;
+        c[i][2] = y0 - y1;
+        c[i][3] = -y1;
       }
+      for (int j = 0; j < 4; ++j) {
+        dst[(0 * 4 + j) * step + tx] = c[0][j];
+        dst[(1 * 4 + j) * step + tx] = c[0][j] + c[1][j];
+        dst[(2 * 4 + j) * step + tx] = c[0][j] - c[1][j];
+        dst[(3 * 4 + j) * step + tx] = -c[1][j];
+      }
+    }
+  });
 }
 
 void WinogradConv::convolve(const Pass& p, const float* in, const float* b, float* out, Store store) {

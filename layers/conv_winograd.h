@@ -74,10 +74,10 @@ class WinogradConv {
 
   WinogradShape shape_;
   Pass forward_, data_grad_;
-  int64_t chunk_ = 1;          // images per chunk
-  std::vector<float> u_;       // [16][rows][cols] transformed filters
-  std::vector<float> v_, m_;   // transformed inputs [16][in][tiles], products [16][out][tiles]
-  std::vector<float> du_;      // [16][out][in] filter gradient, transformed
+  int64_t chunk_ = 1;         // images per chunk
+  std::vector<float> u_;      // [16][rows][cols] transformed filters
+  std::vector<float> v_, m_;  // transformed inputs [16][in][tiles], products [16][out][tiles]
+  std::vector<float> du_;     // [16][out][in] filter gradient, transformed
 };
 
 }  // namespace poseidon

@@ -19,8 +19,8 @@
 
 namespace poseidon::testing {
 
-GRAD_CASE("conv_winograd_pad1",
-          "{name: c, type: conv, num_output: 3, kernel_size: 3, pad: 1, engine: winograd}", {{2, 2, 5, 5}});
+GRAD_CASE("conv_winograd_pad1", "{name: c, type: conv, num_output: 3, kernel_size: 3, pad: 1, engine: winograd}",
+          {{2, 2, 5, 5}});
 GRAD_CASE("conv_winograd_pad0_no_bias",
           "{name: c, type: conv, num_output: 2, kernel_size: 3, bias: false, engine: winograd}", {{2, 3, 6, 7}});
 GRAD_CASE(.name = "conv_winograd_relu_fused",
@@ -63,8 +63,9 @@ void expect_close(const Tensor& got, const Tensor& want, const std::string& what
     norm += double(want[i]) * want[i];
     if (std::abs(d) > worst) worst = std::abs(d), worst_at = i;
   }
-  EXPECT_LE(std::sqrt(diff), 1e-5 * std::sqrt(norm)) << what << ": largest difference at [" << worst_at
-                                                     << "]: winograd " << got[worst_at] << ", im2col " << want[worst_at];
+  EXPECT_LE(std::sqrt(diff), 1e-5 * std::sqrt(norm))
+      << what << ": largest difference at [" << worst_at << "]: winograd " << got[worst_at] << ", im2col "
+      << want[worst_at];
 }
 
 // One engine's layer with its tensors, its parameters filled from `seed`.
@@ -75,7 +76,9 @@ struct EngineRun {
   EngineRun(const Case& k, const std::string& engine, bool overwrite_dx) {
     layer = LayerRegistry::instance().create(ConfigNode::parse(k.yaml(engine), k.label));
     const Shape out_shape = layer->reshape({{k.n, k.c, k.h, k.w}}).at(0);
-    if (k.relu) { EXPECT_TRUE(dynamic_cast<ReluFusable&>(*layer).fuse_relu()); }
+    if (k.relu) {
+      EXPECT_TRUE(dynamic_cast<ReluFusable&>(*layer).fuse_relu());
+    }
     std::mt19937_64 rng(11);
     for (Param& p : layer->params()) {
       p.value = Tensor(p.shape);
