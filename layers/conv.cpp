@@ -107,12 +107,12 @@ bool ConvLayer::fuse_relu() {
 
 // Winograd where asked for; by default for the 3x3 float32 convolutions on
 // CPUs where oneDNN's convolutions stop at AVX2 (its own Winograd kernels
-// need AVX-512), or in builds without oneDNN, where it measured faster than
-// oneDNN's direct kernels:
-// from 128 channels in and out, on images of at least 4x4 outputs. With
-// fewer channels the products are too narrow for the transforms' passes
-// over memory to pay, and smaller images run as oneDNN's matrix products.
-// docs/BENCHMARKS.md has the per-layer measurements.
+// need AVX-512), or in builds without oneDNN, of the shapes where it
+// measured faster than oneDNN's direct kernels: from 128 channels in and
+// out, on images of at least 4x4 outputs. With fewer channels the products
+// are too narrow for the transforms' passes over memory to pay, and smaller
+// images run as oneDNN's matrix products. bench/conv_engines.sh measures
+// it; docs/BENCHMARKS.md has the numbers.
 bool ConvLayer::uses_winograd() const {
   if (engine_ == Engine::winograd) return true;
   return engine_ == Engine::automatic && precision() != Precision::bf16 && WinogradConv::covers(geom_, groups_) &&
