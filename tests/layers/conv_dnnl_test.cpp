@@ -17,6 +17,7 @@
 
 #include "core/registry.h"
 #include "layers/conv_matmul.h"
+#include "layers/engine_agreement.h"
 
 namespace poseidon::testing {
 namespace {
@@ -56,30 +57,6 @@ struct Case {
 
 void PrintTo(const Case& c, std::ostream* os) { *os << c.label; }
 
-void fill_uniform(Tensor& t, std::mt19937_64& rng) {
-  std::uniform_real_distribution<float> uni(-1.f, 1.f);
-  for (int64_t i = 0; i < t.numel(); ++i) t[i] = uni(rng);
-}
-
-// Relative error of the whole tensor, ||got - want|| / ||want|| <= 1e-5 (the
-// normalised error of ggml's backend tests): the two paths sum the same
-// products in different orders, and a sum of a thousand floats that cancels
-// to near zero may differ there by more than 1e-5 of itself, while a single
-// wrong element among a few thousand moves this ratio far above 1e-5.
-void expect_close(const Tensor& got, const Tensor& want, const std::string& what) {
-  ASSERT_EQ(got.shape(), want.shape()) << what;
-  double diff = 0, norm = 0, worst = 0;
-  int64_t worst_at = 0;
-  for (int64_t i = 0; i < got.numel(); ++i) {
-    const double d = double(got[i]) - want[i];
-    diff += d * d;
-    norm += double(want[i]) * want[i];
-    if (std::abs(d) > worst) worst = std::abs(d), worst_at = i;
-  }
-  EXPECT_LE(std::sqrt(diff), 1e-5 * std::sqrt(norm)) << what << ": largest difference at [" << worst_at << "]: oneDNN "
-                                                     << got[worst_at] << ", im2col " << want[worst_at];
-}
-
 class ConvDnnlVsIm2col : public ::testing::TestWithParam<Case> {};
 
 TEST_P(ConvDnnlVsIm2col, ForwardAndBackwardAgree) {
@@ -113,50 +90,47 @@ TEST_P(ConvDnnlVsIm2col, ForwardAndBackwardAgree) {
   db2.fill(9.f);
   dnnl->forward(x.data(), w.data(), b, y2.data());
   dnnl->backward(x.data(), w.data(), dy.data(), dx2.data(), dw2.data(), db2.data(), false);
-  expect_close(y2, y, "output");
-  expect_close(dx2, dx, "input grad");
-  expect_close(dw2, layer->param(0).grad, "weight grad");
-  if (k.bias) expect_close(db2, layer->param(1).grad, "bias grad");
+  expect_close(y2, y, "output", "oneDNN vs im2col");
+  expect_close(dx2, dx, "input grad", "oneDNN vs im2col");
+  expect_close(dw2, layer->param(0).grad, "weight grad", "oneDNN vs im2col");
+  if (k.bias) expect_close(db2, layer->param(1).grad, "bias grad", "oneDNN vs im2col");
 
   // Told that dx holds nothing yet, backward writes every element of it.
   Tensor dx3(x.shape());
   dx3.fill(std::numeric_limits<float>::quiet_NaN());
   dnnl->backward(x.data(), w.data(), dy.data(), dx3.data(), dw2.data(), db2.data(), true);
   for (int64_t i = 0; i < dx3.numel(); ++i) dx3[i] += 0.25f;
-  expect_close(dx3, dx, "input grad written over NaN");
+  expect_close(dx3, dx, "input grad written over NaN", "oneDNN vs im2col");
 
   // Without an input gradient (the first layer) the parameter gradients are the same.
   dw2.fill(9.f);
   db2.fill(9.f);
   dnnl->backward(x.data(), w.data(), dy.data(), nullptr, dw2.data(), db2.data(), false);
-  expect_close(dw2, layer->param(0).grad, "weight grad without input grad");
-  if (k.bias) expect_close(db2, layer->param(1).grad, "bias grad without input grad");
+  expect_close(dw2, layer->param(0).grad, "weight grad without input grad", "oneDNN vs im2col");
+  if (k.bias) expect_close(db2, layer->param(1).grad, "bias grad without input grad", "oneDNN vs im2col");
 }
 
-INSTANTIATE_TEST_SUITE_P(Shapes, ConvDnnlVsIm2col,
-                         ::testing::Values(Case{"groups2_stride2_pad1", 3, 4, 9, 9, 6, 3, 3, 2, 2, 1, 1, 1, 1, 2},
-                                           Case{"dilation2_pad2", 3, 3, 10, 11, 5, 3, 3, 1, 1, 2, 2, 2, 2},
-                                           Case{"kernel_1x7", 3, 8, 7, 17, 8, 1, 7, 1, 1, 0, 3},
-                                           Case{"kernel_7x1_stride2_rounds_down", 3, 5, 16, 8, 4, 7, 1, 2, 2, 3, 0},
-                                           Case{"depthwise_no_bias", 3, 8, 12, 12, 8, 3, 3, 1, 1, 1, 1, 1, 1, 8, false},
-                                           Case{"pointwise", 3, 16, 8, 8, 32, 1, 1},
-                                           Case{"pointwise_stride3_rounds_down", 3, 16, 5, 5, 16, 1, 1, 3, 3},
-                                           Case{"rgb_input_5x5", 3, 3, 20, 20, 16, 5, 5, 1, 1, 2, 2},
-                                           Case{"wide_channels", 3, 32, 14, 14, 64, 3, 3, 1, 1, 1, 1},
-                                           Case{"wide_groups4_dilation2_stride2", 3, 32, 15, 13, 48, 3, 3, 2, 2, 2, 2,
-                                                2, 2, 4},
-                                           Case{"small_2x2_pad1", 4, 32, 2, 2, 48, 3, 3, 1, 1, 1, 1},
-                                           Case{"small_2x2_pad1_no_bias", 3, 16, 2, 2, 32, 3, 3, 1, 1, 1, 1, 1, 1, 1,
-                                                false},
-                                           Case{"small_4x4_pad1_no_bias", 3, 16, 4, 4, 32, 3, 3, 1, 1, 1, 1, 1, 1, 1,
-                                                false},
-                                           Case{"small_1x1_pad1", 5, 32, 1, 1, 16, 3, 3, 1, 1, 1, 1},
-                                           Case{"small_kernel_1x3", 3, 24, 2, 2, 16, 1, 3, 1, 1, 0, 1},
-                                           Case{"small_kernel_3x1_no_bias", 3, 24, 2, 2, 16, 3, 1, 1, 1, 1, 0, 1, 1, 1,
-                                                false},
-                                           Case{"small_stride2_rounds_down", 3, 16, 6, 6, 24, 3, 3, 2, 2},
-                                           Case{"small_pointwise", 4, 32, 2, 2, 16, 1, 1}),
-                         [](const ::testing::TestParamInfo<Case>& info) { return info.param.label; });
+INSTANTIATE_TEST_SUITE_P(
+    Shapes, ConvDnnlVsIm2col,
+    ::testing::Values(Case{"groups2_stride2_pad1", 3, 4, 9, 9, 6, 3, 3, 2, 2, 1, 1, 1, 1, 2},
+                      Case{"dilation2_pad2", 3, 3, 10, 11, 5, 3, 3, 1, 1, 2, 2, 2, 2},
+                      Case{"kernel_1x7", 3, 8, 7, 17, 8, 1, 7, 1, 1, 0, 3},
+                      Case{"kernel_7x1_stride2_rounds_down", 3, 5, 16, 8, 4, 7, 1, 2, 2, 3, 0},
+                      Case{"depthwise_no_bias", 3, 8, 12, 12, 8, 3, 3, 1, 1, 1, 1, 1, 1, 8, false},
+                      Case{"pointwise", 3, 16, 8, 8, 32, 1, 1},
+                      Case{"pointwise_stride3_rounds_down", 3, 16, 5, 5, 16, 1, 1, 3, 3},
+                      Case{"rgb_input_5x5", 3, 3, 20, 20, 16, 5, 5, 1, 1, 2, 2},
+                      Case{"wide_channels", 3, 32, 14, 14, 64, 3, 3, 1, 1, 1, 1},
+                      Case{"wide_groups4_dilation2_stride2", 3, 32, 15, 13, 48, 3, 3, 2, 2, 2, 2, 2, 2, 4},
+                      Case{"small_2x2_pad1", 4, 32, 2, 2, 48, 3, 3, 1, 1, 1, 1},
+                      Case{"small_2x2_pad1_no_bias", 3, 16, 2, 2, 32, 3, 3, 1, 1, 1, 1, 1, 1, 1, false},
+                      Case{"small_4x4_pad1_no_bias", 3, 16, 4, 4, 32, 3, 3, 1, 1, 1, 1, 1, 1, 1, false},
+                      Case{"small_1x1_pad1", 5, 32, 1, 1, 16, 3, 3, 1, 1, 1, 1},
+                      Case{"small_kernel_1x3", 3, 24, 2, 2, 16, 1, 3, 1, 1, 0, 1},
+                      Case{"small_kernel_3x1_no_bias", 3, 24, 2, 2, 16, 3, 1, 1, 1, 1, 0, 1, 1, 1, false},
+                      Case{"small_stride2_rounds_down", 3, 16, 6, 6, 24, 3, 3, 2, 2},
+                      Case{"small_pointwise", 4, 32, 2, 2, 16, 1, 1}),
+    [](const ::testing::TestParamInfo<Case>& info) { return info.param.label; });
 
 #else
 

@@ -15,6 +15,7 @@
 #include "core/registry.h"
 #include "core/relu_fusion.h"
 #include "layers/dnnl_support.h"
+#include "layers/engine_agreement.h"
 #include "layers/grad_check.h"
 
 namespace poseidon::testing {
@@ -42,31 +43,6 @@ struct Case {
 };
 
 void PrintTo(const Case& c, std::ostream* os) { *os << c.label; }
-
-void fill_uniform(Tensor& t, std::mt19937_64& rng) {
-  std::uniform_real_distribution<float> uni(-1.f, 1.f);
-  for (int64_t i = 0; i < t.numel(); ++i) t[i] = uni(rng);
-}
-
-// Relative error of the whole tensor, ||got - want|| / ||want|| <= 1e-5 (as
-// in conv_dnnl_test.cpp). Winograd's transforms add and subtract inputs
-// before the products and outputs after them, which rounds differently
-// from a direct sum of products, by a few units in the last place of the
-// operands; a wrong transform entry moves this ratio to the order of 1.
-void expect_close(const Tensor& got, const Tensor& want, const std::string& what) {
-  ASSERT_EQ(got.shape(), want.shape()) << what;
-  double diff = 0, norm = 0, worst = 0;
-  int64_t worst_at = 0;
-  for (int64_t i = 0; i < got.numel(); ++i) {
-    const double d = double(got[i]) - want[i];
-    diff += d * d;
-    norm += double(want[i]) * want[i];
-    if (std::abs(d) > worst) worst = std::abs(d), worst_at = i;
-  }
-  EXPECT_LE(std::sqrt(diff), 1e-5 * std::sqrt(norm))
-      << what << ": largest difference at [" << worst_at << "]: winograd " << got[worst_at] << ", im2col "
-      << want[worst_at];
-}
 
 // One engine's layer with its tensors, its parameters filled from `seed`.
 struct EngineRun {
@@ -111,10 +87,11 @@ TEST_P(ConvWinogradVsIm2col, ForwardAndBackwardAgree) {
     EngineRun winograd(k, "winograd", overwrite_dx), im2col(k, "im2col", overwrite_dx);
     ASSERT_EQ(winograd.layer->engine(), "winograd");
     ASSERT_EQ(im2col.layer->engine(), "im2col");
-    expect_close(winograd.y, im2col.y, "output");
-    expect_close(winograd.dx, im2col.dx, "input grad");
-    expect_close(winograd.layer->param(0).grad, im2col.layer->param(0).grad, "weight grad");
-    if (k.bias) expect_close(winograd.layer->param(1).grad, im2col.layer->param(1).grad, "bias grad");
+    expect_close(winograd.y, im2col.y, "output", "winograd vs im2col");
+    expect_close(winograd.dx, im2col.dx, "input grad", "winograd vs im2col");
+    expect_close(winograd.layer->param(0).grad, im2col.layer->param(0).grad, "weight grad", "winograd vs im2col");
+    if (k.bias)
+      expect_close(winograd.layer->param(1).grad, im2col.layer->param(1).grad, "bias grad", "winograd vs im2col");
     if (k.relu) {
       for (int64_t i = 0; i < winograd.y.numel(); ++i) ASSERT_GE(winograd.y[i], 0.f) << "ReLU'd output at " << i;
     }
