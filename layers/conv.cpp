@@ -3,7 +3,7 @@
 // Where oneDNN is built in, its direct convolution runs the layer (see
 // layers/conv_dnnl.h), or on small images its matrix products over the
 // whole batch (layers/conv_matmul.h). On CPUs where oneDNN's kernels stop at
-// AVX2, wide 3x3 convolutions run as Winograd F(2x2, 3x3) instead
+// AVX2, wide 3x3 convolutions run as Winograd F(4x4, 3x3) instead
 // (layers/conv_winograd.h). The im2col path below remains for builds without
 // oneDNN, for shapes oneDNN covers only with reference loops, and on request
 // (engine: im2col), which also lets tests hold one path against the other.
@@ -108,7 +108,7 @@ bool ConvLayer::fuse_relu() {
 // Winograd where asked for; by default for the 3x3 float32 convolutions on
 // CPUs where oneDNN's convolutions stop at AVX2 (its own Winograd kernels
 // need AVX-512), or in builds without oneDNN, of the shapes where it
-// measured faster than oneDNN's direct kernels: from 128 channels in and
+// measured faster than oneDNN's direct kernels: from 64 channels in and
 // out, on images of at least 4x4 outputs. With fewer channels the products
 // are too narrow for the transforms' passes over memory to pay, and smaller
 // images run as oneDNN's matrix products. bench/conv_engines.sh measures
@@ -116,7 +116,7 @@ bool ConvLayer::fuse_relu() {
 bool ConvLayer::uses_winograd() const {
   if (engine_ == Engine::winograd) return true;
   return engine_ == Engine::automatic && precision() != Precision::bf16 && WinogradConv::covers(geom_, groups_) &&
-         geom_.channels >= 128 && num_output_ >= 128 && geom_.out_height() >= 4 && geom_.out_width() >= 4 &&
+         geom_.channels >= 64 && num_output_ >= 64 && geom_.out_height() >= 4 && geom_.out_width() >= 4 &&
          !dnnl_uses_avx512();
 }
 
@@ -363,7 +363,7 @@ std::vector<KeyDoc> conv_keys() {
       {"engine", "string", "auto",
        "auto|onednn|winograd|im2col: the fastest the CPU has (oneDNN where built in, Winograd for wide 3x3 on AVX2 "
        "CPUs, else im2col + GEMM); or oneDNN's direct kernels (im2col for shapes it has only reference loops for); or "
-       "Winograd F(2x2,3x3) (3x3, stride 1, float32); or im2col + GEMM. CPU only: GPUs use cuDNN"},
+       "Winograd F(4x4,3x3) (3x3, stride 1, float32); or im2col + GEMM. CPU only: GPUs use cuDNN"},
   };
   for (KeyDoc& k : weight_bias_keys()) keys.push_back(std::move(k));
   return keys;

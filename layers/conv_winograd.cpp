@@ -1,80 +1,282 @@
-// Winograd F(2x2, 3x3) convolution on the CPU (see conv_winograd.h).
+// Winograd convolution F(4x4, 3x3) on the CPU (see conv_winograd.h).
 //
-// The transforms, with d a 4x4 input tile, g a 3x3 filter and Y a 2x2 output:
-//   V = B^T d B,  U = G g G^T,  Y = A^T (U . V) A, summed over input channels;
-//   B^T = [1 0 -1 0; 0 1 1 0; 0 -1 1 0; 0 1 0 -1],
-//   G = [1 0 0; 1/2 1/2 1/2; 1/2 -1/2 1/2; 0 0 1],  A^T = [1 1 1 0; 0 1 -1 -1].
-// Tile (ty, tx) reads padded rows 2ty..2ty+3 and columns 2tx..2tx+3. Each
-// transform works on one row of tiles of one channel at a time, its rows
-// split into even and odd columns first, so that the loops over tiles read
-// and write consecutive floats and vectorise.
+// With d a 6x6 input tile, g a 3x3 filter and Y a 4x4 output tile:
+// V = B^T d B, U = G g G^T, Y = A^T (U . V) A, summed over input channels.
+// Tile (ty, tx) reads padded rows 4ty .. 4ty + 5 and the same columns. The
+// transforms work on blocks of consecutive tiles of one channel (whole rows
+// of tiles, across images when the images are small): the tiles' elements
+// are first gathered position by position into a buffer on the stack (image
+// rows split into 4 phases, columns x with x mod 4 = k, so that each
+// position's values are consecutive), then one loop over the block's tiles
+// transforms them, reading and writing consecutive floats, compiled for AVX2
+// and AVX-512 too (cpu_vector.h). The 2-D transforms apply the 1-D ones of
+// Tile to the tile's rows, then to its columns.
 #include "layers/conv_winograd.h"
 
 #include <algorithm>
 
 #include "core/error.h"
 #include "core/math.h"
+#include "layers/cpu_vector.h"
 
 namespace poseidon {
 namespace {
 
-constexpr int kPositions = 16;  // the 4x4 transformed domain
-// Tiles in one row at most: bounds the rows' stack buffers.
-constexpr int64_t kMaxTilesW = 512;
+// The 1-D transforms of F(4x4, 3x3), interpolating at 0, +-1, +-2 and
+// infinity (each function applies one matrix to a vector):
+//   B^T = [4 0 -5 0 1 0; 0 -4 -4 1 1 0; 0 4 -4 -1 1 0; 0 -2 -1 2 1 0;
+//          0 2 -1 -2 1 0; 0 4 0 -5 0 1],
+//   G = [1/4 0 0; -1/6 -1/6 -1/6; -1/6 1/6 -1/6; 1/24 1/12 1/6;
+//        1/24 -1/12 1/6; 0 0 1],
+//   A^T = [1 1 1 1 1 0; 0 1 -1 2 -2 0; 0 1 1 4 4 0; 0 1 -1 8 -8 1].
+struct Tile {
+  static constexpr int m = 4, n = 6;  // outputs and inputs per tile side
+  static void input(const float* d, float* v) {  // B^T d
+    v[0] = 4.f * d[0] - 5.f * d[2] + d[4];
+    v[1] = d[3] + d[4] - 4.f * (d[1] + d[2]);
+    v[2] = 4.f * (d[1] - d[2]) + d[4] - d[3];
+    v[3] = 2.f * (d[3] - d[1]) + d[4] - d[2];
+    v[4] = 2.f * (d[1] - d[3]) + d[4] - d[2];
+    v[5] = 4.f * d[1] - 5.f * d[3] + d[5];
+  }
+  static void output(const float* s, float* y) {  // A^T s
+    const float p1 = s[1] + s[2], m1 = s[1] - s[2], p2 = s[3] + s[4], m2 = s[3] - s[4];
+    y[0] = s[0] + p1 + p2;
+    y[1] = m1 + 2.f * m2;
+    y[2] = p1 + 4.f * p2;
+    y[3] = m1 + 8.f * m2 + s[5];
+  }
+  static void filter(const float* g, float* u) {  // G g
+    u[0] = 0.25f * g[0];
+    u[1] = -(g[0] + g[1] + g[2]) / 6.f;
+    u[2] = -(g[0] - g[1] + g[2]) / 6.f;
+    u[3] = g[0] / 24.f + g[1] / 12.f + g[2] / 6.f;
+    u[4] = g[0] / 24.f - g[1] / 12.f + g[2] / 6.f;
+    u[5] = g[2];
+  }
+  static void output_grad(const float* y, float* c) {  // A y
+    const float e = y[0] + y[2], o = y[1] + y[3], e2 = y[0] + 4.f * y[2], o2 = 2.f * y[1] + 8.f * y[3];
+    c[0] = y[0];
+    c[1] = e + o;
+    c[2] = e - o;
+    c[3] = e2 + o2;
+    c[4] = e2 - o2;
+    c[5] = y[3];
+  }
+  static void filter_grad(const float* d, float* e) {  // G^T d
+    const float p1 = d[1] + d[2], m1 = d[1] - d[2], p2 = d[3] + d[4], m2 = d[3] - d[4];
+    e[0] = 0.25f * d[0] - p1 / 6.f + p2 / 24.f;
+    e[1] = -m1 / 6.f + m2 / 12.f;
+    e[2] = (p2 - p1) / 6.f + d[5];
+  }
+};
 
-// One image row split into its even and odd columns, shifted by the padding:
-// even[s] = row[2s - pad], odd[s] = row[2s + 1 - pad], 0 outside [0, width);
-// `count` entries each. Without a row (above or below the image) all zero.
-void split_row(const float* row, int64_t width, int64_t pad, int64_t count, float* even, float* odd) {
+constexpr int kM = Tile::m, kN = Tile::n;
+constexpr int kPositions = kN * kN;  // the transformed domain
+// Widest image row (in and out): bounds the stack buffers.
+constexpr int64_t kMaxWidth = 1024;
+constexpr int64_t kPhaseLength = kMaxWidth / kM + 2;
+// Tiles per block: at least one row of tiles, else about kBlockTarget.
+constexpr int64_t kBlockTiles = kMaxWidth / kM, kBlockTarget = 128;
+
+// One image row split into its kM phases, shifted by the padding:
+// phase[k][s] = row[kM s + k - pad], 0 outside [0, width); `count` entries
+// each. Without a row (above or below the image) all zero.
+void split_row(const float* row, int64_t width, int64_t pad, int64_t count, float (*phase)[kPhaseLength]) {
   if (!row) {
-    std::fill_n(even, count, 0.f);
-    std::fill_n(odd, count, 0.f);
+    for (int k = 0; k < kM; ++k) std::fill_n(phase[k], count, 0.f);
     return;
   }
-  // Both columns of entries [lo, hi) lie inside the row.
-  const int64_t lo = std::min(count, (pad + 1) / 2), hi = std::max(lo, std::min(count, (width + pad) / 2));
+  // All phases of entries [lo, hi) lie inside the row.
+  const int64_t lo = std::min(count, (pad + kM - 1) / kM), hi = std::max(lo, std::min(count, (width + pad) / kM));
   auto edge = [&](int64_t s) {
-    const int64_t e = 2 * s - pad, o = e + 1;
-    even[s] = e >= 0 && e < width ? row[e] : 0.f;
-    odd[s] = o >= 0 && o < width ? row[o] : 0.f;
+    for (int k = 0; k < kM; ++k) {
+      const int64_t x = kM * s + k - pad;
+      phase[k][s] = x >= 0 && x < width ? row[x] : 0.f;
+    }
   };
   for (int64_t s = 0; s < lo; ++s) edge(s);
-  const float* inside = row + 2 * lo - pad;
-#pragma omp simd
-  for (int64_t s = lo; s < hi; ++s) {
-    even[s] = inside[2 * (s - lo)];
-    odd[s] = inside[2 * (s - lo) + 1];
-  }
+  const float* inside = row + kM * lo - pad;
+  for (int64_t s = lo; s < hi; ++s)
+#pragma GCC unroll 8
+    for (int k = 0; k < kM; ++k) phase[k][s] = inside[kM * (s - lo) + k];
   for (int64_t s = hi; s < count; ++s) edge(s);
 }
 
-// Writes (or adds) a row of 2-wide output tiles, even and odd columns apart,
-// into an image row of `width` pixels.
-template <bool kAdd>
-void join_row(const float* even, const float* odd, int64_t width, float* row) {
-  for (int64_t x = 0; x < width; ++x) {
-    const float v = (x & 1) ? odd[x >> 1] : even[x >> 1];
-    row[x] = kAdd ? row[x] + v : v;
+// V = B^T d B for `tiles` tiles whose element (i, j) lies at
+// d[(i kN + j) kBlockTiles + t]; position q of tile t goes to v[q step + t].
+POSEIDON_VECTOR_CLONES void input_tiles(const float* d, int64_t tiles, float* v, int64_t step) {
+#pragma GCC ivdep
+  for (int64_t t = 0; t < tiles; ++t) {
+    float rows[kN][kN];  // d B, row by row (rows[i] = B^T d[i])
+#pragma GCC unroll 8
+    for (int i = 0; i < kN; ++i) {
+      float row[kN];
+#pragma GCC unroll 8
+      for (int j = 0; j < kN; ++j) row[j] = d[(i * kN + j) * kBlockTiles + t];
+      Tile::input(row, rows[i]);
+    }
+#pragma GCC unroll 8
+    for (int j = 0; j < kN; ++j) {
+      float col[kN], out[kN];
+#pragma GCC unroll 8
+      for (int i = 0; i < kN; ++i) col[i] = rows[i][j];
+      Tile::input(col, out);
+#pragma GCC unroll 8
+      for (int i = 0; i < kN; ++i) v[(i * kN + j) * step + t] = out[i];
+    }
   }
 }
 
-// Runs fn(n, c, ty) for each row ty of tiles of each channel c of `count`
-// images of `pixels` pixels, spread over the threads unless small.
+// Y = A^T M A (+ bias, then max(., 0) with kRelu) for `tiles` tiles of
+// m[q step + t]; element (i, j) of tile t goes to y[(i kM + j) kBlockTiles + t].
+template <bool kRelu>
+inline void output_tiles_of(const float* m, int64_t step, int64_t tiles, float bias, float* y) {
+#pragma GCC ivdep
+  for (int64_t t = 0; t < tiles; ++t) {
+    float s[kM][kN];  // A^T M, column by column
+#pragma GCC unroll 8
+    for (int j = 0; j < kN; ++j) {
+      float col[kN], out[kM];
+#pragma GCC unroll 8
+      for (int i = 0; i < kN; ++i) col[i] = m[(i * kN + j) * step + t];
+      Tile::output(col, out);
+#pragma GCC unroll 8
+      for (int i = 0; i < kM; ++i) s[i][j] = out[i];
+    }
+#pragma GCC unroll 8
+    for (int i = 0; i < kM; ++i) {
+      float out[kM];
+      Tile::output(s[i], out);
+#pragma GCC unroll 8
+      for (int j = 0; j < kM; ++j) {
+        const float v = out[j] + bias;
+        y[(i * kM + j) * kBlockTiles + t] = kRelu ? (v > 0.f ? v : 0.f) : v;  // as the ReLU layer writes it (NaN to 0)
+      }
+    }
+  }
+}
+
+POSEIDON_VECTOR_CLONES void output_tiles(const float* m, int64_t step, int64_t tiles, float bias, bool relu,
+                                         float* y) {
+  if (relu)
+    output_tiles_of<true>(m, step, tiles, bias, y);
+  else
+    output_tiles_of<false>(m, step, tiles, bias, y);
+}
+
+// A dY A^T for `tiles` output-gradient tiles whose element (i, j) lies at
+// dy[(i kM + j) kBlockTiles + t]; position q of tile t goes to m[q step + t].
+POSEIDON_VECTOR_CLONES void output_grad_tiles(const float* dy, int64_t tiles, float* m, int64_t step) {
+#pragma GCC ivdep
+  for (int64_t t = 0; t < tiles; ++t) {
+    float rows[kM][kN];  // dY A^T, row by row
+#pragma GCC unroll 8
+    for (int i = 0; i < kM; ++i) {
+      float row[kM];
+#pragma GCC unroll 8
+      for (int j = 0; j < kM; ++j) row[j] = dy[(i * kM + j) * kBlockTiles + t];
+      Tile::output_grad(row, rows[i]);
+    }
+#pragma GCC unroll 8
+    for (int j = 0; j < kN; ++j) {
+      float col[kM], out[kN];
+#pragma GCC unroll 8
+      for (int i = 0; i < kM; ++i) col[i] = rows[i][j];
+      Tile::output_grad(col, out);
+#pragma GCC unroll 8
+      for (int i = 0; i < kN; ++i) m[(i * kN + j) * step + t] = out[i];
+    }
+  }
+}
+
+// U = G g G^T for `count` filters, filter t's 3x3 at w[t stride] on (turned
+// by 180 degrees with kRotate); position q of filter t goes to u[q step + t].
+template <bool kRotate>
+inline void filter_tiles_of(const float* w, int64_t stride, int64_t count, float* u, int64_t step) {
+#pragma GCC ivdep
+  for (int64_t t = 0; t < count; ++t) {
+    float gg[3][kN];  // G g, column by column
+#pragma GCC unroll 8
+    for (int j = 0; j < 3; ++j) {
+      float col[3];
+#pragma GCC unroll 8
+      for (int i = 0; i < 3; ++i) col[i] = w[t * stride + (kRotate ? (2 - i) * 3 + (2 - j) : i * 3 + j)];
+      Tile::filter(col, gg[j]);
+    }
+#pragma GCC unroll 8
+    for (int i = 0; i < kN; ++i) {
+      const float row[3] = {gg[0][i], gg[1][i], gg[2][i]};
+      float out[kN];
+      Tile::filter(row, out);
+#pragma GCC unroll 8
+      for (int j = 0; j < kN; ++j) u[(i * kN + j) * step + t] = out[j];
+    }
+  }
+}
+
+POSEIDON_VECTOR_CLONES void filter_tiles(const float* w, int64_t stride, int64_t count, bool rotate, float* u,
+                                         int64_t step) {
+  if (rotate)
+    filter_tiles_of<true>(w, stride, count, u, step);
+  else
+    filter_tiles_of<false>(w, stride, count, u, step);
+}
+
+// dW = G^T dU G for `count` filters whose position q lies at du[q step + t];
+// filter t's 3x3 goes to dw[9 t] on.
+POSEIDON_VECTOR_CLONES void filter_grad_tiles(const float* du, int64_t step, int64_t count, float* dw) {
+#pragma GCC ivdep
+  for (int64_t t = 0; t < count; ++t) {
+    float cols[kN][3];  // G^T dU, column by column
+#pragma GCC unroll 8
+    for (int j = 0; j < kN; ++j) {
+      float col[kN];
+#pragma GCC unroll 8
+      for (int i = 0; i < kN; ++i) col[i] = du[(i * kN + j) * step + t];
+      Tile::filter_grad(col, cols[j]);
+    }
+#pragma GCC unroll 8
+    for (int i = 0; i < 3; ++i) {
+      float row[kN], e[3];
+#pragma GCC unroll 8
+      for (int j = 0; j < kN; ++j) row[j] = cols[j][i];
+      Tile::filter_grad(row, e);
+#pragma GCC unroll 8
+      for (int j = 0; j < 3; ++j) dw[t * 9 + i * 3 + j] = e[j];
+    }
+  }
+}
+
+// A pass's tiles of one chunk of `count` images, counted in rows of tiles
+// (image n's row ty is n * tiles_h + ty), cut into blocks.
+struct TileRows {
+  int64_t th, tw, rows, per_block;
+  TileRows(int64_t tiles_h, int64_t tiles_w, int64_t count)
+      : th(tiles_h), tw(tiles_w), rows(count * tiles_h), per_block(std::max<int64_t>(1, kBlockTarget / tiles_w)) {}
+  int64_t blocks() const { return (rows + per_block - 1) / per_block; }
+};
+
+// Runs fn(c, r0, r1) for each block [r0, r1) of tile rows of each of
+// `channels` channels, spread over the threads unless small.
 template <class Fn>
-void for_each_tile_row(int64_t count, int64_t channels, int64_t tile_rows, int64_t pixels, Fn fn) {
-#pragma omp parallel for collapse(3) if (count * channels * pixels > 32768)
-  for (int64_t n = 0; n < count; ++n)
-    for (int64_t c = 0; c < channels; ++c)
-      for (int64_t ty = 0; ty < tile_rows; ++ty) fn(n, c, ty);
+void for_each_block(const TileRows& r, int64_t channels, int64_t floats, Fn fn) {
+  const int64_t blocks = r.blocks();
+#pragma omp parallel for collapse(2) if (floats > 32768)
+  for (int64_t c = 0; c < channels; ++c)
+    for (int64_t b = 0; b < blocks; ++b) fn(c, b * r.per_block, std::min(r.rows, (b + 1) * r.per_block));
 }
 
 }  // namespace
 
 bool WinogradConv::covers(const ConvGeometry& g, int64_t groups) {
   return groups == 1 && g.kernel_h == 3 && g.kernel_w == 3 && g.stride_h == 1 && g.stride_w == 1 && g.dilation_h == 1 &&
-         g.dilation_w == 1 && g.pad_h <= 2 && g.pad_w <= 2 && g.fits() && g.width <= 2 * kMaxTilesW &&
-         g.out_width() <= 2 * kMaxTilesW;
+         g.dilation_w == 1 && g.pad_h <= 2 && g.pad_w <= 2 && g.fits() && g.width <= kMaxWidth &&
+         g.out_width() <= kMaxWidth;
 }
+
+int64_t WinogradConv::Pass::tiles_h() const { return (out_h + kM - 1) / kM; }
+int64_t WinogradConv::Pass::tiles_w() const { return (out_w + kM - 1) / kM; }
 
 WinogradConv::WinogradConv(const WinogradShape& s) : shape_(s) {
   const int64_t out_h = s.height + 2 * s.pad_h - 2, out_w = s.width + 2 * s.pad_w - 2;
@@ -104,131 +306,74 @@ WinogradConv::WinogradConv(const WinogradShape& s) : shape_(s) {
 }
 
 void WinogradConv::transform_filters(const float* w, bool rotate) {
-  const int64_t out = shape_.out_channels, in = shape_.in_channels;
-  const int64_t rows = rotate ? in : out, cols = rotate ? out : in;
-#pragma omp parallel for collapse(2) if (out * in > 4096)
-  for (int64_t k = 0; k < out; ++k)
-    for (int64_t c = 0; c < in; ++c) {
-      const float* f = w + (k * in + c) * 9;
-      float g[3][3];
-      for (int i = 0; i < 3; ++i)
-        for (int j = 0; j < 3; ++j) g[i][j] = rotate ? f[(2 - i) * 3 + (2 - j)] : f[i * 3 + j];
-      float gg[4][3];  // G g
-      for (int j = 0; j < 3; ++j) {
-        gg[0][j] = g[0][j];
-        gg[1][j] = 0.5f * (g[0][j] + g[1][j] + g[2][j]);
-        gg[2][j] = 0.5f * (g[0][j] - g[1][j] + g[2][j]);
-        gg[3][j] = g[2][j];
-      }
-      const int64_t r = rotate ? c : k, col = rotate ? k : c;
-      for (int i = 0; i < 4; ++i) {
-        const float u[4] = {gg[i][0], 0.5f * (gg[i][0] + gg[i][1] + gg[i][2]), 0.5f * (gg[i][0] - gg[i][1] + gg[i][2]),
-                            gg[i][2]};
-        for (int j = 0; j < 4; ++j) u_[((i * 4 + j) * rows + r) * cols + col] = u[j];
-      }
-    }
+  const int64_t out = shape_.out_channels, in = shape_.in_channels, step = out * in;
+  if (rotate) {  // u_[q][c][k]: the filters of input channel c, consecutive in k
+#pragma omp parallel for if (step > 4096)
+    for (int64_t c = 0; c < in; ++c) filter_tiles(w + c * 9, in * 9, out, true, u_.data() + c * out, step);
+  } else {  // u_[q][k][c]
+#pragma omp parallel for if (step > 4096)
+    for (int64_t k = 0; k < out; ++k) filter_tiles(w + k * in * 9, 9, in, false, u_.data() + k * in, step);
+  }
 }
 
 void WinogradConv::transform_input(const Pass& p, const float* images, int64_t count, float* v) const {
-  const int64_t th = p.tiles_h(), tw = p.tiles_w(), total = count * th * tw;
-  const int64_t plane = p.in_h * p.in_w;
-  for_each_tile_row(count, p.in, th, plane, [&](int64_t n, int64_t c, int64_t ty) {
-    float even[4][kMaxTilesW + 1], odd[4][kMaxTilesW + 1];
-    const float* image = images + (n * p.in + c) * plane;
-    for (int i = 0; i < 4; ++i) {
-      const int64_t y = 2 * ty + i - p.pad_h;
-      split_row(y >= 0 && y < p.in_h ? image + y * p.in_w : nullptr, p.in_w, p.pad_w, tw + 1, even[i], odd[i]);
-    }
-    float* dst = v + c * total + (n * th + ty) * tw;
-    const int64_t step = p.in * total;  // between positions
-#pragma omp simd
-    for (int64_t tx = 0; tx < tw; ++tx) {
-      float b[4][4];  // d B, row by row
-      for (int i = 0; i < 4; ++i) {
-        const float d0 = even[i][tx], d1 = odd[i][tx], d2 = even[i][tx + 1], d3 = odd[i][tx + 1];
-        b[i][0] = d0 - d2;
-        b[i][1] = d1 + d2;
-        b[i][2] = d2 - d1;
-        b[i][3] = d1 - d3;
-      }
-      for (int j = 0; j < 4; ++j) {
-        dst[(0 * 4 + j) * step + tx] = b[0][j] - b[2][j];
-        dst[(1 * 4 + j) * step + tx] = b[1][j] + b[2][j];
-        dst[(2 * 4 + j) * step + tx] = b[2][j] - b[1][j];
-        dst[(3 * 4 + j) * step + tx] = b[1][j] - b[3][j];
+  const TileRows r(p.tiles_h(), p.tiles_w(), count);
+  const int64_t plane = p.in_h * p.in_w, total = r.rows * r.tw, step = p.in * total;
+  for_each_block(r, p.in, count * p.in * plane, [&](int64_t c, int64_t r0, int64_t r1) {
+    float d[kPositions][kBlockTiles];  // the block's tiles, position by position
+    float phase[kM][kPhaseLength];
+    for (int64_t row = r0; row < r1; ++row) {
+      const int64_t n = row / r.th, ty = row % r.th, at = (row - r0) * r.tw;
+      const float* image = images + (n * p.in + c) * plane;
+      for (int i = 0; i < kN; ++i) {
+        const int64_t y = kM * ty + i - p.pad_h;
+        split_row(y >= 0 && y < p.in_h ? image + y * p.in_w : nullptr, p.in_w, p.pad_w, r.tw + 1, phase);
+        for (int j = 0; j < kN; ++j) std::copy_n(phase[j % kM] + j / kM, r.tw, d[i * kN + j] + at);
       }
     }
+    input_tiles(d[0], (r1 - r0) * r.tw, v + c * total + r0 * r.tw, step);
   });
 }
 
 void WinogradConv::transform_output(const Pass& p, const float* m, int64_t count, const float* bias, float* out,
                                     Store store) const {
-  const int64_t th = p.tiles_h(), tw = p.tiles_w(), total = count * th * tw;
-  const int64_t plane = p.out_h * p.out_w;
-  for_each_tile_row(count, p.out, th, plane, [&](int64_t n, int64_t k, int64_t ty) {
-    float even[2][kMaxTilesW], odd[2][kMaxTilesW];
-    const float* src = m + k * total + (n * th + ty) * tw;
-    const int64_t step = p.out * total;
-    const float b = bias ? bias[k] : 0.f;
-#pragma omp simd
-    for (int64_t tx = 0; tx < tw; ++tx) {
-      float s[2][4];  // A^T M, column by column
-      for (int j = 0; j < 4; ++j) {
-        const float m0 = src[(0 * 4 + j) * step + tx], m1 = src[(1 * 4 + j) * step + tx];
-        const float m2 = src[(2 * 4 + j) * step + tx], m3 = src[(3 * 4 + j) * step + tx];
-        s[0][j] = m0 + m1 + m2;
-        s[1][j] = m1 - m2 - m3;
-      }
-      for (int i = 0; i < 2; ++i) {
-        float y0 = s[i][0] + s[i][1] + s[i][2] + b, y1 = s[i][1] - s[i][2] - s[i][3] + b;
-        if (store == Store::overwrite_relu) {
-          y0 = y0 > 0.f ? y0 : 0.f;  // as the ReLU layer writes it (NaN becomes 0)
-          y1 = y1 > 0.f ? y1 : 0.f;
+  const TileRows r(p.tiles_h(), p.tiles_w(), count);
+  const int64_t plane = p.out_h * p.out_w, total = r.rows * r.tw, step = p.out * total;
+  for_each_block(r, p.out, count * p.out * plane, [&](int64_t k, int64_t r0, int64_t r1) {
+    float y[kM * kM][kBlockTiles];  // the block's output tiles, element by element
+    output_tiles(m + k * total + r0 * r.tw, step, (r1 - r0) * r.tw, bias ? bias[k] : 0.f,
+                 store == Store::overwrite_relu, y[0]);
+    for (int64_t row = r0; row < r1; ++row) {
+      const int64_t n = row / r.th, ty = row % r.th, at = (row - r0) * r.tw;
+      float* image = out + (n * p.out + k) * plane;
+      for (int i = 0; i < kM && kM * ty + i < p.out_h; ++i) {
+        float* line = image + (kM * ty + i) * p.out_w;
+        const float* tiles = y[i * kM] + at;  // element (i, j) of tile tx at tiles[j kBlockTiles + tx]
+        for (int64_t x = 0; x < p.out_w; ++x) {
+          const float value = tiles[(x % kM) * kBlockTiles + x / kM];
+          line[x] = store == Store::add ? line[x] + value : value;
         }
-        even[i][tx] = y0;
-        odd[i][tx] = y1;
       }
-    }
-    float* image = out + (n * p.out + k) * plane;
-    for (int i = 0; i < 2 && 2 * ty + i < p.out_h; ++i) {
-      float* row = image + (2 * ty + i) * p.out_w;
-      if (store == Store::add)
-        join_row<true>(even[i], odd[i], p.out_w, row);
-      else
-        join_row<false>(even[i], odd[i], p.out_w, row);
     }
   });
 }
 
 void WinogradConv::transform_output_grad(const Pass& p, const float* dy, int64_t count, float* m) const {
-  const int64_t th = p.tiles_h(), tw = p.tiles_w(), total = count * th * tw;
-  const int64_t plane = p.out_h * p.out_w;
-  for_each_tile_row(count, p.out, th, plane, [&](int64_t n, int64_t k, int64_t ty) {
-    float even[2][kMaxTilesW + 1], odd[2][kMaxTilesW + 1];
-    const float* image = dy + (n * p.out + k) * plane;
-    for (int i = 0; i < 2; ++i) {
-      const int64_t y = 2 * ty + i;
-      split_row(y < p.out_h ? image + y * p.out_w : nullptr, p.out_w, 0, tw, even[i], odd[i]);
-    }
-    float* dst = m + k * total + (n * th + ty) * tw;
-    const int64_t step = p.out * total;
-#pragma omp simd
-    for (int64_t tx = 0; tx < tw; ++tx) {
-      float c[2][4];  // dY A^T, row by row
-      for (int i = 0; i < 2; ++i) {
-        const float y0 = even[i][tx], y1 = odd[i][tx];
-        c[i][0] = y0;
-        c[i][1] = y0 + y1;
-        c[i][2] = y0 - y1;
-        c[i][3] = -y1;
-      }
-      for (int j = 0; j < 4; ++j) {
-        dst[(0 * 4 + j) * step + tx] = c[0][j];
-        dst[(1 * 4 + j) * step + tx] = c[0][j] + c[1][j];
-        dst[(2 * 4 + j) * step + tx] = c[0][j] - c[1][j];
-        dst[(3 * 4 + j) * step + tx] = -c[1][j];
+  const TileRows r(p.tiles_h(), p.tiles_w(), count);
+  const int64_t plane = p.out_h * p.out_w, total = r.rows * r.tw, step = p.out * total;
+  for_each_block(r, p.out, count * p.out * plane, [&](int64_t k, int64_t r0, int64_t r1) {
+    float d[kM * kM][kBlockTiles];
+    float phase[kM][kPhaseLength];
+    for (int64_t row = r0; row < r1; ++row) {
+      const int64_t n = row / r.th, ty = row % r.th, at = (row - r0) * r.tw;
+      const float* image = dy + (n * p.out + k) * plane;
+      for (int i = 0; i < kM; ++i) {
+        const int64_t y = kM * ty + i;
+        split_row(y < p.out_h ? image + y * p.out_w : nullptr, p.out_w, 0, r.tw, phase);
+        for (int j = 0; j < kM; ++j) std::copy_n(phase[j], r.tw, d[i * kM + j] + at);
       }
     }
+    output_grad_tiles(d[0], (r1 - r0) * r.tw, m + k * total + r0 * r.tw, step);
   });
 }
 
@@ -260,25 +405,8 @@ void WinogradConv::backward(const float* x, const float* w, const float* dy, flo
       gemm(false, true, out, in, total, 1.f, m_.data() + q * out * total, v_.data() + q * in * total,
            n0 == 0 ? 0.f : 1.f, du_.data() + q * out * in);
   }
-  // dW = G^T dU G per filter.
-#pragma omp parallel for collapse(2) if (out * in > 4096)
-  for (int64_t k = 0; k < out; ++k)
-    for (int64_t c = 0; c < in; ++c) {
-      float d[4][4];
-      for (int q = 0; q < kPositions; ++q) d[q / 4][q % 4] = du_[(q * out + k) * in + c];
-      float e[3][4];  // G^T dU
-      for (int j = 0; j < 4; ++j) {
-        e[0][j] = d[0][j] + 0.5f * (d[1][j] + d[2][j]);
-        e[1][j] = 0.5f * (d[1][j] - d[2][j]);
-        e[2][j] = 0.5f * (d[1][j] + d[2][j]) + d[3][j];
-      }
-      float* f = dw + (k * in + c) * 9;
-      for (int i = 0; i < 3; ++i) {
-        f[i * 3 + 0] = e[i][0] + 0.5f * (e[i][1] + e[i][2]);
-        f[i * 3 + 1] = 0.5f * (e[i][1] - e[i][2]);
-        f[i * 3 + 2] = 0.5f * (e[i][1] + e[i][2]) + e[i][3];
-      }
-    }
+#pragma omp parallel for if (out * in > 4096)
+  for (int64_t k = 0; k < out; ++k) filter_grad_tiles(du_.data() + k * in, out * in, in, dw + k * in * 9);
   if (shape_.bias) {
 #pragma omp parallel for if (shape_.batch * out * out_plane > 32768)
     for (int64_t k = 0; k < out; ++k) {

@@ -1,13 +1,14 @@
 // The conv layer's Winograd engine: 3x3 convolutions at stride 1 as Winograd's
-// minimal filtering F(2x2, 3x3). Each 4x4 input tile and each 3x3 filter move
-// into a 4x4 transformed domain where the convolution is an element-wise
-// product, summed over channels: for each of the 16 positions one matrix
-// product [out, in] x [in, tiles]. That is 16 multiply-adds per 2x2 outputs
-// and input channel instead of the direct kernel's 36 (2.25x fewer), at the
-// cost of the transforms, passes over memory. oneDNN's Winograd kernels need
-// AVX-512; on CPUs where its convolutions stop at AVX2 the products here run
-// through BLAS (core/math.h), and where this measured faster than oneDNN's
-// direct convolution the layer takes it (conv.cpp).
+// minimal filtering F(4x4, 3x3). Each 6x6 input tile and each 3x3 filter move
+// into a 6x6 transformed domain where the convolution is an element-wise
+// product, summed over channels: for each of the 36 positions one matrix
+// product [out, in] x [in, tiles]. That is 36 multiply-adds per 4x4 outputs
+// and input channel instead of the direct kernel's 144 (4x fewer), at the
+// cost of the transforms, passes over memory, and of rounding errors about
+// ten times a direct sum's. oneDNN's Winograd kernels need AVX-512; on CPUs
+// where its convolutions stop at AVX2 the products here run through BLAS
+// (core/math.h), and where this measured faster than oneDNN's direct
+// convolution the layer takes it (conv.cpp).
 //
 // Backward runs the same way: the input gradient is a Winograd convolution
 // of dy with the filters rotated by 180 degrees and in/out swapped; the
@@ -54,30 +55,30 @@ class WinogradConv {
   // padded by pad_h, pad_w, to `out` channels of out_h x out_w.
   struct Pass {
     int64_t in = 0, out = 0, in_h = 0, in_w = 0, pad_h = 0, pad_w = 0, out_h = 0, out_w = 0;
-    int64_t tiles_h() const { return (out_h + 1) / 2; }
-    int64_t tiles_w() const { return (out_w + 1) / 2; }
+    int64_t tiles_h() const;  // rows of output tiles
+    int64_t tiles_w() const;
     int64_t tiles() const { return tiles_h() * tiles_w(); }  // per image
   };
   enum class Store { overwrite, add, overwrite_relu };
 
   // Runs `pass` over the batch: transforms of images [n0, n0 + chunk) into
-  // v_, 16 products with u_ (filters transformed as [16][out][in]) into m_,
+  // v_, 36 products with u_ (filters transformed as [36][out][in]) into m_,
   // then the output transform into `out` (bias b, when not null, added).
   void convolve(const Pass& pass, const float* in, const float* b, float* out, Store store);
   void transform_input(const Pass& pass, const float* images, int64_t count, float* v) const;
   void transform_output(const Pass& pass, const float* m, int64_t count, const float* b, float* out, Store store) const;
-  // A dY A^T of each 2x2 tile of `count` output-gradient images, [16][out][tiles].
+  // A dY A^T of each 4x4 tile of `count` output-gradient images, [36][out][tiles].
   void transform_output_grad(const Pass& pass, const float* dy, int64_t count, float* m) const;
-  // u_[16][rows][cols] from w [out][in][3][3]: rows are the output channels,
+  // u_[36][rows][cols] from w [out][in][3][3]: rows are the output channels,
   // or with `rotate` the input ones and the filter turned by 180 degrees.
   void transform_filters(const float* w, bool rotate);
 
   WinogradShape shape_;
   Pass forward_, data_grad_;
   int64_t chunk_ = 1;         // images per chunk
-  std::vector<float> u_;      // [16][rows][cols] transformed filters
-  std::vector<float> v_, m_;  // transformed inputs [16][in][tiles], products [16][out][tiles]
-  std::vector<float> du_;     // [16][out][in] filter gradient, transformed
+  std::vector<float> u_;      // [36][rows][cols] transformed filters
+  std::vector<float> v_, m_;  // transformed inputs [36][in][tiles], products [36][out][tiles]
+  std::vector<float> du_;     // [36][out][in] filter gradient, transformed
 };
 
 }  // namespace poseidon

@@ -20,10 +20,17 @@
 
 namespace poseidon::testing {
 
+// F(4x4, 3x3)'s forward rounds about ten times as much as a direct sum
+// (`poseidon check-layer conv --set num_output=2 kernel_size=3 bias=false
+// engine=... --shape 2,3,6,7`: largest relative error of the differences
+// 1.3e-4 with im2col, 1.5e-3 with winograd), and the checker spreads its
+// inputs over a range that grows with their number. So these cases are
+// single images small enough for central differences to resolve the
+// gradient; the agreement with im2col at 1e-5 below covers larger shapes.
 GRAD_CASE("conv_winograd_pad1", "{name: c, type: conv, num_output: 3, kernel_size: 3, pad: 1, engine: winograd}",
-          {{2, 2, 5, 5}});
+          {{1, 2, 5, 5}});
 GRAD_CASE("conv_winograd_pad0_no_bias",
-          "{name: c, type: conv, num_output: 2, kernel_size: 3, bias: false, engine: winograd}", {{2, 3, 6, 7}});
+          "{name: c, type: conv, num_output: 2, kernel_size: 3, bias: false, engine: winograd}", {{1, 2, 5, 6}});
 GRAD_CASE(.name = "conv_winograd_relu_fused",
           .yaml = "{name: c, type: conv, num_output: 3, kernel_size: 3, pad: 1, engine: winograd}",
           .inputs = {{2, 2, 5, 5}}, .step = 1e-3, .fuse_relu = true);
@@ -111,7 +118,7 @@ INSTANTIATE_TEST_SUITE_P(
     [](const ::testing::TestParamInfo<Case>& info) { return info.param.label; });
 
 // engine: auto picks Winograd only where oneDNN's kernels stop at AVX2 (or
-// without oneDNN), for 3x3 stride-1 layers of 128 channels in and out and
+// without oneDNN), for 3x3 stride-1 layers of 64 channels in and out and
 // outputs of 4x4 and up; engine: onednn keeps the direct kernels there.
 TEST(ConvWinograd, AutoPicksItForWide3x3OnAvx2Only) {
   auto engine_of = [](const std::string& keys, const Shape& in) {
@@ -121,10 +128,10 @@ TEST(ConvWinograd, AutoPicksItForWide3x3OnAvx2Only) {
     return layer->engine();
   };
   const std::string wide = dnnl_uses_avx512() ? "onednn" : "winograd";
-  EXPECT_EQ(engine_of("num_output: 128", {2, 128, 8, 8}), wide);
+  EXPECT_EQ(engine_of("num_output: 64", {2, 64, 8, 8}), wide);
   EXPECT_EQ(engine_of("num_output: 256", {2, 128, 4, 5}), wide);
-  EXPECT_NE(engine_of("num_output: 128", {2, 64, 8, 8}), "winograd");   // too few in
-  EXPECT_NE(engine_of("num_output: 64", {2, 128, 8, 8}), "winograd");   // too few out
+  EXPECT_NE(engine_of("num_output: 128", {2, 32, 8, 8}), "winograd");   // too few in
+  EXPECT_NE(engine_of("num_output: 32", {2, 128, 8, 8}), "winograd");   // too few out
   EXPECT_NE(engine_of("num_output: 128", {2, 128, 3, 8}), "winograd");  // 3 output rows
   EXPECT_NE(engine_of("num_output: 128, stride: 2", {2, 128, 8, 8}), "winograd");
 #ifdef POSEIDON_HAVE_DNNL
