@@ -5,9 +5,8 @@
 // Tile (ty, tx) reads padded rows 4ty .. 4ty + 5 and the same columns. The
 // transforms work on blocks of consecutive tiles of one channel (whole rows
 // of tiles, across images when the images are small): the tiles' elements
-// are first gathered position by position into a buffer on the stack (image
-// rows split into 4 phases, columns x with x mod 4 = k, so that each
-// position's values are consecutive), then one loop over the block's tiles
+// are first gathered position by position into a buffer on the stack, so
+// that each position's values are consecutive, then one loop over the block's tiles
 // transforms them, reading and writing consecutive floats, compiled for AVX2
 // and AVX-512 too (cpu_vector.h). The 2-D transforms apply the 1-D ones of
 // Tile to the tile's rows, then to its columns.
@@ -75,32 +74,54 @@ constexpr int kM = Tile::m, kN = Tile::n;
 constexpr int kPositions = kN * kN;  // the transformed domain
 // Widest image row (in and out): bounds the stack buffers.
 constexpr int64_t kMaxWidth = 1024;
-constexpr int64_t kPhaseLength = kMaxWidth / kM + 2;
 // Tiles per block: at least one row of tiles, else about kBlockTarget.
 constexpr int64_t kBlockTiles = kMaxWidth / kM, kBlockTarget = 128;
 
-// One image row split into its kM phases, shifted by the padding:
-// phase[k][s] = row[kM s + k - pad], 0 outside [0, width); `count` entries
-// each. Without a row (above or below the image) all zero.
-void split_row(const float* row, int64_t width, int64_t pad, int64_t count, float (*phase)[kPhaseLength]) {
+// The kCols columns of `tiles` tiles of one image row, padded by `pad`:
+// d[j kBlockTiles + tx] = row[kM tx + j - pad], 0 outside [0, width); all 0
+// without a row (above or below the image).
+template <int kCols>
+inline void gather_columns(const float* row, int64_t width, int64_t pad, int64_t tiles, float* d) {
   if (!row) {
-    for (int k = 0; k < kM; ++k) std::fill_n(phase[k], count, 0.f);
+    for (int j = 0; j < kCols; ++j) std::fill_n(d + j * kBlockTiles, tiles, 0.f);
     return;
   }
-  // All phases of entries [lo, hi) lie inside the row.
-  const int64_t lo = std::min(count, (pad + kM - 1) / kM), hi = std::max(lo, std::min(count, (width + pad) / kM));
-  auto edge = [&](int64_t s) {
-    for (int k = 0; k < kM; ++k) {
-      const int64_t x = kM * s + k - pad;
-      phase[k][s] = x >= 0 && x < width ? row[x] : 0.f;
-    }
-  };
-  for (int64_t s = 0; s < lo; ++s) edge(s);
-  const float* inside = row + kM * lo - pad;
-  for (int64_t s = lo; s < hi; ++s)
+  // The row with its padding, zeros as far as the last tile reads.
+  float line[kMaxWidth + 2 * kN];
+  const int64_t end = kM * (tiles - 1) + kCols;
+  std::fill_n(line, pad, 0.f);
+  const int64_t inside = std::min(width, end - pad);
+  std::copy_n(row, inside, line + pad);
+  std::fill(line + pad + inside, line + end, 0.f);
+  for (int64_t tx = 0; tx < tiles; ++tx)
 #pragma GCC unroll 8
-    for (int k = 0; k < kM; ++k) phase[k][s] = inside[kM * (s - lo) + k];
-  for (int64_t s = hi; s < count; ++s) edge(s);
+    for (int j = 0; j < kCols; ++j) d[j * kBlockTiles + tx] = line[kM * tx + j];
+}
+
+// The input tiles' 6 columns, and the output-gradient tiles' 4.
+POSEIDON_VECTOR_CLONES void gather_input_row(const float* row, int64_t width, int64_t pad, int64_t tiles, float* d) {
+  gather_columns<kN>(row, width, pad, tiles, d);
+}
+POSEIDON_VECTOR_CLONES void gather_grad_row(const float* row, int64_t width, int64_t tiles, float* d) {
+  gather_columns<kM>(row, width, 0, tiles, d);
+}
+
+// Writes (or adds) row i of `width` outputs from tiles laid out as
+// output_tiles leaves them (element (i, j) of tile tx at
+// tiles[j kBlockTiles + tx]).
+template <bool kAdd>
+void scatter_row(const float* tiles, int64_t width, float* line) {
+  const int64_t whole = width / kM;
+  for (int64_t tx = 0; tx < whole; ++tx)
+#pragma GCC unroll 8
+    for (int j = 0; j < kM; ++j) {
+      const float v = tiles[j * kBlockTiles + tx];
+      line[kM * tx + j] = kAdd ? line[kM * tx + j] + v : v;
+    }
+  for (int64_t x = kM * whole; x < width; ++x) {
+    const float v = tiles[(x - kM * whole) * kBlockTiles + whole];
+    line[x] = kAdd ? line[x] + v : v;
+  }
 }
 
 // V = B^T d B for `tiles` tiles whose element (i, j) lies at
@@ -321,14 +342,13 @@ void WinogradConv::transform_input(const Pass& p, const float* images, int64_t c
   const int64_t plane = p.in_h * p.in_w, total = r.rows * r.tw, step = p.in * total;
   for_each_block(r, p.in, count * p.in * plane, [&](int64_t c, int64_t r0, int64_t r1) {
     float d[kPositions][kBlockTiles];  // the block's tiles, position by position
-    float phase[kM][kPhaseLength];
     for (int64_t row = r0; row < r1; ++row) {
       const int64_t n = row / r.th, ty = row % r.th, at = (row - r0) * r.tw;
       const float* image = images + (n * p.in + c) * plane;
       for (int i = 0; i < kN; ++i) {
         const int64_t y = kM * ty + i - p.pad_h;
-        split_row(y >= 0 && y < p.in_h ? image + y * p.in_w : nullptr, p.in_w, p.pad_w, r.tw + 1, phase);
-        for (int j = 0; j < kN; ++j) std::copy_n(phase[j % kM] + j / kM, r.tw, d[i * kN + j] + at);
+        gather_input_row(y >= 0 && y < p.in_h ? image + y * p.in_w : nullptr, p.in_w, p.pad_w, r.tw,
+                         d[i * kN] + at);
       }
     }
     input_tiles(d[0], (r1 - r0) * r.tw, v + c * total + r0 * r.tw, step);
@@ -348,11 +368,10 @@ void WinogradConv::transform_output(const Pass& p, const float* m, int64_t count
       float* image = out + (n * p.out + k) * plane;
       for (int i = 0; i < kM && kM * ty + i < p.out_h; ++i) {
         float* line = image + (kM * ty + i) * p.out_w;
-        const float* tiles = y[i * kM] + at;  // element (i, j) of tile tx at tiles[j kBlockTiles + tx]
-        for (int64_t x = 0; x < p.out_w; ++x) {
-          const float value = tiles[(x % kM) * kBlockTiles + x / kM];
-          line[x] = store == Store::add ? line[x] + value : value;
-        }
+        if (store == Store::add)
+          scatter_row<true>(y[i * kM] + at, p.out_w, line);
+        else
+          scatter_row<false>(y[i * kM] + at, p.out_w, line);
       }
     }
   });
@@ -363,14 +382,12 @@ void WinogradConv::transform_output_grad(const Pass& p, const float* dy, int64_t
   const int64_t plane = p.out_h * p.out_w, total = r.rows * r.tw, step = p.out * total;
   for_each_block(r, p.out, count * p.out * plane, [&](int64_t k, int64_t r0, int64_t r1) {
     float d[kM * kM][kBlockTiles];
-    float phase[kM][kPhaseLength];
     for (int64_t row = r0; row < r1; ++row) {
       const int64_t n = row / r.th, ty = row % r.th, at = (row - r0) * r.tw;
       const float* image = dy + (n * p.out + k) * plane;
       for (int i = 0; i < kM; ++i) {
         const int64_t y = kM * ty + i;
-        split_row(y < p.out_h ? image + y * p.out_w : nullptr, p.out_w, 0, r.tw, phase);
-        for (int j = 0; j < kM; ++j) std::copy_n(phase[j], r.tw, d[i * kM + j] + at);
+        gather_grad_row(y < p.out_h ? image + y * p.out_w : nullptr, p.out_w, r.tw, d[i * kM] + at);
       }
     }
     output_grad_tiles(d[0], (r1 - r0) * r.tw, m + k * total + r0 * r.tw, step);
