@@ -1,6 +1,6 @@
 """The conv layer's CPU engines side by side on the 3x3 convolutions of the
 benchmark models: oneDNN's direct kernels (engine: onednn) against Winograd
-F(2x2, 3x3) (engine: winograd), forward plus backward (input and weight
+F(4x4, 3x3) (engine: winograd), forward plus backward (input and weight
 gradients) of one layer, alternating the two round after round so that a
 noisy machine slows both alike. Each shape is a small model: a 1x1
 convolution (so that the measured layer computes its input gradient), the
