@@ -18,6 +18,14 @@
 #include "core/math.h"
 #include "layers/cpu_vector.h"
 
+// The loops over tiles read and write distinct buffers: no dependence
+// between iterations to prove before vectorising.
+#if defined(__clang__)
+#define POSEIDON_INDEPENDENT_ITERATIONS _Pragma("clang loop vectorize(assume_safety)")
+#else
+#define POSEIDON_INDEPENDENT_ITERATIONS _Pragma("GCC ivdep")
+#endif
+
 namespace poseidon {
 namespace {
 
@@ -127,7 +135,7 @@ void scatter_row(const float* tiles, int64_t width, float* line) {
 // V = B^T d B for `tiles` tiles whose element (i, j) lies at
 // d[(i kN + j) kBlockTiles + t]; position q of tile t goes to v[q step + t].
 POSEIDON_VECTOR_CLONES void input_tiles(const float* d, int64_t tiles, float* v, int64_t step) {
-#pragma GCC ivdep
+POSEIDON_INDEPENDENT_ITERATIONS
   for (int64_t t = 0; t < tiles; ++t) {
     float rows[kN][kN];  // d B, row by row (rows[i] = B^T d[i])
 #pragma GCC unroll 8
@@ -153,7 +161,7 @@ POSEIDON_VECTOR_CLONES void input_tiles(const float* d, int64_t tiles, float* v,
 // m[q step + t]; element (i, j) of tile t goes to y[(i kM + j) kBlockTiles + t].
 template <bool kRelu>
 inline void output_tiles_of(const float* m, int64_t step, int64_t tiles, float bias, float* y) {
-#pragma GCC ivdep
+POSEIDON_INDEPENDENT_ITERATIONS
   for (int64_t t = 0; t < tiles; ++t) {
     float s[kM][kN];  // A^T M, column by column
 #pragma GCC unroll 8
@@ -189,7 +197,7 @@ POSEIDON_VECTOR_CLONES void output_tiles(const float* m, int64_t step, int64_t t
 // A dY A^T for `tiles` output-gradient tiles whose element (i, j) lies at
 // dy[(i kM + j) kBlockTiles + t]; position q of tile t goes to m[q step + t].
 POSEIDON_VECTOR_CLONES void output_grad_tiles(const float* dy, int64_t tiles, float* m, int64_t step) {
-#pragma GCC ivdep
+POSEIDON_INDEPENDENT_ITERATIONS
   for (int64_t t = 0; t < tiles; ++t) {
     float rows[kM][kN];  // dY A^T, row by row
 #pragma GCC unroll 8
@@ -215,7 +223,7 @@ POSEIDON_VECTOR_CLONES void output_grad_tiles(const float* dy, int64_t tiles, fl
 // by 180 degrees with kRotate); position q of filter t goes to u[q step + t].
 template <bool kRotate>
 inline void filter_tiles_of(const float* w, int64_t stride, int64_t count, float* u, int64_t step) {
-#pragma GCC ivdep
+POSEIDON_INDEPENDENT_ITERATIONS
   for (int64_t t = 0; t < count; ++t) {
     float gg[3][kN];  // G g, column by column
 #pragma GCC unroll 8
@@ -247,7 +255,7 @@ POSEIDON_VECTOR_CLONES void filter_tiles(const float* w, int64_t stride, int64_t
 // dW = G^T dU G for `count` filters whose position q lies at du[q step + t];
 // filter t's 3x3 goes to dw[9 t] on.
 POSEIDON_VECTOR_CLONES void filter_grad_tiles(const float* du, int64_t step, int64_t count, float* dw) {
-#pragma GCC ivdep
+POSEIDON_INDEPENDENT_ITERATIONS
   for (int64_t t = 0; t < count; ++t) {
     float cols[kN][3];  // G^T dU, column by column
 #pragma GCC unroll 8
