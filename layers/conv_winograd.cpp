@@ -132,29 +132,40 @@ void scatter_row(const float* tiles, int64_t width, float* line) {
   }
 }
 
-// V = B^T d B for `tiles` tiles whose element (i, j) lies at
-// d[(i kN + j) kBlockTiles + t]; position q of tile t goes to v[q step + t].
-POSEIDON_VECTOR_CLONES void input_tiles(const float* d, int64_t tiles, float* v, int64_t step) {
+// T X T^T for `tiles` kIn x kIn tiles X, T the 1-D transform kApply from
+// kIn values to kOut: element (i, j) of tile t lies at
+// x[(i kIn + j) kBlockTiles + t], position (i, j) of its transform goes to
+// out[(i kOut + j) step + t].
+template <int kIn, int kOut, void (*kApply)(const float*, float*)>
+inline void transform_tiles(const float* x, int64_t tiles, float* out, int64_t step) {
 POSEIDON_INDEPENDENT_ITERATIONS
   for (int64_t t = 0; t < tiles; ++t) {
-    float rows[kN][kN];  // d B, row by row (rows[i] = B^T d[i])
+    float rows[kIn][kOut];  // X T^T, row by row
 #pragma GCC unroll 8
-    for (int i = 0; i < kN; ++i) {
-      float row[kN];
+    for (int i = 0; i < kIn; ++i) {
+      float row[kIn];
 #pragma GCC unroll 8
-      for (int j = 0; j < kN; ++j) row[j] = d[(i * kN + j) * kBlockTiles + t];
-      Tile::input(row, rows[i]);
+      for (int j = 0; j < kIn; ++j) row[j] = x[(i * kIn + j) * kBlockTiles + t];
+      kApply(row, rows[i]);
     }
 #pragma GCC unroll 8
-    for (int j = 0; j < kN; ++j) {
-      float col[kN], out[kN];
+    for (int j = 0; j < kOut; ++j) {
+      float col[kIn], result[kOut];
 #pragma GCC unroll 8
-      for (int i = 0; i < kN; ++i) col[i] = rows[i][j];
-      Tile::input(col, out);
+      for (int i = 0; i < kIn; ++i) col[i] = rows[i][j];
+      kApply(col, result);
 #pragma GCC unroll 8
-      for (int i = 0; i < kN; ++i) v[(i * kN + j) * step + t] = out[i];
+      for (int i = 0; i < kOut; ++i) out[(i * kOut + j) * step + t] = result[i];
     }
   }
+}
+
+// V = B^T d B of input tiles, and A dY A^T of output-gradient tiles.
+POSEIDON_VECTOR_CLONES void input_tiles(const float* d, int64_t tiles, float* v, int64_t step) {
+  transform_tiles<kN, kN, Tile::input>(d, tiles, v, step);
+}
+POSEIDON_VECTOR_CLONES void output_grad_tiles(const float* dy, int64_t tiles, float* m, int64_t step) {
+  transform_tiles<kM, kN, Tile::output_grad>(dy, tiles, m, step);
 }
 
 // Y = A^T M A (+ bias, then max(., 0) with kRelu) for `tiles` tiles of
@@ -192,31 +203,6 @@ POSEIDON_VECTOR_CLONES void output_tiles(const float* m, int64_t step, int64_t t
     output_tiles_of<true>(m, step, tiles, bias, y);
   else
     output_tiles_of<false>(m, step, tiles, bias, y);
-}
-
-// A dY A^T for `tiles` output-gradient tiles whose element (i, j) lies at
-// dy[(i kM + j) kBlockTiles + t]; position q of tile t goes to m[q step + t].
-POSEIDON_VECTOR_CLONES void output_grad_tiles(const float* dy, int64_t tiles, float* m, int64_t step) {
-POSEIDON_INDEPENDENT_ITERATIONS
-  for (int64_t t = 0; t < tiles; ++t) {
-    float rows[kM][kN];  // dY A^T, row by row
-#pragma GCC unroll 8
-    for (int i = 0; i < kM; ++i) {
-      float row[kM];
-#pragma GCC unroll 8
-      for (int j = 0; j < kM; ++j) row[j] = dy[(i * kM + j) * kBlockTiles + t];
-      Tile::output_grad(row, rows[i]);
-    }
-#pragma GCC unroll 8
-    for (int j = 0; j < kN; ++j) {
-      float col[kM], out[kN];
-#pragma GCC unroll 8
-      for (int i = 0; i < kM; ++i) col[i] = rows[i][j];
-      Tile::output_grad(col, out);
-#pragma GCC unroll 8
-      for (int i = 0; i < kN; ++i) m[(i * kN + j) * step + t] = out[i];
-    }
-  }
 }
 
 // U = G g G^T for `count` filters, filter t's 3x3 at w[t stride] on (turned
