@@ -108,15 +108,15 @@ bool ConvLayer::fuse_relu() {
 // Winograd where asked for; by default for the 3x3 float32 convolutions on
 // CPUs where oneDNN's convolutions stop at AVX2 (its own Winograd kernels
 // need AVX-512), or in builds without oneDNN, of the shapes where it
-// measured faster than oneDNN's direct kernels: from 64 channels in and
+// measured faster than oneDNN's direct kernels: from 32 channels in and
 // out, on images of at least 4x4 outputs. With fewer channels the products
-// are too narrow for the transforms' passes over memory to pay, and smaller
-// images run as oneDNN's matrix products. bench/conv_engines.sh measures
+// are too narrow for the transforms to pay, and smaller images run as
+// oneDNN's matrix products. bench/conv_engines.sh measures
 // it; docs/BENCHMARKS.md has the numbers.
 bool ConvLayer::uses_winograd() const {
   if (engine_ == Engine::winograd) return true;
   return engine_ == Engine::automatic && precision() != Precision::bf16 && WinogradConv::covers(geom_, groups_) &&
-         geom_.channels >= 64 && num_output_ >= 64 && geom_.out_height() >= 4 && geom_.out_width() >= 4 &&
+         geom_.channels >= 32 && num_output_ >= 32 && geom_.out_height() >= 4 && geom_.out_width() >= 4 &&
          !dnnl_uses_avx512();
 }
 

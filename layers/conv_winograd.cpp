@@ -12,10 +12,13 @@
 // Tile to the tile's rows, then to its columns.
 #include "layers/conv_winograd.h"
 
+#include <omp.h>
+
 #include <algorithm>
 
 #include "core/error.h"
 #include "core/math.h"
+#include "layers/block_product.h"
 #include "layers/cpu_vector.h"
 
 // The loops over tiles read and write distinct buffers: no dependence
@@ -29,52 +32,62 @@
 namespace poseidon {
 namespace {
 
-// The 1-D transforms of F(4x4, 3x3), interpolating at 0, +-1, +-2 and
+// The 1-D transforms of F(4x4, 3x3), interpolating at 0, +-3/4, +-3/2 and
 // infinity (each function applies one matrix to a vector):
-//   B^T = [4 0 -5 0 1 0; 0 -4 -4 1 1 0; 0 4 -4 -1 1 0; 0 -2 -1 2 1 0;
-//          0 2 -1 -2 1 0; 0 4 0 -5 0 1],
-//   G = [1/4 0 0; -1/6 -1/6 -1/6; -1/6 1/6 -1/6; 1/24 1/12 1/6;
-//        1/24 -1/12 1/6; 0 0 1],
-//   A^T = [1 1 1 1 1 0; 0 1 -1 2 -2 0; 0 1 1 4 4 0; 0 1 -1 8 -8 1].
+//   B^T = [81/64 0 -45/16 0 1 0; 0 -27/16 -9/4 3/4 1 0; 0 27/16 -9/4 -3/4 1 0;
+//          0 -27/32 -9/16 3/2 1 0; 0 27/32 -9/16 -3/2 1 0; 0 81/64 0 -45/16 0 1],
+//   G = [64/81 0 0; -128/243 -32/81 -8/27; -128/243 32/81 -8/27;
+//        32/243 16/81 8/27; 32/243 -16/81 8/27; 0 0 1],
+//   A^T = [1 1 1 1 1 0; 0 3/4 -3/4 3/2 -3/2 0; 0 9/16 9/16 9/4 9/4 0;
+//          0 27/64 -27/64 27/8 -27/8 1].
+// The usual points 0, +-1, +-2 give simpler constants but, measured on
+// random tiles summed over 32 to 128 channels, about twice the rounding
+// error (11 to 12 times a direct sum's against 5.5 to 6.3); these constants
+// cost the same operations, and all but G's are exact in binary.
 struct Tile {
   static constexpr int m = 4, n = 6;  // outputs and inputs per tile side
   static void input(const float* d, float* v) {  // B^T d
-    v[0] = 4.f * d[0] - 5.f * d[2] + d[4];
-    v[1] = d[3] + d[4] - 4.f * (d[1] + d[2]);
-    v[2] = 4.f * (d[1] - d[2]) + d[4] - d[3];
-    v[3] = 2.f * (d[3] - d[1]) + d[4] - d[2];
-    v[4] = 2.f * (d[1] - d[3]) + d[4] - d[2];
-    v[5] = 4.f * d[1] - 5.f * d[3] + d[5];
+    const float e1 = d[4] - 2.25f * d[2], o1 = 0.75f * d[3] - 1.6875f * d[1];
+    const float e2 = d[4] - 0.5625f * d[2], o2 = 1.5f * d[3] - 0.84375f * d[1];
+    v[0] = 1.265625f * d[0] - 2.8125f * d[2] + d[4];
+    v[1] = e1 + o1;
+    v[2] = e1 - o1;
+    v[3] = e2 + o2;
+    v[4] = e2 - o2;
+    v[5] = 1.265625f * d[1] - 2.8125f * d[3] + d[5];
   }
   static void output(const float* s, float* y) {  // A^T s
     const float p1 = s[1] + s[2], m1 = s[1] - s[2], p2 = s[3] + s[4], m2 = s[3] - s[4];
     y[0] = s[0] + p1 + p2;
-    y[1] = m1 + 2.f * m2;
-    y[2] = p1 + 4.f * p2;
-    y[3] = m1 + 8.f * m2 + s[5];
+    y[1] = 0.75f * m1 + 1.5f * m2;
+    y[2] = 0.5625f * p1 + 2.25f * p2;
+    y[3] = 0.421875f * m1 + 3.375f * m2 + s[5];
   }
   static void filter(const float* g, float* u) {  // G g
-    u[0] = 0.25f * g[0];
-    u[1] = -(g[0] + g[1] + g[2]) / 6.f;
-    u[2] = -(g[0] - g[1] + g[2]) / 6.f;
-    u[3] = g[0] / 24.f + g[1] / 12.f + g[2] / 6.f;
-    u[4] = g[0] / 24.f - g[1] / 12.f + g[2] / 6.f;
+    const float a = -(128.f / 243.f * g[0] + 8.f / 27.f * g[2]), b = 32.f / 81.f * g[1];
+    const float c = 32.f / 243.f * g[0] + 8.f / 27.f * g[2], e = 16.f / 81.f * g[1];
+    u[0] = 64.f / 81.f * g[0];
+    u[1] = a - b;
+    u[2] = a + b;
+    u[3] = c + e;
+    u[4] = c - e;
     u[5] = g[2];
   }
   static void output_grad(const float* y, float* c) {  // A y
-    const float e = y[0] + y[2], o = y[1] + y[3], e2 = y[0] + 4.f * y[2], o2 = 2.f * y[1] + 8.f * y[3];
+    const float e1 = y[0] + 0.5625f * y[2], o1 = 0.75f * y[1] + 0.421875f * y[3];
+    const float e2 = y[0] + 2.25f * y[2], o2 = 1.5f * y[1] + 3.375f * y[3];
     c[0] = y[0];
-    c[1] = e + o;
-    c[2] = e - o;
+    c[1] = e1 + o1;
+    c[2] = e1 - o1;
     c[3] = e2 + o2;
     c[4] = e2 - o2;
     c[5] = y[3];
   }
   static void filter_grad(const float* d, float* e) {  // G^T d
     const float p1 = d[1] + d[2], m1 = d[1] - d[2], p2 = d[3] + d[4], m2 = d[3] - d[4];
-    e[0] = 0.25f * d[0] - p1 / 6.f + p2 / 24.f;
-    e[1] = -m1 / 6.f + m2 / 12.f;
-    e[2] = (p2 - p1) / 6.f + d[5];
+    e[0] = 64.f / 81.f * d[0] - 128.f / 243.f * p1 + 32.f / 243.f * p2;
+    e[1] = 16.f / 81.f * m2 - 32.f / 81.f * m1;
+    e[2] = 8.f / 27.f * (p2 - p1) + d[5];
   }
 };
 
@@ -84,26 +97,41 @@ constexpr int kPositions = kN * kN;  // the transformed domain
 constexpr int64_t kMaxWidth = 1024;
 // Tiles per block: at least one row of tiles, else about kBlockTarget.
 constexpr int64_t kBlockTiles = kMaxWidth / kM, kBlockTarget = 128;
+// Convolutions whose transformed filters hold at most kBlockFilterFloats
+// (64 x 128 channels) run block by block: a block's transformed inputs and
+// products (about kBlockFloats, half a MiB) stay in cache from transform to
+// product to output. Larger filters, which every block would read again
+// from memory, go through the batch in chunks with BLAS's products (which
+// measured faster there: bench/conv_engines.sh, docs/BENCHMARKS.md).
+constexpr int64_t kBlockFilterFloats = kPositions * 64 * 128, kBlockFloats = int64_t{1} << 17;
+
+// n rounded up to a whole number of block_product's 8-float columns.
+int64_t whole_lanes(int64_t n) { return (n + 7) / 8 * 8; }
 
 // The kCols columns of `tiles` tiles of one image row, padded by `pad`:
 // d[j kBlockTiles + tx] = row[kM tx + j - pad], 0 outside [0, width); all 0
-// without a row (above or below the image).
+// without a row (above or below the image). Only the tiles that reach past
+// either end of the row test their columns.
 template <int kCols>
 inline void gather_columns(const float* row, int64_t width, int64_t pad, int64_t tiles, float* d) {
   if (!row) {
     for (int j = 0; j < kCols; ++j) std::fill_n(d + j * kBlockTiles, tiles, 0.f);
     return;
   }
-  // The row with its padding, zeros as far as the last tile reads.
-  float line[kMaxWidth + 2 * kN];
-  const int64_t end = kM * (tiles - 1) + kCols;
-  std::fill_n(line, pad, 0.f);
-  const int64_t inside = std::min(width, end - pad);
-  std::copy_n(row, inside, line + pad);
-  std::fill(line + pad + inside, line + end, 0.f);
-  for (int64_t tx = 0; tx < tiles; ++tx)
+  const int64_t first = std::min(tiles, (pad + kM - 1) / kM);  // the first tile inside the row
+  const int64_t reach = width + pad - kCols;  // the last tile inside starts at most here
+  const int64_t end = reach < 0 ? first : std::max(first, std::min(tiles, reach / kM + 1));
+  auto edge = [&](int64_t tx) {
+    for (int j = 0; j < kCols; ++j) {
+      const int64_t x = kM * tx + j - pad;
+      d[j * kBlockTiles + tx] = x >= 0 && x < width ? row[x] : 0.f;
+    }
+  };
+  for (int64_t tx = 0; tx < first; ++tx) edge(tx);
+  for (int64_t tx = first; tx < end; ++tx)
 #pragma GCC unroll 8
-    for (int j = 0; j < kCols; ++j) d[j * kBlockTiles + tx] = line[kM * tx + j];
+    for (int j = 0; j < kCols; ++j) d[j * kBlockTiles + tx] = row[kM * tx + j - pad];
+  for (int64_t tx = end; tx < tiles; ++tx) edge(tx);
 }
 
 // The input tiles' 6 columns, and the output-gradient tiles' 4.
@@ -263,13 +291,15 @@ POSEIDON_INDEPENDENT_ITERATIONS
   }
 }
 
-// A pass's tiles of one chunk of `count` images, counted in rows of tiles
-// (image n's row ty is n * tiles_h + ty), cut into blocks.
+// A pass's tiles of `count` images, counted in rows of tiles (image n's row
+// ty is n * tiles_h + ty), cut into blocks of whole rows of about `target`
+// tiles (at least one row).
 struct TileRows {
   int64_t th, tw, rows, per_block;
-  TileRows(int64_t tiles_h, int64_t tiles_w, int64_t count)
-      : th(tiles_h), tw(tiles_w), rows(count * tiles_h), per_block(std::max<int64_t>(1, kBlockTarget / tiles_w)) {}
+  TileRows(int64_t tiles_h, int64_t tiles_w, int64_t count, int64_t target)
+      : th(tiles_h), tw(tiles_w), rows(count * tiles_h), per_block(std::max<int64_t>(1, target / tiles_w)) {}
   int64_t blocks() const { return (rows + per_block - 1) / per_block; }
+  int64_t block_tiles() const { return std::min(rows, per_block) * tw; }  // the most in a block
 };
 
 // Runs fn(c, r0, r1) for each block [r0, r1) of tile rows of each of
@@ -282,6 +312,61 @@ void for_each_block(const TileRows& r, int64_t channels, int64_t floats, Fn fn) 
     for (int64_t b = 0; b < blocks; ++b) fn(c, b * r.per_block, std::min(r.rows, (b + 1) * r.per_block));
 }
 
+// V = B^T d B of channel c's tiles in tile rows [r0, r1) of `images`
+// (the whole batch), position q of the block's tile t to v[q step + t].
+void input_block(const winograd::Pass& p, const TileRows& r, const float* images, int64_t c, int64_t r0, int64_t r1,
+                 float* v, int64_t step) {
+  const int64_t plane = p.in_h * p.in_w;
+  float d[kPositions][kBlockTiles];  // the block's tiles, position by position
+  for (int64_t row = r0; row < r1; ++row) {
+    const int64_t n = row / r.th, ty = row % r.th, at = (row - r0) * r.tw;
+    const float* image = images + (n * p.in + c) * plane;
+    for (int i = 0; i < kN; ++i) {
+      const int64_t y = kM * ty + i - p.pad_h;
+      gather_input_row(y >= 0 && y < p.in_h ? image + y * p.in_w : nullptr, p.in_w, p.pad_w, r.tw, d[i * kN] + at);
+    }
+  }
+  input_tiles(d[0], (r1 - r0) * r.tw, v, step);
+}
+
+// Y = A^T M A (+ bias) of output channel k's tiles in tile rows [r0, r1),
+// position q of the block's tile t read from m[q step + t], stored into
+// `out` (the whole batch) as `store` says.
+void output_block(const winograd::Pass& p, const TileRows& r, const float* m, int64_t step, int64_t k, int64_t r0,
+                  int64_t r1, float bias, winograd::Store store, float* out) {
+  const int64_t plane = p.out_h * p.out_w;
+  float y[kM * kM][kBlockTiles];  // the block's output tiles, element by element
+  output_tiles(m, step, (r1 - r0) * r.tw, bias, store == winograd::Store::overwrite_relu, y[0]);
+  for (int64_t row = r0; row < r1; ++row) {
+    const int64_t n = row / r.th, ty = row % r.th, at = (row - r0) * r.tw;
+    float* image = out + (n * p.out + k) * plane;
+    for (int i = 0; i < kM && kM * ty + i < p.out_h; ++i) {
+      float* line = image + (kM * ty + i) * p.out_w;
+      if (store == winograd::Store::add)
+        scatter_row<true>(y[i * kM] + at, p.out_w, line);
+      else
+        scatter_row<false>(y[i * kM] + at, p.out_w, line);
+    }
+  }
+}
+
+// A dY A^T of output channel k's 4x4 tiles in tile rows [r0, r1) of dy (the
+// whole batch), position q of the block's tile t to m[q step + t].
+void output_grad_block(const winograd::Pass& p, const TileRows& r, const float* dy, int64_t k, int64_t r0, int64_t r1,
+                       float* m, int64_t step) {
+  const int64_t plane = p.out_h * p.out_w;
+  float d[kM * kM][kBlockTiles];
+  for (int64_t row = r0; row < r1; ++row) {
+    const int64_t n = row / r.th, ty = row % r.th, at = (row - r0) * r.tw;
+    const float* image = dy + (n * p.out + k) * plane;
+    for (int i = 0; i < kM; ++i) {
+      const int64_t y = kM * ty + i;
+      gather_grad_row(y < p.out_h ? image + y * p.out_w : nullptr, p.out_w, r.tw, d[i * kM] + at);
+    }
+  }
+  output_grad_tiles(d[0], (r1 - r0) * r.tw, m, step);
+}
+
 }  // namespace
 
 bool WinogradConv::covers(const ConvGeometry& g, int64_t groups) {
@@ -290,8 +375,8 @@ bool WinogradConv::covers(const ConvGeometry& g, int64_t groups) {
          g.out_width() <= kMaxWidth;
 }
 
-int64_t WinogradConv::Pass::tiles_h() const { return (out_h + kM - 1) / kM; }
-int64_t WinogradConv::Pass::tiles_w() const { return (out_w + kM - 1) / kM; }
+int64_t winograd::Pass::tiles_h() const { return (out_h + kM - 1) / kM; }
+int64_t winograd::Pass::tiles_w() const { return (out_w + kM - 1) / kM; }
 
 WinogradConv::WinogradConv(const WinogradShape& s) : shape_(s) {
   const int64_t out_h = s.height + 2 * s.pad_h - 2, out_w = s.width + 2 * s.pad_w - 2;
@@ -311,13 +396,25 @@ WinogradConv::WinogradConv(const WinogradShape& s) : shape_(s) {
                 .pad_w = 2 - s.pad_w,
                 .out_h = s.height,
                 .out_w = s.width};
-  const int64_t channels = std::max(s.in_channels, s.out_channels);
-  const int64_t tiles = std::max(forward_.tiles(), data_grad_.tiles());
-  chunk_ = images_per_chunk(2 * kPositions * channels * tiles, s.batch);
-  v_.resize(kPositions * channels * tiles * chunk_);
-  m_.resize(v_.size());
   u_.resize(kPositions * s.in_channels * s.out_channels);
   du_.resize(u_.size());
+  blocks_ = static_cast<int64_t>(u_.size()) <= kBlockFilterFloats;
+  if (!blocks_) {
+    const int64_t channels = std::max(s.in_channels, s.out_channels);
+    const int64_t tiles = std::max(forward_.tiles(), data_grad_.tiles());
+    chunk_ = images_per_chunk(2 * kPositions * channels * tiles, s.batch);
+    v_.resize(kPositions * channels * tiles * chunk_);
+    m_.resize(v_.size());
+    return;
+  }
+  block_tiles_ = std::max<int64_t>(8, kBlockFloats / (kPositions * (s.in_channels + s.out_channels)));
+  for (const Pass* p : {&forward_, &data_grad_})
+    width_ = std::max(width_, whole_lanes(TileRows(p->tiles_h(), p->tiles_w(), s.batch, block_tiles_).block_tiles()));
+  const int64_t in_lanes = whole_lanes(s.in_channels);
+  scratch_stride_ = kPositions * (s.in_channels + s.out_channels) * width_ + width_ * in_lanes +
+                    kPositions * s.out_channels * in_lanes;
+  scratch_threads_ = omp_get_max_threads();
+  scratch_.resize(scratch_stride_ * scratch_threads_);
 }
 
 void WinogradConv::transform_filters(const float* w, bool rotate) {
@@ -332,63 +429,32 @@ void WinogradConv::transform_filters(const float* w, bool rotate) {
 }
 
 void WinogradConv::transform_input(const Pass& p, const float* images, int64_t count, float* v) const {
-  const TileRows r(p.tiles_h(), p.tiles_w(), count);
-  const int64_t plane = p.in_h * p.in_w, total = r.rows * r.tw, step = p.in * total;
-  for_each_block(r, p.in, count * p.in * plane, [&](int64_t c, int64_t r0, int64_t r1) {
-    float d[kPositions][kBlockTiles];  // the block's tiles, position by position
-    for (int64_t row = r0; row < r1; ++row) {
-      const int64_t n = row / r.th, ty = row % r.th, at = (row - r0) * r.tw;
-      const float* image = images + (n * p.in + c) * plane;
-      for (int i = 0; i < kN; ++i) {
-        const int64_t y = kM * ty + i - p.pad_h;
-        gather_input_row(y >= 0 && y < p.in_h ? image + y * p.in_w : nullptr, p.in_w, p.pad_w, r.tw,
-                         d[i * kN] + at);
-      }
-    }
-    input_tiles(d[0], (r1 - r0) * r.tw, v + c * total + r0 * r.tw, step);
+  const TileRows r(p.tiles_h(), p.tiles_w(), count, kBlockTarget);
+  const int64_t total = r.rows * r.tw;
+  for_each_block(r, p.in, count * p.in * p.in_h * p.in_w, [&](int64_t c, int64_t r0, int64_t r1) {
+    input_block(p, r, images, c, r0, r1, v + c * total + r0 * r.tw, p.in * total);
   });
 }
 
 void WinogradConv::transform_output(const Pass& p, const float* m, int64_t count, const float* bias, float* out,
                                     Store store) const {
-  const TileRows r(p.tiles_h(), p.tiles_w(), count);
-  const int64_t plane = p.out_h * p.out_w, total = r.rows * r.tw, step = p.out * total;
-  for_each_block(r, p.out, count * p.out * plane, [&](int64_t k, int64_t r0, int64_t r1) {
-    float y[kM * kM][kBlockTiles];  // the block's output tiles, element by element
-    output_tiles(m + k * total + r0 * r.tw, step, (r1 - r0) * r.tw, bias ? bias[k] : 0.f,
-                 store == Store::overwrite_relu, y[0]);
-    for (int64_t row = r0; row < r1; ++row) {
-      const int64_t n = row / r.th, ty = row % r.th, at = (row - r0) * r.tw;
-      float* image = out + (n * p.out + k) * plane;
-      for (int i = 0; i < kM && kM * ty + i < p.out_h; ++i) {
-        float* line = image + (kM * ty + i) * p.out_w;
-        if (store == Store::add)
-          scatter_row<true>(y[i * kM] + at, p.out_w, line);
-        else
-          scatter_row<false>(y[i * kM] + at, p.out_w, line);
-      }
-    }
+  const TileRows r(p.tiles_h(), p.tiles_w(), count, kBlockTarget);
+  const int64_t total = r.rows * r.tw;
+  for_each_block(r, p.out, count * p.out * p.out_h * p.out_w, [&](int64_t k, int64_t r0, int64_t r1) {
+    output_block(p, r, m + k * total + r0 * r.tw, p.out * total, k, r0, r1, bias ? bias[k] : 0.f, store, out);
   });
 }
 
 void WinogradConv::transform_output_grad(const Pass& p, const float* dy, int64_t count, float* m) const {
-  const TileRows r(p.tiles_h(), p.tiles_w(), count);
-  const int64_t plane = p.out_h * p.out_w, total = r.rows * r.tw, step = p.out * total;
-  for_each_block(r, p.out, count * p.out * plane, [&](int64_t k, int64_t r0, int64_t r1) {
-    float d[kM * kM][kBlockTiles];
-    for (int64_t row = r0; row < r1; ++row) {
-      const int64_t n = row / r.th, ty = row % r.th, at = (row - r0) * r.tw;
-      const float* image = dy + (n * p.out + k) * plane;
-      for (int i = 0; i < kM; ++i) {
-        const int64_t y = kM * ty + i;
-        gather_grad_row(y < p.out_h ? image + y * p.out_w : nullptr, p.out_w, r.tw, d[i * kM] + at);
-      }
-    }
-    output_grad_tiles(d[0], (r1 - r0) * r.tw, m + k * total + r0 * r.tw, step);
+  const TileRows r(p.tiles_h(), p.tiles_w(), count, kBlockTarget);
+  const int64_t total = r.rows * r.tw;
+  for_each_block(r, p.out, count * p.out * p.out_h * p.out_w, [&](int64_t k, int64_t r0, int64_t r1) {
+    output_grad_block(p, r, dy, k, r0, r1, m + k * total + r0 * r.tw, p.out * total);
   });
 }
 
 void WinogradConv::convolve(const Pass& p, const float* in, const float* b, float* out, Store store) {
+  if (blocks_) return convolve_blocks(p, in, b, out, store);
   for (int64_t n0 = 0; n0 < shape_.batch; n0 += chunk_) {
     const int64_t count = std::min(chunk_, shape_.batch - n0), total = count * p.tiles();
     transform_input(p, in + n0 * p.in * p.in_h * p.in_w, count, v_.data());
@@ -399,6 +465,84 @@ void WinogradConv::convolve(const Pass& p, const float* in, const float* b, floa
   }
 }
 
+int WinogradConv::block_threads(int64_t blocks) const {
+  return static_cast<int>(std::max<int64_t>(1, std::min<int64_t>({scratch_threads_, omp_get_max_threads(), blocks})));
+}
+
+void WinogradConv::convolve_blocks(const Pass& p, const float* in, const float* b, float* out, Store store) {
+  const TileRows r(p.tiles_h(), p.tiles_w(), shape_.batch, block_tiles_);
+  const int64_t blocks = r.blocks();
+#pragma omp parallel num_threads(block_threads(blocks))
+  {
+    float* v = scratch_.data() + omp_get_thread_num() * scratch_stride_;  // [36][in][width_]
+    float* m = v + kPositions * p.in * width_;                            // [36][out][width_]
+#pragma omp for schedule(static)
+    for (int64_t i = 0; i < blocks; ++i) {
+      const int64_t r0 = i * r.per_block, r1 = std::min(r.rows, r0 + r.per_block);
+      const int64_t cols = whole_lanes((r1 - r0) * r.tw);
+      for (int64_t c = 0; c < p.in; ++c) input_block(p, r, in, c, r0, r1, v + c * width_, p.in * width_);
+      for (int q = 0; q < kPositions; ++q)
+        block_product(u_.data() + q * p.out * p.in, p.in, p.out, p.in, v + q * p.in * width_, width_, cols,
+                      m + q * p.out * width_, width_, false);
+      for (int64_t k = 0; k < p.out; ++k)
+        output_block(p, r, m + k * width_, p.out * width_, k, r0, r1, b ? b[k] : 0.f, store, out);
+    }
+  }
+}
+
+void WinogradConv::filter_grad_chunks(const float* x, const float* dy) {
+  const Pass& p = forward_;
+  const int64_t in = p.in, out = p.out;
+  for (int64_t n0 = 0; n0 < shape_.batch; n0 += chunk_) {
+    const int64_t count = std::min(chunk_, shape_.batch - n0), total = count * p.tiles();
+    transform_input(p, x + n0 * in * p.in_h * p.in_w, count, v_.data());
+    transform_output_grad(p, dy + n0 * out * p.out_h * p.out_w, count, m_.data());
+    for (int q = 0; q < kPositions; ++q)
+      gemm(false, true, out, in, total, 1.f, m_.data() + q * out * total, v_.data() + q * in * total,
+           n0 == 0 ? 0.f : 1.f, du_.data() + q * out * in);
+  }
+}
+
+// Each thread sums its blocks' [out, tiles] x [tiles, in] products into a
+// filter gradient of its own (rows padded to whole vectors); du_ is their sum.
+void WinogradConv::filter_grad_blocks(const float* x, const float* dy) {
+  const Pass& p = forward_;
+  const int64_t in = p.in, out = p.out, in_lanes = whole_lanes(in);
+  const TileRows r(p.tiles_h(), p.tiles_w(), shape_.batch, block_tiles_);
+  const int64_t blocks = r.blocks();
+  int threads = 1;  // as many as the team holds
+  auto thread_du = [&](int t) { return scratch_.data() + t * scratch_stride_ + scratch_stride_ - kPositions * out * in_lanes; };
+#pragma omp parallel num_threads(block_threads(blocks))
+  {
+#pragma omp single nowait
+    threads = omp_get_num_threads();
+    float* v = scratch_.data() + omp_get_thread_num() * scratch_stride_;  // [36][in][width_]
+    float* m = v + kPositions * in * width_;                              // [36][out][width_]
+    float* vt = m + kPositions * out * width_;                            // [width_][in_lanes]
+    float* du = thread_du(omp_get_thread_num());                          // [36][out][in_lanes]
+    std::fill_n(du, kPositions * out * in_lanes, 0.f);
+    std::fill_n(vt, width_ * in_lanes, 0.f);  // the padding columns stay 0
+#pragma omp for schedule(static)
+    for (int64_t i = 0; i < blocks; ++i) {
+      const int64_t r0 = i * r.per_block, r1 = std::min(r.rows, r0 + r.per_block), tiles = (r1 - r0) * r.tw;
+      for (int64_t c = 0; c < in; ++c) input_block(p, r, x, c, r0, r1, v + c * width_, in * width_);
+      for (int64_t k = 0; k < out; ++k) output_grad_block(p, r, dy, k, r0, r1, m + k * width_, out * width_);
+      for (int q = 0; q < kPositions; ++q) {
+        transpose_block(v + q * in * width_, width_, in, tiles, vt, in_lanes);
+        block_product(m + q * out * width_, width_, out, tiles, vt, in_lanes, in_lanes, du + q * out * in_lanes,
+                      in_lanes, true);
+      }
+    }
+  }
+#pragma omp parallel for if (kPositions * out * in > 32768)
+  for (int64_t row = 0; row < kPositions * out; ++row)
+    for (int64_t c = 0; c < in; ++c) {
+      float sum = 0.f;
+      for (int t = 0; t < threads; ++t) sum += thread_du(t)[row * in_lanes + c];
+      du_[row * in + c] = sum;
+    }
+}
+
 void WinogradConv::forward(const float* x, const float* w, const float* b, float* y) {
   transform_filters(w, false);
   convolve(forward_, x, shape_.bias ? b : nullptr, y, shape_.relu ? Store::overwrite_relu : Store::overwrite);
@@ -406,16 +550,11 @@ void WinogradConv::forward(const float* x, const float* w, const float* b, float
 
 void WinogradConv::backward(const float* x, const float* w, const float* dy, float* dx, float* dw, float* db,
                             bool overwrite_dx) {
-  const Pass& p = forward_;
-  const int64_t in = p.in, out = p.out, out_plane = p.out_h * p.out_w;
-  for (int64_t n0 = 0; n0 < shape_.batch; n0 += chunk_) {
-    const int64_t count = std::min(chunk_, shape_.batch - n0), total = count * p.tiles();
-    transform_input(p, x + n0 * in * p.in_h * p.in_w, count, v_.data());
-    transform_output_grad(p, dy + n0 * out * out_plane, count, m_.data());
-    for (int q = 0; q < kPositions; ++q)
-      gemm(false, true, out, in, total, 1.f, m_.data() + q * out * total, v_.data() + q * in * total,
-           n0 == 0 ? 0.f : 1.f, du_.data() + q * out * in);
-  }
+  const int64_t in = shape_.in_channels, out = shape_.out_channels, out_plane = forward_.out_h * forward_.out_w;
+  if (blocks_)
+    filter_grad_blocks(x, dy);
+  else
+    filter_grad_chunks(x, dy);
 #pragma omp parallel for if (out * in > 4096)
   for (int64_t k = 0; k < out; ++k) filter_grad_tiles(du_.data() + k * in, out * in, in, dw + k * in * 9);
   if (shape_.bias) {

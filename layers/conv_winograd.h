@@ -5,10 +5,9 @@
 // product [out, in] x [in, tiles]. That is 36 multiply-adds per 4x4 outputs
 // and input channel instead of the direct kernel's 144 (4x fewer), at the
 // cost of the transforms, passes over memory, and of rounding errors about
-// ten times a direct sum's. oneDNN's Winograd kernels need AVX-512; on CPUs
-// where its convolutions stop at AVX2 the products here run through BLAS
-// (core/math.h), and where this measured faster than oneDNN's direct
-// convolution the layer takes it (conv.cpp).
+// five times a direct sum's. oneDNN's Winograd kernels need AVX-512; on CPUs
+// where its convolutions stop at AVX2 this engine runs instead, where it
+// measured faster than oneDNN's direct convolution (conv.cpp).
 //
 // Backward runs the same way: the input gradient is a Winograd convolution
 // of dy with the filters rotated by 180 degrees and in/out swapped; the
@@ -16,9 +15,13 @@
 // transformed output gradient (A dY A^T) and the transformed input, moved
 // back to 3x3 by G^T dU G.
 //
-// Float32 only. The batch goes through in chunks of images whose transformed
-// tiles fit a bounded buffer (core/im2col.h's budget), so memory stays
-// bounded and the products stay wide.
+// Float32 only. With filters of up to 64 x 128 channels the batch goes
+// through in blocks of tiles: each thread transforms a block of all
+// channels, multiplies it with block_product.h's register-blocked product
+// and transforms it back while it is still in cache. Wider filters, which
+// each block would read again, go through in chunks of images whose
+// transformed tiles fit a bounded buffer (core/im2col.h's budget), with
+// BLAS's products (core/math.h) over the whole chunk.
 #pragma once
 
 #include <cstdint>
@@ -27,6 +30,22 @@
 #include "core/im2col.h"
 
 namespace poseidon {
+
+namespace winograd {
+
+// One direction of the convolution: `in` channels of in_h x in_w images,
+// padded by pad_h, pad_w, to `out` channels of out_h x out_w.
+struct Pass {
+  int64_t in = 0, out = 0, in_h = 0, in_w = 0, pad_h = 0, pad_w = 0, out_h = 0, out_w = 0;
+  int64_t tiles_h() const;  // rows of output tiles
+  int64_t tiles_w() const;
+  int64_t tiles() const { return tiles_h() * tiles_w(); }  // per image
+};
+
+// How the output transform writes its result.
+enum class Store { overwrite, add, overwrite_relu };
+
+}  // namespace winograd
 
 // A 3x3, stride-1, undilated, ungrouped convolution's shape.
 struct WinogradShape {
@@ -51,20 +70,22 @@ class WinogradConv {
   void backward(const float* x, const float* w, const float* dy, float* dx, float* dw, float* db, bool overwrite_dx);
 
  private:
-  // One direction of the convolution: `in` channels of in_h x in_w images,
-  // padded by pad_h, pad_w, to `out` channels of out_h x out_w.
-  struct Pass {
-    int64_t in = 0, out = 0, in_h = 0, in_w = 0, pad_h = 0, pad_w = 0, out_h = 0, out_w = 0;
-    int64_t tiles_h() const;  // rows of output tiles
-    int64_t tiles_w() const;
-    int64_t tiles() const { return tiles_h() * tiles_w(); }  // per image
-  };
-  enum class Store { overwrite, add, overwrite_relu };
+  using Pass = winograd::Pass;
+  using Store = winograd::Store;
 
   // Runs `pass` over the batch: transforms of images [n0, n0 + chunk) into
   // v_, 36 products with u_ (filters transformed as [36][out][in]) into m_,
   // then the output transform into `out` (bias b, when not null, added).
   void convolve(const Pass& pass, const float* in, const float* b, float* out, Store store);
+  // The same, block by block (blocks_): each thread transforms a block of
+  // tiles of all input channels into its scratch, multiplies them with
+  // block_product and transforms the block's products out.
+  void convolve_blocks(const Pass& pass, const float* in, const float* b, float* out, Store store);
+  // du_ from x and dy, in chunks with BLAS or block by block.
+  void filter_grad_chunks(const float* x, const float* dy);
+  void filter_grad_blocks(const float* x, const float* dy);
+  // Threads for a loop over `blocks` blocks: no more than have scratch.
+  int block_threads(int64_t blocks) const;
   void transform_input(const Pass& pass, const float* images, int64_t count, float* v) const;
   void transform_output(const Pass& pass, const float* m, int64_t count, const float* b, float* out, Store store) const;
   // A dY A^T of each 4x4 tile of `count` output-gradient images, [36][out][tiles].
@@ -79,6 +100,14 @@ class WinogradConv {
   std::vector<float> u_;      // [36][rows][cols] transformed filters
   std::vector<float> v_, m_;  // transformed inputs [36][in][tiles], products [36][out][tiles]
   std::vector<float> du_;     // [36][out][in] filter gradient, transformed
+  bool blocks_ = false;       // the block-by-block schedule
+  int64_t block_tiles_ = 0;   // tiles per block there
+  int64_t width_ = 0;         // a block's tiles, padded to whole vectors
+  int64_t scratch_stride_ = 0;
+  int scratch_threads_ = 1;
+  // Per thread: a block's transforms [36][in][width_], [36][out][width_],
+  // one position's [width_][in] and a filter gradient [36][out][in].
+  std::vector<float> scratch_;
 };
 
 }  // namespace poseidon

@@ -1,0 +1,22 @@
+// Matrix products small enough to stay in cache, for kernels that cut their
+// work into blocks (conv_winograd.cpp): there BLAS's packing and threading
+// cost more than the product itself when the shared dimension is a few dozen
+// channels. The product keeps a 4 x 24 block of the result in registers
+// while it walks the shared dimension. Sequential: callers spread their
+// blocks over threads.
+#pragma once
+
+#include <cstdint>
+
+namespace poseidon {
+
+// c[rows x cols] = a[rows x depth] b[depth x cols] (c += that with
+// accumulate), all row-major, rows lda, ldb and ldc floats apart. cols must
+// be a multiple of 8.
+void block_product(const float* a, int64_t lda, int64_t rows, int64_t depth, const float* b, int64_t ldb, int64_t cols,
+                   float* c, int64_t ldc, bool accumulate);
+
+// out[j ld_out + i] = in[i ld_in + j] for i < rows, j < cols.
+void transpose_block(const float* in, int64_t ld_in, int64_t rows, int64_t cols, float* out, int64_t ld_out);
+
+}  // namespace poseidon
