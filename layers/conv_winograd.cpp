@@ -110,28 +110,26 @@ int64_t whole_lanes(int64_t n) { return (n + 7) / 8 * 8; }
 
 // The kCols columns of `tiles` tiles of one image row, padded by `pad`:
 // d[j kBlockTiles + tx] = row[kM tx + j - pad], 0 outside [0, width); all 0
-// without a row (above or below the image). Only the tiles that reach past
-// either end of the row test their columns.
+// without a row (above or below the image).
 template <int kCols>
 inline void gather_columns(const float* row, int64_t width, int64_t pad, int64_t tiles, float* d) {
   if (!row) {
     for (int j = 0; j < kCols; ++j) std::fill_n(d + j * kBlockTiles, tiles, 0.f);
     return;
   }
-  const int64_t first = std::min(tiles, (pad + kM - 1) / kM);  // the first tile inside the row
-  const int64_t reach = width + pad - kCols;  // the last tile inside starts at most here
-  const int64_t end = reach < 0 ? first : std::max(first, std::min(tiles, reach / kM + 1));
-  auto edge = [&](int64_t tx) {
-    for (int j = 0; j < kCols; ++j) {
-      const int64_t x = kM * tx + j - pad;
-      d[j * kBlockTiles + tx] = x >= 0 && x < width ? row[x] : 0.f;
-    }
-  };
-  for (int64_t tx = 0; tx < first; ++tx) edge(tx);
-  for (int64_t tx = first; tx < end; ++tx)
+  // The row with its padding, zeros as far as the last tile reads. The
+  // padding on either side is at most kN floats: zeroed by bounded loops,
+  // not by calls.
+  float line[kMaxWidth + 2 * kN];
+  const int64_t end = kM * (tiles - 1) + kCols, inside = std::min(width, end - pad);
+  for (int i = 0; i < kN; ++i)
+    if (i < pad) line[i] = 0.f;
+  std::copy_n(row, inside, line + pad);
+  for (int i = 0; i < 2 * kN; ++i)
+    if (pad + inside + i < end) line[pad + inside + i] = 0.f;
+  for (int64_t tx = 0; tx < tiles; ++tx)
 #pragma GCC unroll 8
-    for (int j = 0; j < kCols; ++j) d[j * kBlockTiles + tx] = row[kM * tx + j - pad];
-  for (int64_t tx = end; tx < tiles; ++tx) edge(tx);
+    for (int j = 0; j < kCols; ++j) d[j * kBlockTiles + tx] = line[kM * tx + j];
 }
 
 // The input tiles' 6 columns, and the output-gradient tiles' 4.
@@ -407,7 +405,9 @@ WinogradConv::WinogradConv(const WinogradShape& s) : shape_(s) {
     m_.resize(v_.size());
     return;
   }
-  block_tiles_ = std::max<int64_t>(8, kBlockFloats / (kPositions * (s.in_channels + s.out_channels)));
+  // At least a vector's worth of tiles; at most what the transforms' stack
+  // buffers hold.
+  block_tiles_ = std::clamp<int64_t>(kBlockFloats / (kPositions * (s.in_channels + s.out_channels)), 8, kBlockTiles);
   for (const Pass* p : {&forward_, &data_grad_})
     width_ = std::max(width_, whole_lanes(TileRows(p->tiles_h(), p->tiles_w(), s.batch, block_tiles_).block_tiles()));
   const int64_t in_lanes = whole_lanes(s.in_channels);

@@ -116,6 +116,9 @@ INSTANTIATE_TEST_SUITE_P(
                       // rows padded to 24) and 38 output channels (2 past the
                       // product's 4-row blocks).
                       Case{"blocks_across_images", 6, 20, 20, 20, 38, 1, 1},
+                      // Two channels: blocks as large as the transforms'
+                      // buffers allow (256 tiles) over 400 tiles.
+                      Case{"few_channels_many_tiles", 4, 2, 40, 40, 2, 1, 1},
                       // Filters of 128 x 72 channels go through in chunks of
                       // images; 14 images of 128 channels at 32x32 (64 tiles
                       // of 36 positions each, V and M) fill a chunk of
