@@ -40,10 +40,11 @@ namespace {
 //        32/243 16/81 8/27; 32/243 -16/81 8/27; 0 0 1],
 //   A^T = [1 1 1 1 1 0; 0 3/4 -3/4 3/2 -3/2 0; 0 9/16 9/16 9/4 9/4 0;
 //          0 27/64 -27/64 27/8 -27/8 1].
-// The usual points 0, +-1, +-2 give simpler constants but, measured on
-// random tiles summed over 32 to 128 channels, about twice the rounding
-// error (11 to 12 times a direct sum's against 5.5 to 6.3); these constants
-// cost the same operations, and all but G's are exact in binary.
+// The usual points 0, +-1, +-2 give simpler constants but about twice the
+// rounding error (bench/winograd_points.py: 11 to 12 times a direct sum's
+// on random tiles summed over 32 to 128 channels, against 5.3 to 6.1);
+// these cost the same operations, and all but G's constants are exact in
+// binary.
 struct Tile {
   static constexpr int m = 4, n = 6;  // outputs and inputs per tile side
   static void input(const float* d, float* v) {  // B^T d
