@@ -11,8 +11,8 @@ namespace poseidon {
 namespace {
 
 // Eight floats, loaded and stored without an alignment requirement.
-typedef float Lanes __attribute__((vector_size(32), aligned(4)));
-constexpr int kLanes = 8, kRowBlock = 4, kColumnVectors = 3;
+constexpr int kLanes = kBlockProductLanes, kRowBlock = 4, kColumnVectors = 3;
+typedef float Lanes __attribute__((vector_size(kLanes * sizeof(float)), aligned(4)));
 
 // c[R x 8 kVectors] (+)= a[R x depth] b[depth x 8 kVectors], the result in
 // registers throughout.

@@ -10,9 +10,17 @@
 
 namespace poseidon {
 
+// block_product's columns come in whole vectors of this many floats.
+constexpr int64_t kBlockProductLanes = 8;
+
+// n rounded up to whole vectors of block_product's columns.
+constexpr int64_t whole_block_product_lanes(int64_t n) {
+  return (n + kBlockProductLanes - 1) / kBlockProductLanes * kBlockProductLanes;
+}
+
 // c[rows x cols] = a[rows x depth] b[depth x cols] (c += that with
 // accumulate), all row-major, rows lda, ldb and ldc floats apart. cols must
-// be a multiple of 8.
+// be a multiple of kBlockProductLanes.
 void block_product(const float* a, int64_t lda, int64_t rows, int64_t depth, const float* b, int64_t ldb, int64_t cols,
                    float* c, int64_t ldc, bool accumulate);
 

@@ -106,9 +106,6 @@ constexpr int64_t kBlockTiles = kMaxWidth / kM, kBlockTarget = 128;
 // measured faster there: bench/conv_engines.sh, docs/BENCHMARKS.md).
 constexpr int64_t kBlockFilterFloats = kPositions * 64 * 128, kBlockFloats = int64_t{1} << 17;
 
-// n rounded up to a whole number of block_product's 8-float columns.
-int64_t whole_lanes(int64_t n) { return (n + 7) / 8 * 8; }
-
 // The kCols columns of `tiles` tiles of one image row, padded by `pad`:
 // d[j kBlockTiles + tx] = row[kM tx + j - pad], 0 outside [0, width); all 0
 // without a row (above or below the image).
@@ -410,8 +407,8 @@ WinogradConv::WinogradConv(const WinogradShape& s) : shape_(s) {
   // buffers hold.
   block_tiles_ = std::clamp<int64_t>(kBlockFloats / (kPositions * (s.in_channels + s.out_channels)), 8, kBlockTiles);
   for (const Pass* p : {&forward_, &data_grad_})
-    width_ = std::max(width_, whole_lanes(TileRows(p->tiles_h(), p->tiles_w(), s.batch, block_tiles_).block_tiles()));
-  const int64_t in_lanes = whole_lanes(s.in_channels);
+    width_ = std::max(width_, whole_block_product_lanes(TileRows(p->tiles_h(), p->tiles_w(), s.batch, block_tiles_).block_tiles()));
+  const int64_t in_lanes = whole_block_product_lanes(s.in_channels);
   scratch_stride_ = kPositions * (s.in_channels + s.out_channels) * width_ + width_ * in_lanes +
                     kPositions * s.out_channels * in_lanes;
   scratch_threads_ = omp_get_max_threads();
@@ -480,7 +477,7 @@ void WinogradConv::convolve_blocks(const Pass& p, const float* in, const float* 
 #pragma omp for schedule(static)
     for (int64_t i = 0; i < blocks; ++i) {
       const int64_t r0 = i * r.per_block, r1 = std::min(r.rows, r0 + r.per_block);
-      const int64_t cols = whole_lanes((r1 - r0) * r.tw);
+      const int64_t cols = whole_block_product_lanes((r1 - r0) * r.tw);
       for (int64_t c = 0; c < p.in; ++c) input_block(p, r, in, c, r0, r1, v + c * width_, p.in * width_);
       for (int q = 0; q < kPositions; ++q)
         block_product(u_.data() + q * p.out * p.in, p.in, p.out, p.in, v + q * p.in * width_, width_, cols,
@@ -508,7 +505,7 @@ void WinogradConv::filter_grad_chunks(const float* x, const float* dy) {
 // filter gradient of its own (rows padded to whole vectors); du_ is their sum.
 void WinogradConv::filter_grad_blocks(const float* x, const float* dy) {
   const Pass& p = forward_;
-  const int64_t in = p.in, out = p.out, in_lanes = whole_lanes(in);
+  const int64_t in = p.in, out = p.out, in_lanes = whole_block_product_lanes(in);
   const TileRows r(p.tiles_h(), p.tiles_w(), shape_.batch, block_tiles_);
   const int64_t blocks = r.blocks();
   int threads = 1;  // as many as the team holds
