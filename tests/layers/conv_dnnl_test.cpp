@@ -2,7 +2,8 @@
 // layer (itself checked against direct loops in conv_test.cpp), forward and
 // backward, on shapes that reach the different kernels and layouts: groups,
 // depthwise, strides whose output size rounds down, padding, dilation, 1x7
-// and 7x1 kernels, pointwise, a three-channel first layer, wide channels;
+// and 7x1 kernels, pointwise, three- and one-channel first layers (whose
+// weight gradient reads x and dy unblocked), wide channels;
 // and small images, which run as matrix products (conv_matmul.h; in float32
 // up to 2x2 outputs): 1x1 and 2x2 outputs with and without bias, padded,
 // strided, 1x3 and 3x1 kernels, pointwise; and 4x4, which does not.
@@ -102,12 +103,18 @@ TEST_P(ConvDnnlVsIm2col, ForwardAndBackwardAgree) {
   for (int64_t i = 0; i < dx3.numel(); ++i) dx3[i] += 0.25f;
   expect_close(dx3, dx, "input grad written over NaN", "oneDNN vs im2col");
 
-  // Without an input gradient (the first layer) the parameter gradients are the same.
+  // Without an input gradient (the first layer), for a dy of twice the
+  // values (exactly), the parameter gradients double: dy is read afresh.
+  Tensor dy_twice(out_shape), dw_twice(w.shape()), db_twice({k.out});
+  for (int64_t i = 0; i < dy.numel(); ++i) dy_twice[i] = 2.f * dy[i];
+  for (int64_t i = 0; i < dw_twice.numel(); ++i) dw_twice[i] = 2.f * layer->param(0).grad[i];
+  if (k.bias)
+    for (int64_t i = 0; i < k.out; ++i) db_twice[i] = 2.f * layer->param(1).grad[i];
   dw2.fill(9.f);
   db2.fill(9.f);
-  dnnl->backward(x.data(), w.data(), dy.data(), nullptr, dw2.data(), db2.data(), false);
-  expect_close(dw2, layer->param(0).grad, "weight grad without input grad", "oneDNN vs im2col");
-  if (k.bias) expect_close(db2, layer->param(1).grad, "bias grad without input grad", "oneDNN vs im2col");
+  dnnl->backward(x.data(), w.data(), dy_twice.data(), nullptr, dw2.data(), db2.data(), false);
+  expect_close(dw2, dw_twice, "weight grad without input grad", "oneDNN vs im2col");
+  if (k.bias) expect_close(db2, db_twice, "bias grad without input grad", "oneDNN vs im2col");
 }
 
 INSTANTIATE_TEST_SUITE_P(
@@ -120,6 +127,7 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{"pointwise", 3, 16, 8, 8, 32, 1, 1},
                       Case{"pointwise_stride3_rounds_down", 3, 16, 5, 5, 16, 1, 1, 3, 3},
                       Case{"rgb_input_5x5", 3, 3, 20, 20, 16, 5, 5, 1, 1, 2, 2},
+                      Case{"grey_input_5x5", 3, 1, 14, 14, 20, 5, 5},
                       Case{"wide_channels", 3, 32, 14, 14, 64, 3, 3, 1, 1, 1, 1},
                       Case{"wide_groups4_dilation2_stride2", 3, 32, 15, 13, 48, 3, 3, 2, 2, 2, 2, 2, 2, 4},
                       Case{"small_2x2_pad1", 4, 32, 2, 2, 48, 3, 3, 1, 1, 1, 1},
