@@ -5,6 +5,7 @@
 
 #include <algorithm>
 
+#include "layers/conv_few_channel_grad.h"
 #include "layers/conv_matmul.h"
 #include "layers/dnnl_support.h"
 
@@ -18,21 +19,6 @@ memory::desc f32(const Dims& dims, memory::format_tag tag) { return {dims, memor
 
 bool is_layout(const memory::desc& d, memory::format_tag tag) {
   return d == memory::desc(d.dims(), d.data_type(), tag);
-}
-
-// Whether the weight gradient should read x in NCHW, as the layer holds it,
-// rather than in the channel blocks oneDNN picked (`blocked_x`): in float32
-// for an ungrouped input of at most 3 channels (a first layer's) that those
-// blocks would pad with zeros. oneDNN then runs its GEMM-based kernel, dy in
-// NCHW too. Measured on an AVX2 CPU (2 threads), the primitive alone, fastest
-// of 20, blocked vs NCHW, 64 images of 28x28 to 20 channels 5x5: 1 channel
-// 2.44 to 4.96 vs 1.52 to 1.55 ms, 2 channels 3.47 vs 3.24; blocked faster
-// from 4 channels (2.48 vs 3.41, 8: 2.69 vs 5.85). Inputs of 3 channels, where
-// oneDNN reads x in NCHW already, keep its kernel (forcing dy into NCHW there
-// moved a 3-channel 32x32 5x5 layer to the GEMM, 5.1 vs 6.0 ms). In the layer
-// the reorders of x and dy into blocks go too.
-bool few_channels_blocked(const DnnlConvShape& s, const memory::desc& blocked_x) {
-  return !s.bf16 && s.groups == 1 && s.geom.channels <= 3 && !is_layout(blocked_x, memory::format_tag::nchw);
 }
 
 }  // namespace
@@ -99,12 +85,6 @@ DnnlConv::DnnlConv(const DnnlConvShape& s) : shape_(s), stream_(dnnl_cpu_engine(
                      attr,
                      dnnl_cpu_engine(),
                      fwd_pd_};
-  if (few_channels_blocked(s, bwd_weights_pd_.src_desc())) {
-    const dnnl::convolution_backward_weights::primitive_desc plain_pd(
-        {direct, src_plain, f32(weight_dims, any), bias_plain, dy_any, strides, dilates, pad, pad}, attr,
-        dnnl_cpu_engine(), fwd_pd_);
-    if (!dnnl_is_reference(plain_pd.impl_info_str())) bwd_weights_pd_ = plain_pd;
-  }
   scratchpad_bytes_ = std::max({fwd_pd_.scratchpad_desc().get_size(), bwd_data_pd_.scratchpad_desc().get_size(),
                                 bwd_weights_pd_.scratchpad_desc().get_size()});
   fwd_ = dnnl::convolution_forward(fwd_pd_);
@@ -127,6 +107,8 @@ DnnlConv::DnnlConv(const DnnlConvShape& s) : shape_(s), stream_(dnnl_cpu_engine(
     diff_bias_ = operand(bias_plain, bwd_weights_pd_.diff_bias_desc(), Flow::out);
   }
   matmul_weight_grad(bwd_weights_pd_.src_desc(), bwd_weights_pd_.diff_dst_desc());
+  if (!weight_grad_matmul_ && !s.bf16 && FewChannelWeightGrad::suits(g, s.groups))
+    few_channel_grad_ = std::make_unique<FewChannelWeightGrad>(g, s.batch, s.num_output);
   scratchpad_ =
       memory(f32({std::max<int64_t>(1, (scratchpad_bytes_ + 3) / 4)}, memory::format_tag::x), dnnl_cpu_engine());
 
@@ -311,13 +293,18 @@ void DnnlConv::forward(const float* x, const float* w, const float* b, float* y)
 void DnnlConv::backward(const float* x, const float* w, const float* dy, float* dx, float* dw, float* db,
                         bool overwrite_dx) {
   if (matmul_) return matmul_->backward(w, dy, dx, dw, db, overwrite_dx);
-  // A first layer (no dx) whose weight gradient reads dy as it is needs no copy of it.
-  if (dx || bwdw_shares_diff_dst_) load(diff_dst_, dy);
+  // Without dx (a first layer) dy goes into blocks only for the weight gradient's primitive.
+  if (dx || (bwdw_shares_diff_dst_ && !few_channel_grad_)) load(diff_dst_, dy);
   if (dx) {
     load(bwd_weights_in_, w);
     run(bwd_data_, bwd_data_args_);
     bind(diff_src_, dx);
     flush(diff_src_, overwrite_dx);
+  }
+  if (few_channel_grad_) {
+    few_channel_grad_->run(x, dy, dw, shape_.bias ? db : nullptr);
+    stream_.wait();
+    return;
   }
   // The Layer contract runs backward after a forward over the same input, so
   // a shared layout still holds x from there.

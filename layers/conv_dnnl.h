@@ -34,6 +34,7 @@
 namespace poseidon {
 
 class MatmulConv;
+class FewChannelWeightGrad;
 
 // A convolution's full shape: one image's geometry plus the batch, the output
 // channels, the groups and whether it has a bias; whether it multiplies in
@@ -135,6 +136,11 @@ class DnnlConv {
   dnnl::memory matmul_dy_, matmul_x_, matmul_dw_;
   bool unrolled_x_ = false;
   std::unique_ptr<float[]> bias_partial_;
+
+  // The weight and bias gradients of a stride-1 float32 layer over at most
+  // 3 input channels (a first layer), where set: oneDNN's kernels would pad
+  // the channels to whole blocks (conv_few_channel_grad.h).
+  std::unique_ptr<FewChannelWeightGrad> few_channel_grad_;
 
   std::unordered_map<int, dnnl::memory> fwd_args_, bwd_data_args_, bwd_weights_args_, matmul_args_;
   std::unordered_map<int, dnnl::memory> reorder_args_;
