@@ -1,7 +1,8 @@
-// Support for the CPU layers whose loops are bound by memory bandwidth
-// (batch norm, ReLU, sum, pooling). The build targets baseline x86-64 (SSE2)
+// Support for the CPU layers' own vector loops: those bound by memory
+// bandwidth (batch norm, ReLU, sum, pooling) and a few bound by arithmetic
+// (conv_few_channel_grad.cpp). The build targets baseline x86-64 (SSE2)
 // unless POSEIDON_NATIVE is on, so their kernels are also compiled for AVX2
-// and AVX-512 and the dynamic loader picks the widest the CPU supports.
+// (and AVX-512) and the dynamic loader picks the widest the CPU supports.
 // OpenMP outlines a parallel region into a function of its own that would not
 // be cloned, so kernels work sequentially on a range and the layers spread
 // ranges over threads with parallel_chunks.
