@@ -21,7 +21,9 @@ typedef float Lanes __attribute__((vector_size(kLanes * sizeof(float)), aligned(
 // output block.
 constexpr int64_t kOutputs = 4, kColumns = 3, kBlockFloats = kOutputs * (kColumns + 1) * kLanes;
 
-float* sum_at(float* block, int64_t output, int64_t column) { return block + (output * (kColumns + 1) + column) * kLanes; }
+float* sum_at(float* block, int64_t output, int64_t column) {
+  return block + (output * (kColumns + 1) + column) * kLanes;
+}
 
 // Adds one image's terms to a block's sums: each row of the kOutputs dy
 // planes against the input row below it, shifted by each kernel column. x
@@ -29,8 +31,8 @@ float* sum_at(float* block, int64_t output, int64_t column) { return block + (ou
 // the last partial vector of a row is gathered lane by lane, so nothing is
 // read past the rows. With kBias the block also sums dy itself.
 template <int kUsedColumns, bool kBias>
-__attribute__((always_inline)) inline void image_terms(const float* const dy[kOutputs], const float* x, int64_t x_stride, int64_t out_h,
-                        int64_t out_w, float* sums) {
+__attribute__((always_inline)) inline void image_terms(const float* const dy[kOutputs], const float* x,
+                                                       int64_t x_stride, int64_t out_h, int64_t out_w, float* sums) {
   Lanes acc[kOutputs][kUsedColumns], bias[kOutputs];
 #pragma GCC unroll 4
   for (int r = 0; r < kOutputs; ++r) {
@@ -79,18 +81,24 @@ __attribute__((always_inline)) inline void image_terms(const float* const dy[kOu
 }
 
 template <bool kBias>
-__attribute__((always_inline)) inline void dispatch_columns(int64_t columns, const float* const dy[kOutputs], const float* x, int64_t x_stride,
-                             int64_t out_h, int64_t out_w, float* sums) {
+__attribute__((always_inline)) inline void dispatch_columns(int64_t columns, const float* const dy[kOutputs],
+                                                            const float* x, int64_t x_stride, int64_t out_h,
+                                                            int64_t out_w, float* sums) {
   switch (columns) {
-    case 3: image_terms<3, kBias>(dy, x, x_stride, out_h, out_w, sums); break;
-    case 2: image_terms<2, kBias>(dy, x, x_stride, out_h, out_w, sums); break;
-    default: image_terms<1, kBias>(dy, x, x_stride, out_h, out_w, sums); break;
+    case 3:
+      image_terms<3, kBias>(dy, x, x_stride, out_h, out_w, sums);
+      break;
+    case 2:
+      image_terms<2, kBias>(dy, x, x_stride, out_h, out_w, sums);
+      break;
+    default:
+      image_terms<1, kBias>(dy, x, x_stride, out_h, out_w, sums);
+      break;
   }
 }
 
-POSEIDON_FMA_CLONES void block_image_terms(int64_t columns, bool bias, const float* const dy[kOutputs],
-                                           const float* x, int64_t x_stride, int64_t out_h, int64_t out_w,
-                                           float* sums) {
+POSEIDON_FMA_CLONES void block_image_terms(int64_t columns, bool bias, const float* const dy[kOutputs], const float* x,
+                                           int64_t x_stride, int64_t out_h, int64_t out_w, float* sums) {
   if (bias)
     dispatch_columns<true>(columns, dy, x, x_stride, out_h, out_w, sums);
   else
@@ -122,8 +130,7 @@ FewChannelWeightGrad::FewChannelWeightGrad(const ConvGeometry& g, int64_t batch,
   output_blocks_ = (outputs_ + kOutputs - 1) / kOutputs;
   column_blocks_ = (g.kernel_w + kColumns - 1) / kColumns;
   tasks_ = output_blocks_ * g.channels * g.kernel_h * column_blocks_;
-  if (g.pad_h || g.pad_w)
-    padded_.assign(batch * g.channels * (g.height + 2 * g.pad_h) * (g.width + 2 * g.pad_w), 0.f);
+  if (g.pad_h || g.pad_w) padded_.assign(batch * g.channels * (g.height + 2 * g.pad_h) * (g.width + 2 * g.pad_w), 0.f);
   sums_.resize(tasks_ * kBlockFloats);
   zeros_.assign(g.out_height() * g.out_width(), 0.f);
 }
@@ -165,7 +172,8 @@ void FewChannelWeightGrad::run(const float* x, const float* dy, float* dw, float
           const int64_t o = p.output_block * kOutputs + r;
           rows[r] = o < outputs_ ? dy + (n * outputs_ + o) * plane : zeros_.data();
         }
-        const float* x_rows = in + ((n * channels + p.channel) * in_h + p.kernel_row) * in_w + p.column_block * kColumns;
+        const float* x_rows =
+            in + ((n * channels + p.channel) * in_h + p.kernel_row) * in_w + p.column_block * kColumns;
         const int64_t columns = std::min(kColumns, kw - p.column_block * kColumns);
         const bool bias = db && p.channel == 0 && p.kernel_row == 0 && p.column_block == 0;
         block_image_terms(columns, bias, rows, x_rows, in_w, out_h, out_w, sums_.data() + t * kBlockFloats);

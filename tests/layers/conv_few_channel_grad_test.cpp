@@ -24,8 +24,13 @@ struct Case {
   int64_t batch, channels, height, width, outputs, kernel_h, kernel_w, pad_h = 0, pad_w = 0;
 
   ConvGeometry geometry() const {
-    return {.channels = channels, .height = height, .width = width, .kernel_h = kernel_h, .kernel_w = kernel_w,
-            .pad_h = pad_h, .pad_w = pad_w};
+    return {.channels = channels,
+            .height = height,
+            .width = width,
+            .kernel_h = kernel_h,
+            .kernel_w = kernel_w,
+            .pad_h = pad_h,
+            .pad_w = pad_w};
   }
 };
 
