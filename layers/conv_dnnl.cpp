@@ -81,15 +81,9 @@ DnnlConv::DnnlConv(const DnnlConvShape& s) : shape_(s), stream_(dnnl_cpu_engine(
              dnnl_forward_attr(s.relu),
              dnnl_cpu_engine()};
   bwd_data_pd_ = {{direct, src_any, weight_any, dy_any, strides, dilates, pad, pad}, attr, dnnl_cpu_engine(), fwd_pd_};
-  bwd_weights_pd_ = {{direct, src_any, f32(weight_dims, any), bias_plain, dy_any, strides, dilates, pad, pad},
-                     attr,
-                     dnnl_cpu_engine(),
-                     fwd_pd_};
-  scratchpad_bytes_ = std::max({fwd_pd_.scratchpad_desc().get_size(), bwd_data_pd_.scratchpad_desc().get_size(),
-                                bwd_weights_pd_.scratchpad_desc().get_size()});
+  scratchpad_bytes_ = std::max(fwd_pd_.scratchpad_desc().get_size(), bwd_data_pd_.scratchpad_desc().get_size());
   fwd_ = dnnl::convolution_forward(fwd_pd_);
   bwd_data_ = dnnl::convolution_backward_data(bwd_data_pd_);
-  bwd_weights_ = dnnl::convolution_backward_weights(bwd_weights_pd_);
 
   src_ = operand(src_plain, fwd_pd_.src_desc(), Flow::in);
   weights_ = operand(weight_plain, fwd_pd_.weights_desc(), Flow::in);
@@ -97,18 +91,27 @@ DnnlConv::DnnlConv(const DnnlConvShape& s) : shape_(s), stream_(dnnl_cpu_engine(
   diff_dst_ = operand(dst_plain, bwd_data_pd_.diff_dst_desc(), Flow::in);
   bwd_weights_in_ = operand(weight_plain, bwd_data_pd_.weights_desc(), Flow::in);
   diff_src_ = operand(src_plain, bwd_data_pd_.diff_src_desc(), Flow::add_out);
-  bwdw_shares_src_ = bwd_weights_pd_.src_desc() == fwd_pd_.src_desc();
-  bwdw_src_ = bwdw_shares_src_ ? src_ : operand(src_plain, bwd_weights_pd_.src_desc(), Flow::in);
-  bwdw_shares_diff_dst_ = bwd_weights_pd_.diff_dst_desc() == bwd_data_pd_.diff_dst_desc();
-  bwdw_diff_dst_ = bwdw_shares_diff_dst_ ? diff_dst_ : operand(dst_plain, bwd_weights_pd_.diff_dst_desc(), Flow::in);
-  diff_weights_ = operand(weight_plain, bwd_weights_pd_.diff_weights_desc(), Flow::out);
-  if (s.bias) {
-    bias_ = operand(bias_plain, fwd_pd_.bias_desc(), Flow::in);
-    diff_bias_ = operand(bias_plain, bwd_weights_pd_.diff_bias_desc(), Flow::out);
-  }
-  matmul_weight_grad(bwd_weights_pd_.src_desc(), bwd_weights_pd_.diff_dst_desc());
-  if (!weight_grad_matmul_ && !s.bf16 && FewChannelWeightGrad::suits(g, s.groups))
+  if (s.bias) bias_ = operand(bias_plain, fwd_pd_.bias_desc(), Flow::in);
+  // A float32 first layer's weight gradient needs no oneDNN primitive, nor
+  // the channel-padded copies of x and dy that one would read.
+  if (!s.bf16 && FewChannelWeightGrad::suits(g, s.groups)) {
     few_channel_grad_ = std::make_unique<FewChannelWeightGrad>(g, s.batch, s.num_output);
+  } else {
+    bwd_weights_pd_ = {{direct, src_any, f32(weight_dims, any), bias_plain, dy_any, strides, dilates, pad, pad},
+                       attr,
+                       dnnl_cpu_engine(),
+                       fwd_pd_};
+    scratchpad_bytes_ = std::max(scratchpad_bytes_, bwd_weights_pd_.scratchpad_desc().get_size());
+    bwd_weights_ = dnnl::convolution_backward_weights(bwd_weights_pd_);
+    bwdw_shares_src_ = bwd_weights_pd_.src_desc() == fwd_pd_.src_desc();
+    bwdw_src_ = bwdw_shares_src_ ? src_ : operand(src_plain, bwd_weights_pd_.src_desc(), Flow::in);
+    bwdw_shares_diff_dst_ = bwd_weights_pd_.diff_dst_desc() == bwd_data_pd_.diff_dst_desc();
+    bwdw_diff_dst_ =
+        bwdw_shares_diff_dst_ ? diff_dst_ : operand(dst_plain, bwd_weights_pd_.diff_dst_desc(), Flow::in);
+    diff_weights_ = operand(weight_plain, bwd_weights_pd_.diff_weights_desc(), Flow::out);
+    if (s.bias) diff_bias_ = operand(bias_plain, bwd_weights_pd_.diff_bias_desc(), Flow::out);
+    matmul_weight_grad(bwd_weights_pd_.src_desc(), bwd_weights_pd_.diff_dst_desc());
+  }
   scratchpad_ =
       memory(f32({std::max<int64_t>(1, (scratchpad_bytes_ + 3) / 4)}, memory::format_tag::x), dnnl_cpu_engine());
 
@@ -120,13 +123,13 @@ DnnlConv::DnnlConv(const DnnlConvShape& s) : shape_(s), stream_(dnnl_cpu_engine(
                     {DNNL_ARG_WEIGHTS, bwd_weights_in_.blocked},
                     {DNNL_ARG_DIFF_SRC, diff_src_.blocked},
                     {DNNL_ARG_SCRATCHPAD, scratchpad_}};
-  bwd_weights_args_ = {{DNNL_ARG_SRC, bwdw_src_.blocked},
-                       {DNNL_ARG_DIFF_DST, bwdw_diff_dst_.blocked},
-                       {DNNL_ARG_DIFF_WEIGHTS, diff_weights_.blocked},
-                       {DNNL_ARG_SCRATCHPAD, scratchpad_}};
-  if (s.bias) {
-    fwd_args_[DNNL_ARG_BIAS] = bias_.blocked;
-    bwd_weights_args_[DNNL_ARG_DIFF_BIAS] = diff_bias_.blocked;
+  if (s.bias) fwd_args_[DNNL_ARG_BIAS] = bias_.blocked;
+  if (!few_channel_grad_) {
+    bwd_weights_args_ = {{DNNL_ARG_SRC, bwdw_src_.blocked},
+                         {DNNL_ARG_DIFF_DST, bwdw_diff_dst_.blocked},
+                         {DNNL_ARG_DIFF_WEIGHTS, diff_weights_.blocked},
+                         {DNNL_ARG_SCRATCHPAD, scratchpad_}};
+    if (s.bias) bwd_weights_args_[DNNL_ARG_DIFF_BIAS] = diff_bias_.blocked;
   }
   reorder_args_ = {{DNNL_ARG_FROM, memory()}, {DNNL_ARG_TO, memory()}, {DNNL_ARG_SCRATCHPAD, scratchpad_}};
   if (weight_grad_matmul_)
@@ -276,7 +279,7 @@ bool DnnlConv::nhwc_activation(const memory::desc& plain, const memory::desc& bl
 bool DnnlConv::uses_reference_kernels() const {
   if (matmul_) return false;  // MatmulConv::create checked its own
   return dnnl_is_reference(fwd_pd_.impl_info_str()) || dnnl_is_reference(bwd_data_pd_.impl_info_str()) ||
-         dnnl_is_reference(bwd_weights_pd_.impl_info_str());
+         (!few_channel_grad_ && dnnl_is_reference(bwd_weights_pd_.impl_info_str()));
 }
 
 void DnnlConv::forward(const float* x, const float* w, const float* b, float* y) {
@@ -294,7 +297,7 @@ void DnnlConv::backward(const float* x, const float* w, const float* dy, float* 
                         bool overwrite_dx) {
   if (matmul_) return matmul_->backward(w, dy, dx, dw, db, overwrite_dx);
   // Without dx (a first layer) dy goes into blocks only for the weight gradient's primitive.
-  if (dx || (bwdw_shares_diff_dst_ && !few_channel_grad_)) load(diff_dst_, dy);
+  if (dx || bwdw_shares_diff_dst_) load(diff_dst_, dy);
   if (dx) {
     load(bwd_weights_in_, w);
     run(bwd_data_, bwd_data_args_);

@@ -139,7 +139,8 @@ class DnnlConv {
 
   // The weight and bias gradients of a stride-1 float32 layer over at most
   // 3 input channels (a first layer), where set: oneDNN's kernels would pad
-  // the channels to whole blocks (conv_few_channel_grad.h).
+  // the channels to whole blocks (conv_few_channel_grad.h). No
+  // backward-weights primitive, operands or matrix product exist then.
   std::unique_ptr<FewChannelWeightGrad> few_channel_grad_;
 
   std::unordered_map<int, dnnl::memory> fwd_args_, bwd_data_args_, bwd_weights_args_, matmul_args_;

@@ -128,6 +128,7 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{"pointwise_stride3_rounds_down", 3, 16, 5, 5, 16, 1, 1, 3, 3},
                       Case{"rgb_input_5x5", 3, 3, 20, 20, 16, 5, 5, 1, 1, 2, 2},
                       Case{"grey_input_5x5", 3, 1, 14, 14, 20, 5, 5},
+                      Case{"small_grey_3x3_pad1", 3, 1, 3, 3, 8, 3, 3, 1, 1, 1, 1},
                       Case{"wide_channels", 3, 32, 14, 14, 64, 3, 3, 1, 1, 1, 1},
                       Case{"wide_groups4_dilation2_stride2", 3, 32, 15, 13, 48, 3, 3, 2, 2, 2, 2, 2, 2, 4},
                       Case{"small_2x2_pad1", 4, 32, 2, 2, 48, 3, 3, 1, 1, 1, 1},
