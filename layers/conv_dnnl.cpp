@@ -106,8 +106,7 @@ DnnlConv::DnnlConv(const DnnlConvShape& s) : shape_(s), stream_(dnnl_cpu_engine(
     bwdw_shares_src_ = bwd_weights_pd_.src_desc() == fwd_pd_.src_desc();
     bwdw_src_ = bwdw_shares_src_ ? src_ : operand(src_plain, bwd_weights_pd_.src_desc(), Flow::in);
     bwdw_shares_diff_dst_ = bwd_weights_pd_.diff_dst_desc() == bwd_data_pd_.diff_dst_desc();
-    bwdw_diff_dst_ =
-        bwdw_shares_diff_dst_ ? diff_dst_ : operand(dst_plain, bwd_weights_pd_.diff_dst_desc(), Flow::in);
+    bwdw_diff_dst_ = bwdw_shares_diff_dst_ ? diff_dst_ : operand(dst_plain, bwd_weights_pd_.diff_dst_desc(), Flow::in);
     diff_weights_ = operand(weight_plain, bwd_weights_pd_.diff_weights_desc(), Flow::out);
     if (s.bias) diff_bias_ = operand(bias_plain, bwd_weights_pd_.diff_bias_desc(), Flow::out);
     matmul_weight_grad(bwd_weights_pd_.src_desc(), bwd_weights_pd_.diff_dst_desc());
