@@ -4,14 +4,10 @@
 #include "layers/pool_kernels.h"
 
 #include <algorithm>
-#include <array>
 #include <limits>
 
-#if defined(__x86_64__) && defined(__GNUC__)
-#include <immintrin.h>
-#endif
-
 #include "layers/cpu_vector.h"
+#include "layers/pool_max_simd.h"
 
 namespace poseidon {
 namespace {
@@ -157,60 +153,6 @@ POSEIDON_VECTOR_CLONES void avg_lanes_grad(const PoolGeometry& g, const float* d
   }
 }
 
-#if defined(__x86_64__) && defined(__GNUC__)
-#define POSEIDON_POOL_AVX512 1
-
-// The 2x2 window at stride 2 without padding (LeNet's and VGG's pooling),
-// whose strided loads the general row loops leave scalar: 16 outputs of a
-// row at once, the even and odd input columns of both input rows split out
-// by permutes, then the four taps in for_each_tap_row's order with the same
-// rule (a larger value or a NaN takes the window), so results and argmax
-// are those of the general loops. The row's last outputs go masked.
-bool max_2x2_stride2(const PoolGeometry& g) {
-  return g.kernel == std::array<int64_t, 2>{2, 2} && g.stride == std::array<int64_t, 2>{2, 2} &&
-         g.pad == std::array<int64_t, 2>{0, 0} && 2 * g.out_h <= g.in_h && 2 * g.out_w <= g.in_w;
-}
-
-__attribute__((target("avx512f"))) inline void max_2x2_tap(__m512 v, __m512i at, __m512& best, __m512i& best_at) {
-  const __mmask16 take = _mm512_cmp_ps_mask(v, best, _CMP_GT_OQ) | _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
-  best = _mm512_mask_mov_ps(best, take, v);
-  best_at = _mm512_mask_mov_epi32(best_at, take, at);
-}
-
-__attribute__((target("avx512f"))) void max_2x2_planes(const PoolGeometry& g, const float* src, float* dst,
-                                                       int32_t* argmax, int64_t planes) {
-  const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
-  const __m512i odd = _mm512_add_epi32(even, _mm512_set1_epi32(1));
-  const __m512i one = _mm512_set1_epi32(1), below = _mm512_set1_epi32(static_cast<int32_t>(g.in_w));
-  const int64_t in_plane = g.in_h * g.in_w, out_plane = g.out_h * g.out_w;
-  for (int64_t p = 0; p < planes; ++p, src += in_plane, dst += out_plane, argmax += out_plane)
-    for (int64_t oy = 0; oy < g.out_h; ++oy) {
-      const float* r0 = src + 2 * oy * g.in_w;
-      const float* r1 = r0 + g.in_w;
-      for (int64_t ox = 0; ox < g.out_w; ox += 16) {
-        const int64_t n = std::min<int64_t>(16, g.out_w - ox);
-        const __mmask16 out_mask = static_cast<__mmask16>((1u << n) - 1);
-        const __mmask16 lo = static_cast<__mmask16>(n >= 8 ? 0xffffu : (1u << (2 * n)) - 1);
-        const __mmask16 hi = static_cast<__mmask16>(n > 8 ? (1u << (2 * n - 16)) - 1 : 0);
-        const float* a = r0 + 2 * ox;
-        const float* b = r1 + 2 * ox;
-        const __m512 a0 = _mm512_maskz_loadu_ps(lo, a), a1 = _mm512_maskz_loadu_ps(hi, a + 16);
-        const __m512 b0 = _mm512_maskz_loadu_ps(lo, b), b1 = _mm512_maskz_loadu_ps(hi, b + 16);
-        const __m512i first = _mm512_add_epi32(_mm512_set1_epi32(static_cast<int32_t>(2 * oy * g.in_w + 2 * ox)), even);
-        __m512 best = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
-        __m512i best_at = first;
-        max_2x2_tap(_mm512_permutex2var_ps(a0, even, a1), first, best, best_at);
-        max_2x2_tap(_mm512_permutex2var_ps(a0, odd, a1), _mm512_add_epi32(first, one), best, best_at);
-        const __m512i second = _mm512_add_epi32(first, below);
-        max_2x2_tap(_mm512_permutex2var_ps(b0, even, b1), second, best, best_at);
-        max_2x2_tap(_mm512_permutex2var_ps(b0, odd, b1), _mm512_add_epi32(second, one), best, best_at);
-        _mm512_mask_storeu_ps(dst + oy * g.out_w + ox, out_mask, best);
-        _mm512_mask_storeu_epi32(argmax + oy * g.out_w + ox, out_mask, best_at);
-      }
-    }
-}
-#endif
-
 }  // namespace
 
 // Not cloned: on the short rows of small planes (Inception's 15x15 and 7x7)
@@ -221,10 +163,7 @@ void max_planes(const PoolGeometry& g, const float* src, float* dst, int32_t* ar
   max_lanes(g, src, dst, argmax, side_by_side / kLanes);
   src += side_by_side * in_plane, dst += side_by_side * out_plane, argmax += side_by_side * out_plane;
   planes -= side_by_side;
-#ifdef POSEIDON_POOL_AVX512
-  static const bool avx512 = __builtin_cpu_supports("avx512f");
-  if (avx512 && max_2x2_stride2(g)) return max_2x2_planes(g, src, dst, argmax, planes);
-#endif
+  if (max_planes_simd(g, src, dst, argmax, planes)) return;
   for (int64_t p = 0; p < planes; ++p, src += in_plane, dst += out_plane, argmax += out_plane)
     for (int64_t oy = 0; oy < g.out_h; ++oy) {
       float* best = dst + oy * g.out_w;

@@ -209,13 +209,28 @@ TEST(Pool, MaxTakesTheLastNanOfAWindow) {
     if (o != 3 * 4 && o != 20 * 4 + 3) EXPECT_FALSE(std::isnan(y[o])) << o;
 }
 
-// The same rule where the 2x2, stride-2 kernel takes whole rows (planes of
-// 18x34, too large to go side by side): among equal values the first in
-// scan order takes the gradient, a NaN takes its window from any value, and
-// of two NaNs the later.
-TEST(Pool, Max2x2KeepsTheScanOrderOnTiesAndNans) {
-  auto layer = make_pool("{name: p, type: pool, kernel_size: 2, stride: 2}");
-  const int64_t h = 18, w = 34, oh = 9, ow = 17, planes = 2;
+// The same rule where the stride-2 kernels take whole rows (planes too large
+// to go side by side, rows leaving a partial block of outputs): among equal
+// values the first in scan order takes the gradient, a NaN takes its window
+// from any value, and of two NaNs the later; padding and ceil mode's last
+// windows read nothing outside the plane.
+struct ScanOrderCase {
+  std::string label;
+  int64_t h, w, kernel, pad;
+  bool ceil_mode;
+};
+
+void PrintTo(const ScanOrderCase& c, std::ostream* os) { *os << c.label; }
+
+class MaxScanOrder : public ::testing::TestWithParam<ScanOrderCase> {};
+
+TEST_P(MaxScanOrder, KeepsTheScanOrderOnTiesAndNans) {
+  const ScanOrderCase& c = GetParam();
+  auto layer = make_pool("{name: p, type: pool, kernel_size: " + std::to_string(c.kernel) + ", stride: 2, pad: " +
+                         std::to_string(c.pad) + ", ceil_mode: " + (c.ceil_mode ? "true" : "false") + "}");
+  const int64_t h = c.h, w = c.w, planes = 2;
+  const int64_t oh = documented_size(h, c.kernel, 2, c.pad, c.ceil_mode);
+  const int64_t ow = documented_size(w, c.kernel, 2, c.pad, c.ceil_mode);
   ASSERT_EQ(layer->reshape({{1, planes, h, w}}).at(0), (Shape{1, planes, oh, ow}));
   Tensor x({1, planes, h, w}), y({1, planes, oh, ow}), dy({1, planes, oh, ow}), dx({1, planes, h, w});
   for (int64_t i = 0; i < x.numel(); ++i) x[i] = static_cast<float>(i % 3);  // many ties
@@ -233,9 +248,11 @@ TEST(Pool, Max2x2KeepsTheScanOrderOnTiesAndNans) {
       for (int64_t ox = 0; ox < ow; ++ox) {
         float best = -std::numeric_limits<float>::infinity();
         int64_t best_at = -1;
-        for (int64_t i = 0; i < 2; ++i)
-          for (int64_t j = 0; j < 2; ++j) {
-            const int64_t at = (p * h + 2 * oy + i) * w + 2 * ox + j;
+        for (int64_t i = 0; i < c.kernel; ++i)
+          for (int64_t j = 0; j < c.kernel; ++j) {
+            const int64_t iy = 2 * oy - c.pad + i, ix = 2 * ox - c.pad + j;
+            if (iy < 0 || iy >= h || ix < 0 || ix >= w) continue;
+            const int64_t at = (p * h + iy) * w + ix;
             if (best_at < 0 || x[at] > best || std::isnan(x[at])) best = x[at], best_at = at;
           }
         const int64_t o = (p * oh + oy) * ow + ox;
@@ -247,6 +264,13 @@ TEST(Pool, Max2x2KeepsTheScanOrderOnTiesAndNans) {
       }
   for (int64_t i = 0; i < dx.numel(); ++i) EXPECT_EQ(dx[i], want_dx[i]) << i;
 }
+
+INSTANTIATE_TEST_SUITE_P(Windows, MaxScanOrder,
+                         ::testing::Values(ScanOrderCase{"max2x2_18x34", 18, 34, 2, 0, false},
+                                           ScanOrderCase{"max3x3_ceil_19x37", 19, 37, 3, 0, true},
+                                           ScanOrderCase{"max3x3_pad1_18x35", 18, 35, 3, 1, false},
+                                           ScanOrderCase{"max5x5_pad2_ceil_17x23", 17, 23, 5, 2, true}),
+                         [](const auto& info) { return info.param.label; });
 
 template <class Fn>
 void expect_error_naming(Fn build, const std::string& key) {
