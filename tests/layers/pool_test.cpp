@@ -177,7 +177,10 @@ INSTANTIATE_TEST_SUITE_P(
                       // Small planes 16 side by side and 5 left over, with padding,
                       // ceil_mode and padding left out of the divisor.
                       PoolSpec{"small_planes_max_pad_ceil", 3, 7, 6, 5, 3, 3, 2, 2, 1, 1, true, true},
-                      PoolSpec{"small_planes_avg_ceil_exclude", 3, 7, 6, 5, 3, 3, 2, 2, 1, 1, false, true, false}),
+                      PoolSpec{"small_planes_avg_ceil_exclude", 3, 7, 6, 5, 3, 3, 2, 2, 1, 1, false, true, false},
+                      // Small planes whose rows of 8 outputs go to the stride-2 kernels.
+                      PoolSpec{"small_planes_rows_of_8", 2, 9, 16, 16, 2, 2, 2, 2, 0, 0},
+                      PoolSpec{"small_planes_rows_of_8_pad_ceil", 2, 9, 14, 15, 3, 3, 2, 2, 1, 1, true, true}),
     [](const auto& info) { return info.param.label; });
 
 // A NaN wins its window and the last one in scan order takes the gradient,
