@@ -98,6 +98,11 @@ constexpr int kPositions = kN * kN;  // the transformed domain
 constexpr int64_t kMaxWidth = 1024;
 // Tiles per block: at least one row of tiles, else about kBlockTarget.
 constexpr int64_t kBlockTiles = kMaxWidth / kM, kBlockTarget = 128;
+// Floats from one position's tiles to the next in the stack buffers: a
+// block's tiles and a cache line more, so that the 36 positions do not all
+// fall into the same few sets of the first-level cache (a power of two apart
+// they evict one another).
+constexpr int64_t kCacheLineFloats = 16, kTileStride = kBlockTiles + kCacheLineFloats;
 // Convolutions whose transformed filters hold at most kBlockFilterFloats
 // (64 x 128 channels) run block by block: a block's transformed inputs and
 // products (about kBlockFloats, half a MiB) stay in cache from transform to
@@ -106,13 +111,17 @@ constexpr int64_t kBlockTiles = kMaxWidth / kM, kBlockTarget = 128;
 // measured faster there: bench/conv_engines.sh, docs/BENCHMARKS.md).
 constexpr int64_t kBlockFilterFloats = kPositions * 64 * 128, kBlockFloats = int64_t{1} << 17;
 
+// Floats from one position to the next in transforms of `channels` rows of
+// `tiles` tiles (heap buffers): a cache line more than the rows, as above.
+int64_t padded_position(int64_t channels, int64_t tiles) { return channels * tiles + kCacheLineFloats; }
+
 // The kCols columns of `tiles` tiles of one image row, padded by `pad`:
-// d[j kBlockTiles + tx] = row[kM tx + j - pad], 0 outside [0, width); all 0
+// d[j kTileStride + tx] = row[kM tx + j - pad], 0 outside [0, width); all 0
 // without a row (above or below the image).
 template <int kCols>
 inline void gather_columns(const float* row, int64_t width, int64_t pad, int64_t tiles, float* d) {
   if (!row) {
-    for (int j = 0; j < kCols; ++j) std::fill_n(d + j * kBlockTiles, tiles, 0.f);
+    for (int j = 0; j < kCols; ++j) std::fill_n(d + j * kTileStride, tiles, 0.f);
     return;
   }
   // The row with its padding, zeros as far as the last tile reads. The
@@ -127,7 +136,7 @@ inline void gather_columns(const float* row, int64_t width, int64_t pad, int64_t
     if (pad + inside + i < end) line[pad + inside + i] = 0.f;
   for (int64_t tx = 0; tx < tiles; ++tx)
 #pragma GCC unroll 8
-    for (int j = 0; j < kCols; ++j) d[j * kBlockTiles + tx] = line[kM * tx + j];
+    for (int j = 0; j < kCols; ++j) d[j * kTileStride + tx] = line[kM * tx + j];
 }
 
 // The input tiles' 6 columns, and the output-gradient tiles' 4.
@@ -140,25 +149,25 @@ POSEIDON_VECTOR_CLONES void gather_grad_row(const float* row, int64_t width, int
 
 // Writes (or adds) row i of `width` outputs from tiles laid out as
 // output_tiles leaves them (element (i, j) of tile tx at
-// tiles[j kBlockTiles + tx]).
+// tiles[j kTileStride + tx]).
 template <bool kAdd>
 void scatter_row(const float* tiles, int64_t width, float* line) {
   const int64_t whole = width / kM;
   for (int64_t tx = 0; tx < whole; ++tx)
 #pragma GCC unroll 8
     for (int j = 0; j < kM; ++j) {
-      const float v = tiles[j * kBlockTiles + tx];
+      const float v = tiles[j * kTileStride + tx];
       line[kM * tx + j] = kAdd ? line[kM * tx + j] + v : v;
     }
   for (int64_t x = kM * whole; x < width; ++x) {
-    const float v = tiles[(x - kM * whole) * kBlockTiles + whole];
+    const float v = tiles[(x - kM * whole) * kTileStride + whole];
     line[x] = kAdd ? line[x] + v : v;
   }
 }
 
 // T X T^T for `tiles` kIn x kIn tiles X, T the 1-D transform kApply from
 // kIn values to kOut: element (i, j) of tile t lies at
-// x[(i kIn + j) kBlockTiles + t], position (i, j) of its transform goes to
+// x[(i kIn + j) kTileStride + t], position (i, j) of its transform goes to
 // out[(i kOut + j) step + t].
 template <int kIn, int kOut, void (*kApply)(const float*, float*)>
 inline void transform_tiles(const float* x, int64_t tiles, float* out, int64_t step) {
@@ -169,7 +178,7 @@ POSEIDON_INDEPENDENT_ITERATIONS
     for (int i = 0; i < kIn; ++i) {
       float row[kIn];
 #pragma GCC unroll 8
-      for (int j = 0; j < kIn; ++j) row[j] = x[(i * kIn + j) * kBlockTiles + t];
+      for (int j = 0; j < kIn; ++j) row[j] = x[(i * kIn + j) * kTileStride + t];
       kApply(row, rows[i]);
     }
 #pragma GCC unroll 8
@@ -193,7 +202,7 @@ POSEIDON_VECTOR_CLONES void output_grad_tiles(const float* dy, int64_t tiles, fl
 }
 
 // Y = A^T M A (+ bias, then max(., 0) with kRelu) for `tiles` tiles of
-// m[q step + t]; element (i, j) of tile t goes to y[(i kM + j) kBlockTiles + t].
+// m[q step + t]; element (i, j) of tile t goes to y[(i kM + j) kTileStride + t].
 template <bool kRelu>
 inline void output_tiles_of(const float* m, int64_t step, int64_t tiles, float bias, float* y) {
 POSEIDON_INDEPENDENT_ITERATIONS
@@ -215,7 +224,7 @@ POSEIDON_INDEPENDENT_ITERATIONS
 #pragma GCC unroll 8
       for (int j = 0; j < kM; ++j) {
         const float v = out[j] + bias;
-        y[(i * kM + j) * kBlockTiles + t] = kRelu ? (v > 0.f ? v : 0.f) : v;  // as the ReLU layer writes it (NaN to 0)
+        y[(i * kM + j) * kTileStride + t] = kRelu ? (v > 0.f ? v : 0.f) : v;  // as the ReLU layer writes it (NaN to 0)
       }
     }
   }
@@ -313,7 +322,7 @@ void for_each_block(const TileRows& r, int64_t channels, int64_t floats, Fn fn) 
 void input_block(const winograd::Pass& p, const TileRows& r, const float* images, int64_t c, int64_t r0, int64_t r1,
                  float* v, int64_t step) {
   const int64_t plane = p.in_h * p.in_w;
-  float d[kPositions][kBlockTiles];  // the block's tiles, position by position
+  float d[kPositions][kTileStride];  // the block's tiles, position by position
   for (int64_t row = r0; row < r1; ++row) {
     const int64_t n = row / r.th, ty = row % r.th, at = (row - r0) * r.tw;
     const float* image = images + (n * p.in + c) * plane;
@@ -331,7 +340,7 @@ void input_block(const winograd::Pass& p, const TileRows& r, const float* images
 void output_block(const winograd::Pass& p, const TileRows& r, const float* m, int64_t step, int64_t k, int64_t r0,
                   int64_t r1, float bias, winograd::Store store, float* out) {
   const int64_t plane = p.out_h * p.out_w;
-  float y[kM * kM][kBlockTiles];  // the block's output tiles, element by element
+  float y[kM * kM][kTileStride];  // the block's output tiles, element by element
   output_tiles(m, step, (r1 - r0) * r.tw, bias, store == winograd::Store::overwrite_relu, y[0]);
   for (int64_t row = r0; row < r1; ++row) {
     const int64_t n = row / r.th, ty = row % r.th, at = (row - r0) * r.tw;
@@ -351,7 +360,7 @@ void output_block(const winograd::Pass& p, const TileRows& r, const float* m, in
 void output_grad_block(const winograd::Pass& p, const TileRows& r, const float* dy, int64_t k, int64_t r0, int64_t r1,
                        float* m, int64_t step) {
   const int64_t plane = p.out_h * p.out_w;
-  float d[kM * kM][kBlockTiles];
+  float d[kM * kM][kTileStride];
   for (int64_t row = r0; row < r1; ++row) {
     const int64_t n = row / r.th, ty = row % r.th, at = (row - r0) * r.tw;
     const float* image = dy + (n * p.out + k) * plane;
@@ -399,7 +408,7 @@ WinogradConv::WinogradConv(const WinogradShape& s) : shape_(s) {
     const int64_t channels = std::max(s.in_channels, s.out_channels);
     const int64_t tiles = std::max(forward_.tiles(), data_grad_.tiles());
     chunk_ = images_per_chunk(2 * kPositions * channels * tiles, s.batch);
-    v_.resize(kPositions * channels * tiles * chunk_);
+    v_.resize(kPositions * padded_position(channels, tiles * chunk_));
     m_.resize(v_.size());
     return;
   }
@@ -409,8 +418,8 @@ WinogradConv::WinogradConv(const WinogradShape& s) : shape_(s) {
   for (const Pass* p : {&forward_, &data_grad_})
     width_ = std::max(width_, whole_block_product_lanes(TileRows(p->tiles_h(), p->tiles_w(), s.batch, block_tiles_).block_tiles()));
   const int64_t in_lanes = whole_block_product_lanes(s.in_channels);
-  scratch_stride_ = kPositions * (s.in_channels + s.out_channels) * width_ + width_ * in_lanes +
-                    kPositions * s.out_channels * in_lanes;
+  scratch_stride_ = kPositions * (position_floats(s.in_channels) + position_floats(s.out_channels)) +
+                    width_ * in_lanes + kPositions * s.out_channels * in_lanes;
   scratch_threads_ = omp_get_max_threads();
   scratch_.resize(scratch_stride_ * scratch_threads_);
 }
@@ -430,7 +439,7 @@ void WinogradConv::transform_input(const Pass& p, const float* images, int64_t c
   const TileRows r(p.tiles_h(), p.tiles_w(), count, kBlockTarget);
   const int64_t total = r.rows * r.tw;
   for_each_block(r, p.in, count * p.in * p.in_h * p.in_w, [&](int64_t c, int64_t r0, int64_t r1) {
-    input_block(p, r, images, c, r0, r1, v + c * total + r0 * r.tw, p.in * total);
+    input_block(p, r, images, c, r0, r1, v + c * total + r0 * r.tw, padded_position(p.in, total));
   });
 }
 
@@ -439,7 +448,8 @@ void WinogradConv::transform_output(const Pass& p, const float* m, int64_t count
   const TileRows r(p.tiles_h(), p.tiles_w(), count, kBlockTarget);
   const int64_t total = r.rows * r.tw;
   for_each_block(r, p.out, count * p.out * p.out_h * p.out_w, [&](int64_t k, int64_t r0, int64_t r1) {
-    output_block(p, r, m + k * total + r0 * r.tw, p.out * total, k, r0, r1, bias ? bias[k] : 0.f, store, out);
+    output_block(p, r, m + k * total + r0 * r.tw, padded_position(p.out, total), k, r0, r1, bias ? bias[k] : 0.f, store,
+                 out);
   });
 }
 
@@ -447,7 +457,7 @@ void WinogradConv::transform_output_grad(const Pass& p, const float* dy, int64_t
   const TileRows r(p.tiles_h(), p.tiles_w(), count, kBlockTarget);
   const int64_t total = r.rows * r.tw;
   for_each_block(r, p.out, count * p.out * p.out_h * p.out_w, [&](int64_t k, int64_t r0, int64_t r1) {
-    output_grad_block(p, r, dy, k, r0, r1, m + k * total + r0 * r.tw, p.out * total);
+    output_grad_block(p, r, dy, k, r0, r1, m + k * total + r0 * r.tw, padded_position(p.out, total));
   });
 }
 
@@ -457,11 +467,13 @@ void WinogradConv::convolve(const Pass& p, const float* in, const float* b, floa
     const int64_t count = std::min(chunk_, shape_.batch - n0), total = count * p.tiles();
     transform_input(p, in + n0 * p.in * p.in_h * p.in_w, count, v_.data());
     for (int q = 0; q < kPositions; ++q)
-      gemm(false, false, p.out, total, p.in, 1.f, u_.data() + q * p.out * p.in, v_.data() + q * p.in * total, 0.f,
-           m_.data() + q * p.out * total);
+      gemm(false, false, p.out, total, p.in, 1.f, u_.data() + q * p.out * p.in,
+           v_.data() + q * padded_position(p.in, total), 0.f, m_.data() + q * padded_position(p.out, total));
     transform_output(p, m_.data(), count, b, out + n0 * p.out * p.out_h * p.out_w, store);
   }
 }
+
+int64_t WinogradConv::position_floats(int64_t channels) const { return padded_position(channels, width_); }
 
 int WinogradConv::block_threads(int64_t blocks) const {
   return static_cast<int>(std::max<int64_t>(1, std::min<int64_t>({scratch_threads_, omp_get_max_threads(), blocks})));
@@ -472,18 +484,19 @@ void WinogradConv::convolve_blocks(const Pass& p, const float* in, const float* 
   const int64_t blocks = r.blocks();
 #pragma omp parallel num_threads(block_threads(blocks))
   {
+    const int64_t v_step = position_floats(p.in), m_step = position_floats(p.out);
     float* v = scratch_.data() + omp_get_thread_num() * scratch_stride_;  // [36][in][width_]
-    float* m = v + kPositions * p.in * width_;                            // [36][out][width_]
+    float* m = v + kPositions * v_step;                                   // [36][out][width_]
 #pragma omp for schedule(static)
     for (int64_t i = 0; i < blocks; ++i) {
       const int64_t r0 = i * r.per_block, r1 = std::min(r.rows, r0 + r.per_block);
       const int64_t cols = whole_block_product_lanes((r1 - r0) * r.tw);
-      for (int64_t c = 0; c < p.in; ++c) input_block(p, r, in, c, r0, r1, v + c * width_, p.in * width_);
+      for (int64_t c = 0; c < p.in; ++c) input_block(p, r, in, c, r0, r1, v + c * width_, v_step);
       for (int q = 0; q < kPositions; ++q)
-        block_product(u_.data() + q * p.out * p.in, p.in, p.out, p.in, v + q * p.in * width_, width_, cols,
-                      m + q * p.out * width_, width_, false);
+        block_product(u_.data() + q * p.out * p.in, p.in, p.out, p.in, v + q * v_step, width_, cols, m + q * m_step,
+                      width_, false);
       for (int64_t k = 0; k < p.out; ++k)
-        output_block(p, r, m + k * width_, p.out * width_, k, r0, r1, b ? b[k] : 0.f, store, out);
+        output_block(p, r, m + k * width_, m_step, k, r0, r1, b ? b[k] : 0.f, store, out);
     }
   }
 }
@@ -496,8 +509,8 @@ void WinogradConv::filter_grad_chunks(const float* x, const float* dy) {
     transform_input(p, x + n0 * in * p.in_h * p.in_w, count, v_.data());
     transform_output_grad(p, dy + n0 * out * p.out_h * p.out_w, count, m_.data());
     for (int q = 0; q < kPositions; ++q)
-      gemm(false, true, out, in, total, 1.f, m_.data() + q * out * total, v_.data() + q * in * total,
-           n0 == 0 ? 0.f : 1.f, du_.data() + q * out * in);
+      gemm(false, true, out, in, total, 1.f, m_.data() + q * padded_position(out, total),
+           v_.data() + q * padded_position(in, total), n0 == 0 ? 0.f : 1.f, du_.data() + q * out * in);
   }
 }
 
@@ -514,21 +527,22 @@ void WinogradConv::filter_grad_blocks(const float* x, const float* dy) {
   {
 #pragma omp single nowait
     threads = omp_get_num_threads();
+    const int64_t v_step = position_floats(in), m_step = position_floats(out);
     float* v = scratch_.data() + omp_get_thread_num() * scratch_stride_;  // [36][in][width_]
-    float* m = v + kPositions * in * width_;                              // [36][out][width_]
-    float* vt = m + kPositions * out * width_;                            // [width_][in_lanes]
+    float* m = v + kPositions * v_step;                                   // [36][out][width_]
+    float* vt = m + kPositions * m_step;                                  // [width_][in_lanes]
     float* du = thread_du(omp_get_thread_num());                          // [36][out][in_lanes]
     std::fill_n(du, kPositions * out * in_lanes, 0.f);
     std::fill_n(vt, width_ * in_lanes, 0.f);  // the padding columns stay 0
 #pragma omp for schedule(static)
     for (int64_t i = 0; i < blocks; ++i) {
       const int64_t r0 = i * r.per_block, r1 = std::min(r.rows, r0 + r.per_block), tiles = (r1 - r0) * r.tw;
-      for (int64_t c = 0; c < in; ++c) input_block(p, r, x, c, r0, r1, v + c * width_, in * width_);
-      for (int64_t k = 0; k < out; ++k) output_grad_block(p, r, dy, k, r0, r1, m + k * width_, out * width_);
+      for (int64_t c = 0; c < in; ++c) input_block(p, r, x, c, r0, r1, v + c * width_, v_step);
+      for (int64_t k = 0; k < out; ++k) output_grad_block(p, r, dy, k, r0, r1, m + k * width_, m_step);
       for (int q = 0; q < kPositions; ++q) {
-        transpose_block(v + q * in * width_, width_, in, tiles, vt, in_lanes);
-        block_product(m + q * out * width_, width_, out, tiles, vt, in_lanes, in_lanes, du + q * out * in_lanes,
-                      in_lanes, true);
+        transpose_block(v + q * v_step, width_, in, tiles, vt, in_lanes);
+        block_product(m + q * m_step, width_, out, tiles, vt, in_lanes, in_lanes, du + q * out * in_lanes, in_lanes,
+                      true);
       }
     }
   }

@@ -86,6 +86,10 @@ class WinogradConv {
   void filter_grad_blocks(const float* x, const float* dy);
   // Threads for a loop over `blocks` blocks: no more than have scratch.
   int block_threads(int64_t blocks) const;
+  // Floats from one position to the next in a block's transforms of
+  // `channels` channels: whole rows of width_ and a cache line more, for the
+  // same reason as the transforms' stack buffers (conv_winograd.cpp).
+  int64_t position_floats(int64_t channels) const;
   void transform_input(const Pass& pass, const float* images, int64_t count, float* v) const;
   void transform_output(const Pass& pass, const float* m, int64_t count, const float* b, float* out, Store store) const;
   // A dY A^T of each 4x4 tile of `count` output-gradient images, [36][out][tiles].
@@ -105,7 +109,8 @@ class WinogradConv {
   int64_t width_ = 0;         // a block's tiles, padded to whole vectors
   int64_t scratch_stride_ = 0;
   int scratch_threads_ = 1;
-  // Per thread: a block's transforms [36][in][width_], [36][out][width_],
+  // Per thread: a block's transforms [36][in][width_], [36][out][width_]
+  // (positions position_floats apart),
   // one position's [width_][in] and a filter gradient [36][out][in].
   std::vector<float> scratch_;
 };
