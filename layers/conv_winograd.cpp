@@ -401,9 +401,10 @@ WinogradConv::WinogradConv(const WinogradShape& s) : shape_(s) {
                 .pad_w = 2 - s.pad_w,
                 .out_h = s.height,
                 .out_w = s.width};
-  u_.resize(kPositions * s.in_channels * s.out_channels);
+  filter_step_ = padded_position(s.out_channels, s.in_channels);
+  u_.resize(kPositions * filter_step_);
   du_.resize(u_.size());
-  blocks_ = static_cast<int64_t>(u_.size()) <= kBlockFilterFloats;
+  blocks_ = kPositions * s.in_channels * s.out_channels <= kBlockFilterFloats;
   if (!blocks_) {
     const int64_t channels = std::max(s.in_channels, s.out_channels);
     const int64_t tiles = std::max(forward_.tiles(), data_grad_.tiles());
@@ -425,7 +426,7 @@ WinogradConv::WinogradConv(const WinogradShape& s) : shape_(s) {
 }
 
 void WinogradConv::transform_filters(const float* w, bool rotate) {
-  const int64_t out = shape_.out_channels, in = shape_.in_channels, step = out * in;
+  const int64_t out = shape_.out_channels, in = shape_.in_channels, step = filter_step_;
   if (rotate) {  // u_[q][c][k]: the filters of input channel c, consecutive in k
 #pragma omp parallel for if (step > 4096)
     for (int64_t c = 0; c < in; ++c) filter_tiles(w + c * 9, in * 9, out, true, u_.data() + c * out, step);
@@ -467,7 +468,7 @@ void WinogradConv::convolve(const Pass& p, const float* in, const float* b, floa
     const int64_t count = std::min(chunk_, shape_.batch - n0), total = count * p.tiles();
     transform_input(p, in + n0 * p.in * p.in_h * p.in_w, count, v_.data());
     for (int q = 0; q < kPositions; ++q)
-      gemm(false, false, p.out, total, p.in, 1.f, u_.data() + q * p.out * p.in,
+      gemm(false, false, p.out, total, p.in, 1.f, u_.data() + q * filter_step_,
            v_.data() + q * padded_position(p.in, total), 0.f, m_.data() + q * padded_position(p.out, total));
     transform_output(p, m_.data(), count, b, out + n0 * p.out * p.out_h * p.out_w, store);
   }
@@ -493,7 +494,7 @@ void WinogradConv::convolve_blocks(const Pass& p, const float* in, const float* 
       const int64_t cols = whole_block_product_lanes((r1 - r0) * r.tw);
       for (int64_t c = 0; c < p.in; ++c) input_block(p, r, in, c, r0, r1, v + c * width_, v_step);
       for (int q = 0; q < kPositions; ++q)
-        block_product(u_.data() + q * p.out * p.in, p.in, p.out, p.in, v + q * v_step, width_, cols, m + q * m_step,
+        block_product(u_.data() + q * filter_step_, p.in, p.out, p.in, v + q * v_step, width_, cols, m + q * m_step,
                       width_, false);
       for (int64_t k = 0; k < p.out; ++k)
         output_block(p, r, m + k * width_, m_step, k, r0, r1, b ? b[k] : 0.f, store, out);
@@ -510,7 +511,7 @@ void WinogradConv::filter_grad_chunks(const float* x, const float* dy) {
     transform_output_grad(p, dy + n0 * out * p.out_h * p.out_w, count, m_.data());
     for (int q = 0; q < kPositions; ++q)
       gemm(false, true, out, in, total, 1.f, m_.data() + q * padded_position(out, total),
-           v_.data() + q * padded_position(in, total), n0 == 0 ? 0.f : 1.f, du_.data() + q * out * in);
+           v_.data() + q * padded_position(in, total), n0 == 0 ? 0.f : 1.f, du_.data() + q * filter_step_);
   }
 }
 
@@ -551,7 +552,7 @@ void WinogradConv::filter_grad_blocks(const float* x, const float* dy) {
     for (int64_t c = 0; c < in; ++c) {
       float sum = 0.f;
       for (int t = 0; t < threads; ++t) sum += thread_du(t)[row * in_lanes + c];
-      du_[row * in + c] = sum;
+      du_[row / out * filter_step_ + row % out * in + c] = sum;
     }
 }
 
@@ -568,7 +569,7 @@ void WinogradConv::backward(const float* x, const float* w, const float* dy, flo
   else
     filter_grad_chunks(x, dy);
 #pragma omp parallel for if (out * in > 4096)
-  for (int64_t k = 0; k < out; ++k) filter_grad_tiles(du_.data() + k * in, out * in, in, dw + k * in * 9);
+  for (int64_t k = 0; k < out; ++k) filter_grad_tiles(du_.data() + k * in, filter_step_, in, dw + k * in * 9);
   if (shape_.bias) {
 #pragma omp parallel for if (shape_.batch * out * out_plane > 32768)
     for (int64_t k = 0; k < out; ++k) {

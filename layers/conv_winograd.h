@@ -101,6 +101,7 @@ class WinogradConv {
   WinogradShape shape_;
   Pass forward_, data_grad_;
   int64_t chunk_ = 1;         // images per chunk
+  int64_t filter_step_ = 0;   // floats from one position of u_ and du_ to the next
   std::vector<float> u_;      // [36][rows][cols] transformed filters
   std::vector<float> v_, m_;  // transformed inputs [36][in][tiles], products [36][out][tiles]
   std::vector<float> du_;     // [36][out][in] filter gradient, transformed
