@@ -110,14 +110,16 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{"smallest_3x3_pad0", 3, 2, 3, 3, 2, 0, 0}, Case{"one_pixel_pad1", 4, 8, 1, 1, 8, 1, 1},
                       Case{"relu_fused", 2, 16, 10, 10, 16, 1, 1, true, true},
                       Case{"wide_channels", 2, 64, 12, 12, 48, 1, 1},
-                      // Block by block: 5x5 tiles an image, blocks of about
-                      // 60 tiles, so three blocks that cross images, over
-                      // the threads; 20 input channels (the filter gradient's
-                      // rows padded to 24) and 38 output channels (2 past the
-                      // product's 4-row blocks).
+                      // Block by block: 5x5 tiles an image, blocks of 8 rows
+                      // of tiles (40 tiles, five whole vectors), so four
+                      // blocks that cross images, over the threads; 20 input
+                      // channels (the filter gradient's rows padded to 24)
+                      // and 38 output channels (2 past the product's 4-row
+                      // blocks).
                       Case{"blocks_across_images", 6, 20, 20, 20, 38, 1, 1},
                       // Two channels: blocks as large as the transforms'
-                      // buffers allow (256 tiles) over 400 tiles.
+                      // buffers allow in whole vectors (24 rows of 10 tiles,
+                      // 240 of 256) over 400 tiles.
                       Case{"few_channels_many_tiles", 4, 2, 40, 40, 2, 1, 1},
                       // Filters of 128 x 72 channels go through in chunks of
                       // images; 14 images of 128 channels at 32x32 (64 tiles
