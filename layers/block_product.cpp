@@ -11,7 +11,7 @@ namespace poseidon {
 namespace {
 
 // Eight floats, loaded and stored without an alignment requirement.
-constexpr int kLanes = kBlockProductLanes, kRowBlock = 4, kColumnVectors = 3;
+constexpr int kLanes = kBlockProductLanes, kRowBlock = 4, kColumnVectors = kBlockProductPanel / kLanes;
 typedef float Lanes __attribute__((vector_size(kLanes * sizeof(float)), aligned(4)));
 
 // c[R x 8 kVectors] (+)= a[R x depth] b[depth x 8 kVectors], the result in

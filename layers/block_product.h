@@ -12,6 +12,9 @@ namespace poseidon {
 
 // block_product's columns come in whole vectors of this many floats.
 constexpr int64_t kBlockProductLanes = 8;
+// It runs fastest on whole panels of this many columns (the width of the
+// block of results it holds in registers).
+constexpr int64_t kBlockProductPanel = 3 * kBlockProductLanes;
 
 // n rounded up to whole vectors of block_product's columns.
 constexpr int64_t whole_block_product_lanes(int64_t n) {

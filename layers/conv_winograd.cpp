@@ -298,13 +298,16 @@ POSEIDON_INDEPENDENT_ITERATIONS
 }
 
 // Rows of `tiles_w` tiles in a block of about `target` tiles: as many as fit,
-// cut back to a whole number of block_product's vectors where that leaves a
-// row (28 tiles of 16x16 images, 4 in a row, would leave 4 of 32 lanes
-// unused; 24 fill three vectors).
-int64_t whole_vector_rows(int64_t tiles_w, int64_t target) {
+// cut back to a whole number of block_product's panels, or else of its
+// vectors, where that leaves a row (28 tiles of 16x16 images, 4 in a row,
+// would leave 4 of 32 lanes unused; 24 fill one panel).
+int64_t block_rows(int64_t tiles_w, int64_t target) {
   const int64_t rows = std::max<int64_t>(1, target / tiles_w);
-  const int64_t step = kBlockProductLanes / std::gcd(tiles_w, kBlockProductLanes);  // rows per whole vector
-  return rows >= step ? rows / step * step : rows;
+  for (int64_t columns : {kBlockProductPanel, kBlockProductLanes}) {
+    const int64_t step = columns / std::gcd(tiles_w, columns);  // rows that fill whole ones
+    if (rows >= step) return rows / step * step;
+  }
+  return rows;
 }
 
 // A pass's tiles of `count` images, counted in rows of tiles (image n's row
@@ -313,7 +316,7 @@ int64_t whole_vector_rows(int64_t tiles_w, int64_t target) {
 struct TileRows {
   int64_t th, tw, rows, per_block;
   TileRows(int64_t tiles_h, int64_t tiles_w, int64_t count, int64_t target)
-      : th(tiles_h), tw(tiles_w), rows(count * tiles_h), per_block(whole_vector_rows(tiles_w, target)) {}
+      : th(tiles_h), tw(tiles_w), rows(count * tiles_h), per_block(block_rows(tiles_w, target)) {}
   int64_t blocks() const { return (rows + per_block - 1) / per_block; }
   int64_t block_tiles() const { return std::min(rows, per_block) * tw; }  // the most in a block
 };

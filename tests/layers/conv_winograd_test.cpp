@@ -118,7 +118,7 @@ INSTANTIATE_TEST_SUITE_P(
                       // blocks).
                       Case{"blocks_across_images", 6, 20, 20, 20, 38, 1, 1},
                       // Two channels: blocks as large as the transforms'
-                      // buffers allow in whole vectors (24 rows of 10 tiles,
+                      // buffers allow in whole panels (24 rows of 10 tiles,
                       // 240 of 256) over 400 tiles.
                       Case{"few_channels_many_tiles", 4, 2, 40, 40, 2, 1, 1},
                       // Filters of 128 x 72 channels go through in chunks of
