@@ -442,10 +442,10 @@ WinogradConv::WinogradConv(const WinogradShape& s) : shape_(s) {
 void WinogradConv::transform_filters(const float* w, bool rotate) {
   const int64_t out = shape_.out_channels, in = shape_.in_channels, step = filter_step_;
   if (rotate) {  // u_[q][c][k]: the filters of input channel c, consecutive in k
-#pragma omp parallel for if (step > 4096)
+#pragma omp parallel for if (out * in > 4096)
     for (int64_t c = 0; c < in; ++c) filter_tiles(w + c * 9, in * 9, out, true, u_.data() + c * out, step);
   } else {  // u_[q][k][c]
-#pragma omp parallel for if (step > 4096)
+#pragma omp parallel for if (out * in > 4096)
     for (int64_t k = 0; k < out; ++k) filter_tiles(w + k * in * 9, 9, in, false, u_.data() + k * in, step);
   }
 }

@@ -110,9 +110,9 @@ class WinogradConv {
   int64_t width_ = 0;         // a block's tiles, padded to whole vectors
   int64_t scratch_stride_ = 0;
   int scratch_threads_ = 1;
-  // Per thread: a block's transforms [36][in][width_], [36][out][width_]
-  // (positions position_floats apart),
-  // one position's [width_][in] and a filter gradient [36][out][in].
+  // Per thread: a block's transforms [36][in][width_] and [36][out][width_]
+  // (positions position_floats apart), one position's [width_][in] and a
+  // filter gradient [36][out][in].
   std::vector<float> scratch_;
 };
 
