@@ -1,5 +1,5 @@
 """Rounding of Winograd F(4x4, 3x3) for a choice of interpolation points,
-the reason layers/conv_winograd.cpp uses 0, +-3/4, +-3/2 (and infinity).
+the reason layers/winograd_tiles.cpp uses 0, +-3/4, +-3/2 (and infinity).
 
 For each set of five finite points it builds A^T and G by Toom-Cook
 (G's rows carry 1 / prod(p_j - p_l)), solves for the B^T that makes

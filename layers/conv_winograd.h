@@ -28,24 +28,9 @@
 #include <vector>
 
 #include "core/im2col.h"
+#include "layers/winograd_tiles.h"
 
 namespace poseidon {
-
-namespace winograd {
-
-// One direction of the convolution: `in` channels of in_h x in_w images,
-// padded by pad_h, pad_w, to `out` channels of out_h x out_w.
-struct Pass {
-  int64_t in = 0, out = 0, in_h = 0, in_w = 0, pad_h = 0, pad_w = 0, out_h = 0, out_w = 0;
-  int64_t tiles_h() const;  // rows of output tiles
-  int64_t tiles_w() const;
-  int64_t tiles() const { return tiles_h() * tiles_w(); }  // per image
-};
-
-// How the output transform writes its result.
-enum class Store { overwrite, add, overwrite_relu };
-
-}  // namespace winograd
 
 // A 3x3, stride-1, undilated, ungrouped convolution's shape.
 struct WinogradShape {
@@ -88,7 +73,7 @@ class WinogradConv {
   int block_threads(int64_t blocks) const;
   // Floats from one position to the next in a block's transforms of
   // `channels` channels: whole rows of width_ and a cache line more, for the
-  // same reason as the transforms' stack buffers (conv_winograd.cpp).
+  // same reason as the transforms' stack buffers (winograd_tiles.h).
   int64_t position_floats(int64_t channels) const;
   void transform_input(const Pass& pass, const float* images, int64_t count, float* v) const;
   void transform_output(const Pass& pass, const float* m, int64_t count, const float* b, float* out, Store store) const;
