@@ -38,8 +38,11 @@ void require_precision_on_gpu(Precision p, const device_info::Gpu& gpu) {
       << " (" << gpu.name << ") has " << gpu.compute_major << "." << gpu.compute_minor << ": use fp32 there";
 }
 
-void round_to_bf16(float* values, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) values[i] = from_bf16(to_bf16(values[i]));
+void round_to_bf16(float* values, int64_t n) { round_to_bf16(values, values, n); }
+
+void round_to_bf16(const float* from, float* to, int64_t n) {
+#pragma omp parallel for simd if (n > 65536)
+  for (int64_t i = 0; i < n; ++i) to[i] = from_bf16(to_bf16(from[i]));
 }
 
 }  // namespace poseidon

@@ -34,7 +34,9 @@ void require_precision_on(Precision p, const Device& device);
 void require_precision_on_gpu(Precision p, const device_info::Gpu& gpu);
 
 // Rounds each float to the nearest bfloat16 (ties to even), as oneDNN's
-// conversions do, keeping it a float: what a bf16 kernel reads.
+// conversions do, keeping it a float: what a bf16 kernel reads. In place,
+// or from one buffer into another.
 void round_to_bf16(float* values, int64_t n);
+void round_to_bf16(const float* from, float* to, int64_t n);
 
 }  // namespace poseidon

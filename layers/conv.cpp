@@ -22,6 +22,7 @@
 
 #include "core/im2col.h"
 #include "core/math.h"
+#include "core/precision.h"
 #include "core/registry.h"
 #include "layers/conv_dnnl.h"
 #include "layers/conv_subsample.h"
@@ -88,10 +89,7 @@ std::vector<Shape> ConvLayer::reshape(const std::vector<Shape>& in) {
   return {out};
 }
 
-bool ConvLayer::supports_precision(Precision p) const {
-  return p != Precision::bf16 ||
-         ((engine_ == Engine::automatic || engine_ == Engine::onednn) && dnnl_has_bf16_kernels());
-}
+bool ConvLayer::supports_precision(Precision p) const { return p != Precision::tf32; }
 
 std::string ConvLayer::engine() const {
   if (winograd_) return "winograd";
@@ -105,25 +103,26 @@ bool ConvLayer::fuse_relu() {
   return true;
 }
 
-// Winograd where asked for; by default for the 3x3 float32 convolutions on
-// CPUs where oneDNN's convolutions stop at AVX2 (its own Winograd kernels
-// need AVX-512), or in builds without oneDNN, of the shapes where it
-// measured faster than oneDNN's direct kernels: from 32 channels in and
-// out, on images of at least 4x4 outputs. With fewer channels the products
-// are too narrow for the transforms to pay, and smaller images run as
-// oneDNN's matrix products. bench/conv_engines.sh measures
-// it; docs/BENCHMARKS.md has the numbers.
+// Winograd where asked for; by default for the 3x3 convolutions on CPUs
+// where oneDNN's convolutions stop at AVX2 (its own Winograd kernels need
+// AVX-512; in bf16 there the float32 engines run, on rounded operands), or
+// in builds without oneDNN, of the shapes where it measured faster than
+// oneDNN's direct kernels: from 32 channels in and out, on images of at
+// least 4x4 outputs. With fewer channels the products are too narrow for
+// the transforms to pay, and smaller images run as oneDNN's matrix
+// products. bench/conv_engines.sh measures it; docs/BENCHMARKS.md has the
+// numbers.
 bool ConvLayer::uses_winograd() const {
   if (engine_ == Engine::winograd) return true;
-  return engine_ == Engine::automatic && precision() != Precision::bf16 && WinogradConv::covers(geom_, groups_) &&
-         geom_.channels >= 32 && num_output_ >= 32 && geom_.out_height() >= 4 && geom_.out_width() >= 4 &&
-         !dnnl_uses_avx512();
+  return engine_ == Engine::automatic && WinogradConv::covers(geom_, groups_) && geom_.channels >= 32 &&
+         num_output_ >= 32 && geom_.out_height() >= 4 && geom_.out_width() >= 4 && !dnnl_uses_avx512();
 }
 
 void ConvLayer::prepare_cpu_engine() {
   dnnl_.reset();  // before its replacement is made: both may be large
   winograd_.reset();
   subsampled_ = false;
+  bool native_bf16 = false;  // oneDNN's bfloat16 kernels run the layer
   if (uses_winograd()) {
     winograd_ = std::make_unique<WinogradConv>(WinogradShape{.batch = batch_,
                                                              .in_channels = geom_.channels,
@@ -145,16 +144,19 @@ void ConvLayer::prepare_cpu_engine() {
       shape.geom.stride_h = shape.geom.stride_w = 1;
     }
     shape.relu = relu_fused_;
-    // In bf16, for the rare shape whose bfloat16 kernels are oneDNN's
-    // reference loops, the layer computes in float32 instead.
-    shape.bf16 = precision() == Precision::bf16;
+    // In bf16, where oneDNN's bfloat16 kernels for the shape are reference
+    // loops (all of them before AVX-512), its float32 kernels run instead.
+    shape.bf16 = precision() == Precision::bf16 && dnnl_has_bf16_kernels();
     dnnl_ = DnnlConv::create(shape);
     if (!dnnl_ && shape.bf16) {
       shape.bf16 = false;
       dnnl_ = DnnlConv::create(shape);
     }
+    native_bf16 = dnnl_ && shape.bf16;
     subsampled_ = subsampled_ && dnnl_;
   }
+  bf16_.prepare(precision() == Precision::bf16 && !native_bf16, batch_ * geom_.image_size(),
+                shape_numel(param(0).shape));
   x_sub_.resize(subsampled_ ? batch_ * geom_.channels * out_hw_ : 0);
   dx_sub_.resize(x_sub_.size());
   pointwise_ = kernel_ == Hw{1, 1} && stride_ == Hw{1, 1} && pad_ == Hw{0, 0};
@@ -190,13 +192,12 @@ ConvGeometry ConvLayer::geometry(const Shape& nchw) const {
 }
 
 // Calls fn(w_g, col_g, gathered_g, out_g, rows_g, cols) for each group of a
-// chunk of `images` images: its slice of the weights, of the column buffer
+// chunk of `images` images: its slice of the weights w, of the column buffer
 // and of the gathered output (or output gradient) matrix.
 template <class Fn>
-void ConvLayer::for_each_group(int64_t images, Fn fn) {
+void ConvLayer::for_each_group(const float* w, int64_t images, Fn fn) {
   const int64_t cols = images * out_hw_;
   const int64_t rows_g = geom_.col_rows() / groups_, out_g = num_output_ / groups_;
-  const float* w = param(0).value.data();
   for (int64_t g = 0; g < groups_; ++g)
     fn(w + g * out_g * rows_g, col_.data() + g * rows_g * cols, gathered_.data() + g * out_g * cols, out_g, rows_g,
        cols);
@@ -253,7 +254,14 @@ void ConvLayer::bias_grad(const float* dy, float* db) {
 void ConvLayer::forward(LayerIO& io, RunContext&) {
   POSEIDON_CHECK(io.in[0]->shape() == in_shape_) << name() << ": forward before reshape";
   float* y = io.out[0]->data();
-  convolve(io.in[0]->data(), param(0).value.data(), y);
+  const float* x = io.in[0]->data();
+  const float* w = param(0).value.data();
+  if (bf16_.active()) {
+    bf16_.round(x, io.in[0]->numel(), w);
+    x = bf16_.input();
+    w = bf16_.weight();
+  }
+  convolve(x, w, y);
   if (relu_fused_ && !dnnl_ && !winograd_) relu_in_place(y, io.out[0]->numel());
 }
 
@@ -282,8 +290,10 @@ void ConvLayer::convolve(const float* x, const float* w, float* y) {
   for (int64_t n0 = 0; n0 < batch_; n0 += chunk_) {
     const int64_t images = std::min(chunk_, batch_ - n0);
     im2col(x + n0 * geom_.image_size(), images, geom_, col_.data());
-    for_each_group(images, [&](const float* w_g, float* col_g, float* y_g, int64_t out_g, int64_t rows_g,
-                               int64_t cols) { gemm(false, false, out_g, cols, rows_g, 1.f, w_g, col_g, 0.f, y_g); });
+    for_each_group(w, images,
+                   [&](const float* w_g, float* col_g, float* y_g, int64_t out_g, int64_t rows_g, int64_t cols) {
+                     gemm(false, false, out_g, cols, rows_g, 1.f, w_g, col_g, 0.f, y_g);
+                   });
     scatter_to_nchw(images, y + n0 * num_output_ * out_hw_);
   }
 }
@@ -292,11 +302,17 @@ void ConvLayer::backward(LayerIO& io, RunContext&) {
   const float* x = io.in[0]->data();
   const float* dy = io.out_grad[0]->data();
   // A fused ReLU's backward turns the output gradient into the gradient at
-  // the ReLU's input, in place: no layer reads it after this one.
+  // the ReLU's input, in place, and emulated bf16 rounds it in place: no
+  // layer reads it after this one.
   if (relu_fused_) relu_grad_in_place(io.out[0]->data(), const_cast<float*>(dy), io.out_grad[0]->numel());
   float* dx = io.in_grad[0] ? io.in_grad[0]->data() : nullptr;
   const bool overwrite_dx = io.overwrites_input_grad(0);
   const float* w = param(0).value.data();
+  if (bf16_.active()) {  // the operands' copies are still forward's
+    round_to_bf16(const_cast<float*>(dy), io.out_grad[0]->numel());
+    x = bf16_.input();
+    w = bf16_.weight();
+  }
   float* dw = param(0).grad.data();
   if (subsampled_) {
     // Backward follows a forward over the same x: the copy is still x's.
@@ -334,7 +350,7 @@ void ConvLayer::backward(LayerIO& io, RunContext&) {
     gather_from_nchw(images, dy + n0 * num_output_ * out_hw_);
     im2col(x + n0 * geom_.image_size(), images, geom_, col_.data());
     const float beta = n0 == 0 ? 0.f : 1.f;  // parameter gradients are overwritten
-    for_each_group(images,
+    for_each_group(w, images,
                    [&](const float* w_g, float* col_g, float* dy_g, int64_t out_g, int64_t rows_g, int64_t cols) {
                      float* dw_g = dw + (w_g - w);
                      gemm(false, true, out_g, rows_g, cols, 1.f, dy_g, col_g, beta, dw_g);

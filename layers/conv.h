@@ -14,6 +14,7 @@
 #include "core/layer.h"
 #include "core/relu_fusion.h"
 #include "layers/conv_subsample.h"
+#include "layers/rounded_operands.h"
 
 namespace poseidon {
 
@@ -37,10 +38,10 @@ class ConvLayer : public Layer, public ReluFusable {
   // adding to it (LayerIO::in_grad_unset).
   bool writes_input_grads() const override { return true; }
   int64_t forward_flops(const std::vector<Shape>& in) const override;
-  // bf16 on the CPU where oneDNN has bfloat16 kernels (conv_dnnl.h; the
-  // im2col path computes in float32), and on a GPU (conv.cu) through
-  // cuDNN's bfloat16 convolutions; tf32 on a GPU through cuDNN's
-  // tensor-core math.
+  // bf16 on the CPU through oneDNN's bfloat16 kernels where it has them
+  // (conv_dnnl.h), else through the float32 engines on operands rounded to
+  // bfloat16 (see bf16_); on a GPU (conv.cu) through cuDNN's
+  // bfloat16 convolutions. tf32 on a GPU through cuDNN's tensor-core math.
   bool supports_precision(Precision p) const override;
   // On the CPU: "onednn", "onednn matmul" (small images), "winograd",
   // "im2col" or "pointwise" (1x1 as per-image products).
@@ -68,7 +69,7 @@ class ConvLayer : public Layer, public ReluFusable {
   SubsampleShape subsample() const;  // of the input, at the layer's stride
   void convolve(const float* x, const float* w, float* y);
   template <class Fn>
-  void for_each_group(int64_t images, Fn fn);
+  void for_each_group(const float* w, int64_t images, Fn fn);
   void scatter_to_nchw(int64_t images, float* y);
   void gather_from_nchw(int64_t images, const float* dy);
   void add_bias(float* y);
@@ -88,6 +89,10 @@ class ConvLayer : public Layer, public ReluFusable {
   // it reads at stride 1 (conv_subsample.h): their copy, and its gradient.
   bool subsampled_ = false;
   std::vector<float> x_sub_, dx_sub_;  // [batch, channels, out_h, out_w]
+
+  // bf16 without oneDNN's bfloat16 kernels for the shape: the float32
+  // engine's operands, rounded.
+  RoundedOperands bf16_;
 };
 
 }  // namespace poseidon

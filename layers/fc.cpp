@@ -5,6 +5,7 @@
 
 #include "core/finite_check.h"
 #include "core/math.h"
+#include "core/precision.h"
 #include "core/registry.h"
 #include "layers/dnnl_support.h"
 #include "layers/fc_dnnl.h"
@@ -36,21 +37,28 @@ bool FcLayer::fuse_relu() {
 
 void FcLayer::prepare_cpu_engine() {
   dnnl_ = nullptr;
-  if (blas_only_ || batch_ == 0 || features_ == 0) return;
-  std::unique_ptr<DnnlFc>& cached = dnnl_cache_[{batch_, precision()}];
-  if (!cached)
-    cached = DnnlFc::create({.batch = batch_,
-                             .features = features_,
-                             .num_output = num_output_,
-                             .bias = has_bias_,
-                             .bf16 = precision() == Precision::bf16,
-                             .relu = relu_fused_});
-  dnnl_ = cached.get();
+  auto dnnl_in = [&](Precision p) {
+    std::unique_ptr<DnnlFc>& cached = dnnl_cache_[{batch_, p}];
+    if (!cached)
+      cached = DnnlFc::create({.batch = batch_,
+                               .features = features_,
+                               .num_output = num_output_,
+                               .bias = has_bias_,
+                               .bf16 = p == Precision::bf16,
+                               .relu = relu_fused_});
+    return cached.get();
+  };
+  const bool bf16 = precision() == Precision::bf16;
+  bool native_bf16 = false;  // oneDNN's bfloat16 kernels run the layer
+  if (!blas_only_ && batch_ > 0 && features_ > 0) {
+    if (bf16 && dnnl_has_bf16_kernels()) dnnl_ = dnnl_in(Precision::bf16);
+    native_bf16 = dnnl_ != nullptr;
+    if (!dnnl_) dnnl_ = dnnl_in(Precision::fp32);
+  }
+  bf16_.prepare(bf16 && !native_bf16, batch_ * features_, num_output_ * features_);
 }
 
-bool FcLayer::supports_precision(Precision p) const {
-  return p != Precision::bf16 || (!blas_only_ && dnnl_has_bf16_kernels());
-}
+bool FcLayer::supports_precision(Precision p) const { return p != Precision::tf32; }
 
 Shape FcLayer::accept_input(const Shape& s) {
   if (s.empty()) fail("expects an input with a batch dimension, got a scalar");
@@ -69,6 +77,11 @@ void FcLayer::forward(LayerIO& io, RunContext&) {
   const float* x = io.in[0]->data();
   const float* w = param(0).value.data();
   float* y = io.out[0]->data();
+  if (bf16_.active()) {
+    bf16_.round(x, batch_ * features_, w);
+    x = bf16_.input();
+    w = bf16_.weight();
+  }
   if (dnnl_) {
     dnnl_->forward(x, w, has_bias_ ? param(1).value.data() : nullptr, y);
   } else {
@@ -83,8 +96,14 @@ void FcLayer::backward(LayerIO& io, RunContext&) {
   const float* w = param(0).value.data();
   const float* dy = io.out_grad[0]->data();
   // A fused ReLU's backward turns the output gradient into the gradient at
-  // the ReLU's input, in place: no layer reads it after this one.
+  // the ReLU's input, in place, and emulated bf16 rounds it in place: no
+  // layer reads it after this one.
   if (relu_fused_) relu_grad_in_place(io.out[0]->data(), const_cast<float*>(dy), batch_ * num_output_);
+  if (bf16_.active()) {  // the operands' copies are still forward's
+    round_to_bf16(const_cast<float*>(dy), batch_ * num_output_);
+    x = bf16_.input();
+    w = bf16_.weight();
+  }
   float* dw = io.writes_param_grad(0) ? param(0).grad.data() : nullptr;
   float* dx = io.in_grad[0] ? io.in_grad[0]->data() : nullptr;
   float* db = has_bias_ ? param(1).grad.data() : nullptr;
@@ -104,8 +123,7 @@ void FcLayer::backward(LayerIO& io, RunContext&) {
 // read of the large weight gradient.
 void FcLayer::bound_param_grads(const float* x, const float* dy, bool writes_weight_grad) {
   const float largest_dy = max_abs(dy, batch_ * num_output_);
-  param(0).grad_bounded =
-      writes_weight_grad && product_sums_finite(largest_dy, max_abs(x, batch_ * features_), batch_);
+  param(0).grad_bounded = writes_weight_grad && product_sums_finite(largest_dy, max_abs(x, batch_ * features_), batch_);
   if (has_bias_) param(1).grad_bounded = product_sums_finite(largest_dy, 1.f, batch_);
 }
 
@@ -133,7 +151,8 @@ namespace {
 std::vector<KeyDoc> fc_keys() {
   std::vector<KeyDoc> keys = {
       {"num_output", "int", "", "output features"},
-      {"engine", "string", "auto", "auto: oneDNN matmul where built in, else BLAS; blas: BLAS (float32 only)"}};
+      {"engine", "string", "auto",
+       "auto: oneDNN matmul where built in, else BLAS; blas: BLAS (float32 products, in bf16 on rounded operands)"}};
   for (KeyDoc& k : weight_bias_keys()) keys.push_back(std::move(k));
   return keys;
 }

@@ -6,7 +6,7 @@
 // and backward.
 // On the CPU the products run through oneDNN matmul where it is built in
 // (layers/fc_dnnl.h), in float32 or bfloat16, and through BLAS otherwise or
-// on request (engine: blas; float32 only). With a ReLU fused
+// on request (engine: blas; float32 products). With a ReLU fused
 // (core/relu_fusion.h) the output is max(y, 0).
 #pragma once
 
@@ -15,6 +15,7 @@
 
 #include "core/layer.h"
 #include "core/relu_fusion.h"
+#include "layers/rounded_operands.h"
 
 namespace poseidon {
 
@@ -37,9 +38,10 @@ class FcLayer : public Layer, public ReluFusable {
   // adding to it (LayerIO::in_grad_unset).
   bool writes_input_grads() const override { return true; }
   int64_t forward_flops(const std::vector<Shape>& in) const override { return 2 * shape_numel(in[0]) * num_output_; }
-  // bf16 on the CPU where oneDNN has bfloat16 kernels (BLAS computes in
-  // float32), and on a GPU (fc.cu) through cuBLAS's bfloat16 GEMMs; tf32 on
-  // a GPU through cuBLAS's tensor-core math.
+  // bf16 on the CPU through oneDNN's bfloat16 kernels where it has them,
+  // else through the float32 products on operands rounded to bfloat16 (see
+  // bf16_emulated_); on a GPU (fc.cu) through cuBLAS's bfloat16 GEMMs. tf32
+  // on a GPU through cuBLAS's tensor-core math.
   bool supports_precision(Precision p) const override;
 
  protected:
@@ -64,6 +66,10 @@ class FcLayer : public Layer, public ReluFusable {
   // oneDNN declines (BLAS runs).
   std::map<std::pair<int64_t, Precision>, std::unique_ptr<DnnlFc>> dnnl_cache_;
   DnnlFc* dnnl_ = nullptr;  // the current shape's
+
+  // bf16 without oneDNN's bfloat16 kernels (before AVX-512, or engine:
+  // blas): the float32 products' operands, rounded.
+  RoundedOperands bf16_;
 };
 
 }  // namespace poseidon

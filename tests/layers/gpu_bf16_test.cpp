@@ -5,9 +5,11 @@
 // training step against a float32 one; training steps that allocate nothing
 // after the first; and bf16 refused on GPUs without bfloat16 tensor cores.
 // Without a GPU of compute capability 8.0 or later the GPU tests skip and say
-// why (or fail, where a GPU is expected: gpu_required.h). On the CPU, where oneDNN has bfloat16 kernels, the same
-// references are held against the CPU's bf16 layers and training step, which
-// checks the references and tolerances the GPU tests rely on.
+// why (or fail, where a GPU is expected: gpu_required.h). On the CPU the same
+// references are held against the CPU's bf16 layers and training step
+// (oneDNN's bfloat16 kernels, or before AVX-512 its float32 kernels on
+// rounded operands), which checks the references and tolerances the GPU
+// tests rely on.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -41,9 +43,9 @@ std::string no_bf16_reason() {
   return "";
 }
 
-#define SKIP_WITHOUT_BF16_GPU()                                                 \
-  do {                                                                          \
-    POSEIDON_SKIP_WITHOUT_GPU();                                                \
+#define SKIP_WITHOUT_BF16_GPU()                                                               \
+  do {                                                                                        \
+    POSEIDON_SKIP_WITHOUT_GPU();                                                              \
     if (const std::string reason = no_bf16_reason(); !reason.empty()) GTEST_SKIP() << reason; \
   } while (0)
 
@@ -146,8 +148,8 @@ std::vector<std::pair<std::string, double>> errors(const Results& got, const Res
 }
 
 // The GPU layer in bf16 against the CPU's bf16 arithmetic (float32 on the
-// rounded operands; oneDNN's bf16 layer too where it has bfloat16 kernels
-// here) within `same_operands` per result, and against float32 within
+// rounded operands, and the CPU's bf16 layer) within `same_operands` per
+// result, and against float32 within
 // bfloat16's tolerance while clearly off float32's numbers.
 void expect_gpu_bf16_right(const std::string& yaml, const Shape& in_shape) {
   const bool conv = yaml.find("type: conv") != std::string::npos;
@@ -160,10 +162,8 @@ void expect_gpu_bf16_right(const std::string& yaml, const Shape& in_shape) {
   };
   for (const auto& [what, error] : errors(gpu, run(yaml, in_shape, rounded(o), Device{}, Precision::fp32)))
     EXPECT_LE(error, same_operands(what)) << yaml << ": " << what << " against float32 on bfloat16 operands";
-  if (dnnl_has_bf16_kernels()) {
-    for (const auto& [what, error] : errors(gpu, run(yaml, in_shape, o, Device{}, Precision::bf16)))
-      EXPECT_LE(error, same_operands(what)) << yaml << ": " << what << " against the CPU's bf16 layer";
-  }
+  for (const auto& [what, error] : errors(gpu, run(yaml, in_shape, o, Device{}, Precision::bf16)))
+    EXPECT_LE(error, same_operands(what)) << yaml << ": " << what << " against the CPU's bf16 layer";
   for (const auto& [what, error] : errors(gpu, run(yaml, in_shape, o, Device{}, Precision::fp32))) {
     EXPECT_LE(error, kBf16Tolerance) << yaml << ": " << what << " against float32";
     EXPECT_GT(error, kFloat32Noise) << yaml << ": " << what << " is float32's: bfloat16 did not run";
@@ -197,9 +197,8 @@ TEST(GpuBf16, FcMatchesTheCpu) {
 
 // The reference of the two tests above: the CPU's bf16 layers compute what
 // float32 computes on the rounded operands, up to the rounding of a
-// convolution's output and input gradient.
+// convolution's output and input gradient by oneDNN's bfloat16 kernels.
 TEST(Bf16Reference, CpuBf16IsFloat32OnRoundedOperands) {
-  if (!dnnl_has_bf16_kernels()) GTEST_SKIP() << "oneDNN has no bfloat16 kernels on this CPU";
   for (const auto* cases : {&kConvCases, &kFcCases})
     for (const auto& [yaml, shape] : *cases) {
       const bool conv = cases == &kConvCases;
@@ -301,10 +300,7 @@ TEST(GpuBf16, TrainingStepFollowsFloat32) {
 }
 
 // The same on the CPU, whose bf16 layers the GPU's follow.
-TEST(Bf16Reference, CpuTrainingStepFollowsFloat32) {
-  if (!dnnl_has_bf16_kernels()) GTEST_SKIP() << "oneDNN has no bfloat16 kernels on this CPU";
-  expect_step_follows_float32(Device{});
-}
+TEST(Bf16Reference, CpuTrainingStepFollowsFloat32) { expect_step_follows_float32(Device{}); }
 
 #ifdef POSEIDON_HAVE_CUDA
 

@@ -303,8 +303,9 @@ TEST(BadInput, WarmupLongerThanTheRunIsAWarning) {
   EXPECT_EQ(shorter.err.find("warning"), std::string::npos) << shorter.err;
 }
 
-// bf16 on a CPU without bfloat16 kernels (oneDNN held to AVX2 here) trains
-// in float32, and says so: a warning at the key, and `poseidon info`.
+// bf16 on a CPU without bfloat16 kernels (oneDNN held to AVX2 here) runs
+// float32 kernels on rounded operands, no faster than fp32, and says so: a
+// warning at the key, and `poseidon info`.
 TEST(BadInput, Bf16WithoutBfloat16KernelsIsAWarning) {
   ::setenv("ONEDNN_MAX_CPU_ISA", "AVX2", 1);
   TempDir d;
@@ -317,6 +318,7 @@ TEST(BadInput, Bf16WithoutBfloat16KernelsIsAWarning) {
   EXPECT_NE(r.err.find("key 'precision': this CPU has no bfloat16 kernels (oneDNN's instruction set is avx2"),
             std::string::npos)
       << r.err;
+  EXPECT_NE(r.err.find("conv and fc run float32 kernels on operands rounded to bfloat16"), std::string::npos) << r.err;
   EXPECT_NE(info.out.find("CPU bf16           none before AVX-512"), std::string::npos) << info.out;
 }
 

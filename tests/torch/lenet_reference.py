@@ -50,9 +50,14 @@ either differs from the exact result. So with e = ||autocast - float64||
 independent errors of size e differ by about sqrt(2) e), and its own error
 ||poseidon - float64|| between 0.5 e and 1.25 e: as accurate as autocast, and
 bfloat16-sized (a run that ignored `precision` would be at float32's 1e-6).
-On a CPU where `poseidon info` finds no bfloat16 kernels (before AVX-512),
-conv and fc compute in float32 under `precision: bf16`: the bf16 run must
-then be poseidon's fp32 run, bit for bit, and is judged as that one is.
+On a CPU without bfloat16 kernels (before AVX-512, as `poseidon info` says)
+poseidon's float32 kernels multiply the rounded operands and keep float32
+results, where autocast's kernels, like oneDNN's bfloat16 convolutions,
+round their results (the output, the input gradient, and autocast the
+weight gradient too) to bfloat16 once more. Such a run is more accurate than
+autocast (its own error about 0.2 to 0.5 e on this model), so there the
+lower bound, which tells bfloat16 from float32, is e / 10: still 2000 times
+float32's error.
 Exit status: 0 when everything matches, 1 otherwise.
 """
 
@@ -91,6 +96,7 @@ BF16_U = 2.0 ** -8  # bfloat16's unit roundoff
 BF16_LOSS_RTOL = 2 * BF16_U
 BF16_FROM_AUTOCAST = 1.5  # x autocast's own error
 BF16_OWN_ERROR = (0.5, 1.25)  # x autocast's own error
+BF16_OWN_ERROR_FLOAT32_KERNELS = (0.1, 1.25)  # the same, on a CPU without bfloat16 kernels
 FLOOR = 1e-3  # of the tensor's largest magnitude: elements near zero are judged against it
 NEAR_TIE = 2.0 ** -20  # of a value's magnitude: 16 float32 roundings, closer than float32 can be trusted to order
 CANDIDATES = 4 * BATCH * STEPS  # the examples the steps' examples are chosen from, in order
@@ -261,18 +267,10 @@ def has_bf16_kernels(poseidon):
     return not json.loads(info)["CPU bf16"].startswith("none")
 
 
-def same_run(out_dir, other_dir):
-    """Whether two poseidon runs logged the same losses and ended with the same tensors, bit for bit."""
-    ours, _ = safetensors_io.read(os.path.join(out_dir, "final.safetensors"))
-    other, _ = safetensors_io.read(os.path.join(other_dir, "final.safetensors"))
-    same_losses = (poseidon_losses(os.path.join(out_dir, "metrics.jsonl"))
-                   == poseidon_losses(os.path.join(other_dir, "metrics.jsonl")))
-    return same_losses and ours.keys() == other.keys() and all(torch.equal(ours[k], other[k]) for k in ours)
-
-
-def compare_bf16(final, initial, autocast_params, autocast_state, exact_params, exact_state):
+def compare_bf16(final, initial, autocast_params, autocast_state, exact_params, exact_state, own_error):
     """Judges poseidon's bf16 updates and momentum buffers against autocast's, scaled by autocast's own
-    distance from float64 (see the module's docstring); returns True when all pass."""
+    distance from float64, poseidon's own distance within `own_error` (see the module's docstring);
+    returns True when all pass."""
     def update(params):
         return {name: p.double() - initial[name] for name, p in params.items()}
     ours = {name: t.double() - initial[name] if name in initial else t for name, t in final.items()}
@@ -288,7 +286,7 @@ def compare_bf16(final, initial, autocast_params, autocast_state, exact_params, 
         scale = norm_relative_error(ref, exact[name])
         apart = norm_relative_error(ours[name], ref)
         own = norm_relative_error(ours[name], exact[name])
-        good = apart <= BF16_FROM_AUTOCAST * scale and BF16_OWN_ERROR[0] * scale <= own <= BF16_OWN_ERROR[1] * scale
+        good = apart <= BF16_FROM_AUTOCAST * scale and own_error[0] * scale <= own <= own_error[1] * scale
         ok = ok and good
         print(f"{name:<40} {apart:>12.2e} {own:>10.2e} {scale:>10.2e}{'' if good else '  MISMATCH'}")
     return ok
@@ -318,7 +316,7 @@ def main():
     label_dims, label_bytes = read_idx_gz(os.path.join(FASHION_MNIST, "train-labels-idx1-ubyte.gz"), CANDIDATES)
     images = torch.frombuffer(bytearray(image_bytes), dtype=torch.uint8).reshape(CANDIDATES, 1, 28, 28)
     labels = torch.frombuffer(bytearray(label_bytes), dtype=torch.uint8)
-    bf16 = args.precision == "bf16" and has_bf16_kernels(args.poseidon)
+    bf16 = args.precision == "bf16"
     if bf16:
         chosen = list(range(BATCH * STEPS))
         print(f"examples: the first {len(chosen)} of Fashion-MNIST's training set")
@@ -348,16 +346,6 @@ def main():
     out_dir = os.path.join(work, "out")
     if not train(args.precision, out_dir):
         return 1
-    if args.precision == "bf16" and not bf16:
-        # Without bfloat16 kernels conv and fc compute in float32 (docs/CONFIG.md, Precision): the run
-        # must be the fp32 run, and is judged as that one is.
-        print("this CPU has no bfloat16 kernels: the bf16 run must be the fp32 run, bit for bit")
-        fp32_dir = os.path.join(work, "out_fp32")
-        if not train("fp32", fp32_dir):
-            return 1
-        if not same_run(out_dir, fp32_dir):
-            print("FAIL: poseidon's bf16 run differs from its fp32 run on a CPU without bfloat16 kernels")
-            return 1
 
     initial = {name: p.detach().clone().double() for name, p in model.named_parameters()}
     exact_model = copy.deepcopy(model)
@@ -380,7 +368,9 @@ def main():
     final, _ = safetensors_io.read(os.path.join(out_dir, "final.safetensors"))
     if bf16:
         _, exact_params, exact_state = torch_training(exact_model, images, labels, args.solver, "fp32")
-        ok = compare_bf16(final, initial, ref_params, ref_state, exact_params, exact_state) and ok
+        own_error = BF16_OWN_ERROR if has_bf16_kernels(args.poseidon) else BF16_OWN_ERROR_FLOAT32_KERNELS
+        print(f"own error bounds: {own_error[0]} to {own_error[1]} times autocast's")
+        ok = compare_bf16(final, initial, ref_params, ref_state, exact_params, exact_state, own_error) and ok
         print("PASS" if ok else "FAIL: poseidon's bf16 differs from PyTorch's autocast beyond the bounds")
         return 0 if ok else 1
     by_element = args.solver != "adam"

@@ -58,7 +58,8 @@ std::vector<Entry> build_entries() {
 #endif
   out.push_back({"CPU bf16", dnnl_has_bf16_kernels()
                                  ? "oneDNN's bfloat16 kernels"
-                                 : "none before AVX-512: under precision bf16 conv and fc compute in float32"});
+                                 : "none before AVX-512: under precision bf16 conv and fc run float32 kernels on "
+                                   "operands rounded to bfloat16"});
 #ifdef POSEIDON_HAVE_IMAGES
   out.push_back({"OpenCV", CV_VERSION});
 #else

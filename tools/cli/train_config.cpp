@@ -116,7 +116,8 @@ TrainConfig TrainConfig::load(const std::string& file, const std::vector<std::st
   if (c.precision == Precision::bf16 && !c.device.is_cuda() && !dnnl_has_bf16_kernels())
     c.warnings.push_back(root.child("precision").location().str() +
                          ": this CPU has no bfloat16 kernels (oneDNN's instruction set is " + dnnl_cpu_isa() +
-                         "; they start with AVX-512): conv and fc compute in float32");
+                         "; they start with AVX-512): conv and fc run float32 kernels on operands rounded to "
+                         "bfloat16, bf16's numbers at float32's speed");
 
   ConfigNode data = root.child("data");
   data.check_keys({"train", "test"});
