@@ -55,7 +55,7 @@ poseidon's float32 kernels multiply the rounded operands and keep float32
 results, where autocast's kernels, like oneDNN's bfloat16 convolutions,
 round their results (the output, the input gradient, and autocast the
 weight gradient too) to bfloat16 once more. Such a run is more accurate than
-autocast (its own error about 0.2 to 0.5 e on this model), so there the
+autocast (its own error 0.2 to 0.9 e on this model), so there the
 lower bound, which tells bfloat16 from float32, is e / 10: still 2000 times
 float32's error.
 Exit status: 0 when everything matches, 1 otherwise.
