@@ -76,6 +76,7 @@ import torch.nn.functional as F
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import safetensors_io  # noqa: E402
+from poseidon_training import losses_match, norm_relative_error, run_poseidon_train, write_idx  # noqa: E402
 
 SEED = 1
 BATCH = 64
@@ -197,13 +198,6 @@ def read_idx_gz(path, count):
         return dims, f.read(count * record)
 
 
-def write_idx(path, dims, payload):
-    with open(path, "wb") as f:
-        f.write(struct.pack(">I", 0x0800 | len(dims)))
-        f.write(struct.pack(">" + "I" * len(dims), *dims))
-        f.write(payload)
-
-
 def write_config(path, repo, images, labels, out_dir, solver, precision):
     q = json.dumps  # a JSON string is a valid YAML scalar, whatever the path holds
     with open(path, "w") as f:
@@ -244,21 +238,6 @@ def max_relative_error(ours, ref):
     floor = FLOOR * ref.abs().max().item()
     scale = torch.clamp(ref.abs(), min=max(floor, 1e-30))
     return ((ours.double() - ref).abs() / scale).max().item()
-
-
-def norm_relative_error(ours, ref):
-    ref = ref.double()
-    return ((ours.double() - ref).norm() / max(ref.norm().item(), 1e-30)).item()
-
-
-def poseidon_losses(metrics_path):
-    losses = {}
-    with open(metrics_path) as f:
-        for line in f:
-            record = json.loads(line)
-            if record.get("type") == "train":
-                losses[record["iter"]] = record["loss"]
-    return losses
 
 
 def has_bf16_kernels(poseidon):
@@ -331,20 +310,11 @@ def main():
     write_idx(images_path, [count] + image_dims[1:], images.numpy().tobytes())
     write_idx(labels_path, [count] + label_dims[1:], labels.numpy().tobytes())
 
-    def train(precision, out_dir):
-        """Runs `poseidon train` in `precision`; True when it exits with status 0."""
-        config_path = os.path.join(work, f"config_{precision}.yaml")
-        write_config(config_path, os.path.abspath(args.repo), images_path, labels_path, out_dir, args.solver,
-                     precision)
-        run = subprocess.run([args.poseidon, "train", config_path, "--weights", init_path],
-                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-        print(run.stdout, end="")
-        if run.returncode != 0:
-            print(f"FAIL: {args.poseidon} train exited with status {run.returncode}")
-        return run.returncode == 0
-
     out_dir = os.path.join(work, "out")
-    if not train(args.precision, out_dir):
+    config_path = os.path.join(work, "config.yaml")
+    write_config(config_path, os.path.abspath(args.repo), images_path, labels_path, out_dir, args.solver,
+                 args.precision)
+    if not run_poseidon_train(args.poseidon, config_path, init_path):
         return 1
 
     initial = {name: p.detach().clone().double() for name, p in model.named_parameters()}
@@ -352,18 +322,7 @@ def main():
     ref_losses, ref_params, ref_state = torch_training(model, images, labels, args.solver,
                                                        "bf16" if bf16 else "fp32")
     loss_rtol = BF16_LOSS_RTOL if bf16 else RTOL
-    ok = True
-
-    ours_losses = poseidon_losses(os.path.join(out_dir, "metrics.jsonl"))
-    print(f"{'iter':>4} {'poseidon loss':>16} {'torch loss':>16} {'rel err':>10}")
-    for it, ref in enumerate(ref_losses, start=1):
-        if it not in ours_losses:
-            print(f"{it:>4} {'missing':>16} {ref:>16.8f}")
-            ok = False
-            continue
-        err = abs(ours_losses[it] - ref) / abs(ref)
-        ok = ok and err <= loss_rtol
-        print(f"{it:>4} {ours_losses[it]:>16.8f} {ref:>16.8f} {err:>10.2e}{'' if err <= loss_rtol else '  MISMATCH'}")
+    ok = losses_match(os.path.join(out_dir, "metrics.jsonl"), ref_losses, loss_rtol)
 
     final, _ = safetensors_io.read(os.path.join(out_dir, "final.safetensors"))
     if bf16:

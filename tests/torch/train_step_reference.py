@@ -34,8 +34,6 @@ import copy
 import json
 import os
 import statistics
-import struct
-import subprocess
 import sys
 
 import torch
@@ -44,6 +42,7 @@ import torchvision
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import safetensors_io  # noqa: E402
+from poseidon_training import losses_match, norm_relative_error, run_poseidon_train, write_idx  # noqa: E402
 
 SEED = 1
 LR, MOMENTUM, WEIGHT_DECAY = 0.01, 0.9, 5e-4
@@ -66,13 +65,6 @@ CASES = {
                          {"size": 299, "num_classes": 10, "aux": "true", "dropout": 0}, True),
 }
 FLOAT32_FACTOR = 2.0
-
-
-def write_idx(path, dims, payload):
-    with open(path, "wb") as f:
-        f.write(struct.pack(">I", 0x0800 | len(dims)))
-        f.write(struct.pack(">" + "I" * len(dims), *dims))
-        f.write(payload)
 
 
 def write_config(path, model, images, labels, batch, steps, out_dir):
@@ -118,23 +110,8 @@ def max_norm_relative_error(ours, ref):
     return ((ours.double() - ref).abs().max() / max(ref.abs().max().item(), 1e-30)).item()
 
 
-def norm_relative_error(ours, ref):
-    ref = ref.double()
-    return ((ours.double() - ref).norm() / max(ref.norm().item(), 1e-30)).item()
-
-
 ERROR = {"parameter": max_norm_relative_error, "running statistic": norm_relative_error,
          "momentum buffer": norm_relative_error}
-
-
-def poseidon_losses(metrics_path):
-    losses = {}
-    with open(metrics_path) as f:
-        for line in f:
-            record = json.loads(line)
-            if record.get("type") == "train":
-                losses[record["iter"]] = record["loss"]
-    return losses
 
 
 def main():
@@ -172,29 +149,14 @@ def main():
     write_config(config_path, os.path.join(os.path.abspath(args.repo), "models", model_file), images_path,
                  labels_path, batch, steps, out_dir)
     overrides = [arg for k, v in model_vars.items() for arg in ("--set", f"net.vars.{k}={v}")]
-    run = subprocess.run([args.poseidon, "train", config_path, "--weights", init_path] + overrides,
-                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    print(run.stdout, end="")
-    if run.returncode != 0:
-        print(f"FAIL: {args.poseidon} train exited with status {run.returncode}")
+    if not run_poseidon_train(args.poseidon, config_path, init_path, overrides):
         return 1
 
     baseline = None
     if float32_baseline:
         baseline = torch_training(copy.deepcopy(model), images, labels, batch, steps, aux, torch.float32)
     ref_losses, ref_tensors = torch_training(model, images, labels, batch, steps, aux, torch.float64)
-    ok = True
-
-    ours_losses = poseidon_losses(os.path.join(out_dir, "metrics.jsonl"))
-    print(f"{'iter':>4} {'poseidon loss':>16} {'torch loss':>16} {'rel err':>10}")
-    for it, ref in enumerate(ref_losses, start=1):
-        if it not in ours_losses:
-            print(f"{it:>4} {'missing':>16} {ref:>16.8f}")
-            ok = False
-            continue
-        err = abs(ours_losses[it] - ref) / abs(ref)
-        ok = ok and err <= RTOL
-        print(f"{it:>4} {ours_losses[it]:>16.8f} {ref:>16.8f} {err:>10.2e}{'' if err <= RTOL else '  MISMATCH'}")
+    ok = losses_match(os.path.join(out_dir, "metrics.jsonl"), ref_losses, RTOL)
 
     final, _ = safetensors_io.read(os.path.join(out_dir, "final.safetensors"))
     count = 0
