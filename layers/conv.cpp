@@ -123,6 +123,7 @@ void ConvLayer::prepare_cpu_engine() {
   winograd_.reset();
   subsampled_ = false;
   bool native_bf16 = false;  // oneDNN's bfloat16 kernels run the layer
+  rounds_dy_ = false;
   if (uses_winograd()) {
     winograd_ = std::make_unique<WinogradConv>(WinogradShape{.batch = batch_,
                                                              .in_channels = geom_.channels,
@@ -132,7 +133,8 @@ void ConvLayer::prepare_cpu_engine() {
                                                              .pad_h = pad_[0],
                                                              .pad_w = pad_[1],
                                                              .bias = has_bias_,
-                                                             .relu = relu_fused_});
+                                                             .relu = relu_fused_,
+                                                             .bf16_operands = precision() == Precision::bf16});
   } else if (engine_ == Engine::automatic || engine_ == Engine::onednn) {
     DnnlConvShape shape{
         .geom = geom_, .batch = batch_, .num_output = num_output_, .groups = groups_, .bias = has_bias_};
@@ -155,8 +157,10 @@ void ConvLayer::prepare_cpu_engine() {
     native_bf16 = dnnl_ && shape.bf16;
     subsampled_ = subsampled_ && dnnl_;
   }
-  bf16_.prepare(precision() == Precision::bf16 && !native_bf16, batch_ * geom_.image_size(),
-                shape_numel(param(0).shape));
+  // Winograd rounds x and w as it reads them; the other float32 engines
+  // read copies.
+  rounds_dy_ = precision() == Precision::bf16 && !native_bf16;
+  bf16_.prepare(rounds_dy_ && !winograd_, batch_ * geom_.image_size(), shape_numel(param(0).shape));
   x_sub_.resize(subsampled_ ? batch_ * geom_.channels * out_hw_ : 0);
   dx_sub_.resize(x_sub_.size());
   pointwise_ = kernel_ == Hw{1, 1} && stride_ == Hw{1, 1} && pad_ == Hw{0, 0};
@@ -308,8 +312,8 @@ void ConvLayer::backward(LayerIO& io, RunContext&) {
   float* dx = io.in_grad[0] ? io.in_grad[0]->data() : nullptr;
   const bool overwrite_dx = io.overwrites_input_grad(0);
   const float* w = param(0).value.data();
+  if (rounds_dy_) round_to_bf16(const_cast<float*>(dy), io.out_grad[0]->numel());
   if (bf16_.active()) {  // the operands' copies are still forward's
-    round_to_bf16(const_cast<float*>(dy), io.out_grad[0]->numel());
     x = bf16_.input();
     w = bf16_.weight();
   }

@@ -90,8 +90,10 @@ class ConvLayer : public Layer, public ReluFusable {
   bool subsampled_ = false;
   std::vector<float> x_sub_, dx_sub_;  // [batch, channels, out_h, out_w]
 
-  // bf16 without oneDNN's bfloat16 kernels for the shape: the float32
-  // engine's operands, rounded.
+  // bf16 without oneDNN's bfloat16 kernels for the shape: backward rounds
+  // dy in place, and the float32 engines other than Winograd (which rounds
+  // x and w as it reads them) multiply these rounded copies.
+  bool rounds_dy_ = false;
   RoundedOperands bf16_;
 };
 

@@ -91,18 +91,20 @@ void WinogradConv::transform_filters(const float* w, bool rotate) {
   const int64_t out = shape_.out_channels, in = shape_.in_channels, step = filter_step_;
   if (rotate) {  // u_[q][c][k]: the filters of input channel c, consecutive in k
 #pragma omp parallel for if (out * in > 4096)
-    for (int64_t c = 0; c < in; ++c) filter_tiles(w + c * 9, in * 9, out, true, u_.data() + c * out, step);
+    for (int64_t c = 0; c < in; ++c)
+      filter_tiles(w + c * 9, in * 9, out, true, shape_.bf16_operands, u_.data() + c * out, step);
   } else {  // u_[q][k][c]
 #pragma omp parallel for if (out * in > 4096)
-    for (int64_t k = 0; k < out; ++k) filter_tiles(w + k * in * 9, 9, in, false, u_.data() + k * in, step);
+    for (int64_t k = 0; k < out; ++k)
+      filter_tiles(w + k * in * 9, 9, in, false, shape_.bf16_operands, u_.data() + k * in, step);
   }
 }
 
-void WinogradConv::transform_input(const Pass& p, const float* images, int64_t count, float* v) const {
+void WinogradConv::transform_input(const Pass& p, const float* images, int64_t count, bool round, float* v) const {
   const TileRows r(p.tiles_h(), p.tiles_w(), count, kBlockTarget);
   const int64_t total = r.rows * r.tw;
   for_each_block(r, p.in, count * p.in * p.in_h * p.in_w, [&](int64_t c, int64_t r0, int64_t r1) {
-    input_block(p, r, images, c, r0, r1, v + c * total + r0 * r.tw, padded_position(p.in, total));
+    input_block(p, r, images, c, r0, r1, round, v + c * total + r0 * r.tw, padded_position(p.in, total));
   });
 }
 
@@ -124,11 +126,11 @@ void WinogradConv::transform_output_grad(const Pass& p, const float* dy, int64_t
   });
 }
 
-void WinogradConv::convolve(const Pass& p, const float* in, const float* b, float* out, Store store) {
-  if (blocks_) return convolve_blocks(p, in, b, out, store);
+void WinogradConv::convolve(const Pass& p, const float* in, bool round, const float* b, float* out, Store store) {
+  if (blocks_) return convolve_blocks(p, in, round, b, out, store);
   for (int64_t n0 = 0; n0 < shape_.batch; n0 += chunk_) {
     const int64_t count = std::min(chunk_, shape_.batch - n0), total = count * p.tiles();
-    transform_input(p, in + n0 * p.in * p.in_h * p.in_w, count, v_.data());
+    transform_input(p, in + n0 * p.in * p.in_h * p.in_w, count, round, v_.data());
     for (int q = 0; q < kPositions; ++q)
       gemm(false, false, p.out, total, p.in, 1.f, u_.data() + q * filter_step_,
            v_.data() + q * padded_position(p.in, total), 0.f, m_.data() + q * padded_position(p.out, total));
@@ -142,7 +144,8 @@ int WinogradConv::block_threads(int64_t blocks) const {
   return static_cast<int>(std::max<int64_t>(1, std::min<int64_t>({scratch_threads_, omp_get_max_threads(), blocks})));
 }
 
-void WinogradConv::convolve_blocks(const Pass& p, const float* in, const float* b, float* out, Store store) {
+void WinogradConv::convolve_blocks(const Pass& p, const float* in, bool round, const float* b, float* out,
+                                   Store store) {
   const TileRows r(p.tiles_h(), p.tiles_w(), shape_.batch, block_tiles_);
   const int64_t blocks = r.blocks();
 #pragma omp parallel num_threads(block_threads(blocks))
@@ -154,7 +157,7 @@ void WinogradConv::convolve_blocks(const Pass& p, const float* in, const float* 
     for (int64_t i = 0; i < blocks; ++i) {
       const int64_t r0 = i * r.per_block, r1 = std::min(r.rows, r0 + r.per_block);
       const int64_t cols = whole_block_product_lanes((r1 - r0) * r.tw);
-      for (int64_t c = 0; c < p.in; ++c) input_block(p, r, in, c, r0, r1, v + c * width_, v_step);
+      for (int64_t c = 0; c < p.in; ++c) input_block(p, r, in, c, r0, r1, round, v + c * width_, v_step);
       for (int q = 0; q < kPositions; ++q)
         block_product(u_.data() + q * filter_step_, p.in, p.out, p.in, v + q * v_step, width_, cols, m + q * m_step,
                       width_, false);
@@ -169,7 +172,7 @@ void WinogradConv::filter_grad_chunks(const float* x, const float* dy) {
   const int64_t in = p.in, out = p.out;
   for (int64_t n0 = 0; n0 < shape_.batch; n0 += chunk_) {
     const int64_t count = std::min(chunk_, shape_.batch - n0), total = count * p.tiles();
-    transform_input(p, x + n0 * in * p.in_h * p.in_w, count, v_.data());
+    transform_input(p, x + n0 * in * p.in_h * p.in_w, count, shape_.bf16_operands, v_.data());
     transform_output_grad(p, dy + n0 * out * p.out_h * p.out_w, count, m_.data());
     for (int q = 0; q < kPositions; ++q)
       gemm(false, true, out, in, total, 1.f, m_.data() + q * padded_position(out, total),
@@ -202,7 +205,7 @@ void WinogradConv::filter_grad_blocks(const float* x, const float* dy) {
 #pragma omp for schedule(static)
     for (int64_t i = 0; i < blocks; ++i) {
       const int64_t r0 = i * r.per_block, r1 = std::min(r.rows, r0 + r.per_block), tiles = (r1 - r0) * r.tw;
-      for (int64_t c = 0; c < in; ++c) input_block(p, r, x, c, r0, r1, v + c * width_, v_step);
+      for (int64_t c = 0; c < in; ++c) input_block(p, r, x, c, r0, r1, shape_.bf16_operands, v + c * width_, v_step);
       for (int64_t k = 0; k < out; ++k) output_grad_block(p, r, dy, k, r0, r1, m + k * width_, m_step);
       for (int q = 0; q < kPositions; ++q) {
         transpose_block(v + q * v_step, width_, in, tiles, vt, in_lanes);
@@ -222,7 +225,8 @@ void WinogradConv::filter_grad_blocks(const float* x, const float* dy) {
 
 void WinogradConv::forward(const float* x, const float* w, const float* b, float* y) {
   transform_filters(w, false);
-  convolve(forward_, x, shape_.bias ? b : nullptr, y, shape_.relu ? Store::overwrite_relu : Store::overwrite);
+  convolve(forward_, x, shape_.bf16_operands, shape_.bias ? b : nullptr, y,
+           shape_.relu ? Store::overwrite_relu : Store::overwrite);
 }
 
 void WinogradConv::backward(const float* x, const float* w, const float* dy, float* dx, float* dw, float* db,
@@ -248,7 +252,7 @@ void WinogradConv::backward(const float* x, const float* w, const float* dy, flo
   }
   if (!dx) return;
   transform_filters(w, true);
-  convolve(data_grad_, dy, nullptr, dx, overwrite_dx ? Store::overwrite : Store::add);
+  convolve(data_grad_, dy, false, nullptr, dx, overwrite_dx ? Store::overwrite : Store::add);
 }
 
 }  // namespace poseidon

@@ -15,13 +15,15 @@
 // transformed output gradient (A dY A^T) and the transformed input, moved
 // back to 3x3 by G^T dU G.
 //
-// Float32 only. With filters of up to 64 x 128 channels the batch goes
-// through in blocks of tiles: each thread transforms a block of all
-// channels, multiplies it with block_product.h's register-blocked product
-// and transforms it back while it is still in cache. Wider filters, which
-// each block would read again, go through in chunks of images whose
-// transformed tiles fit a bounded buffer (core/im2col.h's budget), with
-// BLAS's products (core/math.h) over the whole chunk.
+// Float32 arithmetic; in bf16 (bf16_operands) on operands rounded to
+// bfloat16 as the transforms read them. With filters of up to 64 x 128
+// channels the batch goes through in blocks of tiles: each thread
+// transforms a block of all channels, multiplies it with block_product.h's
+// register-blocked product and transforms it back while it is still in
+// cache. Wider filters, which each block would read again, go through in
+// chunks of images whose transformed tiles fit a bounded buffer
+// (core/im2col.h's budget), with BLAS's products (core/math.h) over the
+// whole chunk.
 #pragma once
 
 #include <cstdint>
@@ -38,6 +40,10 @@ struct WinogradShape {
   int64_t pad_h = 0, pad_w = 0;  // 0, 1 or 2
   bool bias = true;
   bool relu = false;  // forward writes max(y, 0)
+  // Multiplies x and w rounded to bfloat16, as it reads them (x and w stay
+  // as they are): `precision: bf16` where no bfloat16 kernel runs the layer.
+  // dy is the caller's to round.
+  bool bf16_operands = false;
 };
 
 class WinogradConv {
@@ -59,13 +65,14 @@ class WinogradConv {
   using Store = winograd::Store;
 
   // Runs `pass` over the batch: transforms of images [n0, n0 + chunk) into
-  // v_, 36 products with u_ (filters transformed as [36][out][in]) into m_,
-  // then the output transform into `out` (bias b, when not null, added).
-  void convolve(const Pass& pass, const float* in, const float* b, float* out, Store store);
+  // v_ (of `in` rounded to bfloat16 with `round`), 36 products with u_
+  // (filters transformed as [36][out][in]) into m_, then the output
+  // transform into `out` (bias b, when not null, added).
+  void convolve(const Pass& pass, const float* in, bool round, const float* b, float* out, Store store);
   // The same, block by block (blocks_): each thread transforms a block of
   // tiles of all input channels into its scratch, multiplies them with
   // block_product and transforms the block's products out.
-  void convolve_blocks(const Pass& pass, const float* in, const float* b, float* out, Store store);
+  void convolve_blocks(const Pass& pass, const float* in, bool round, const float* b, float* out, Store store);
   // du_ from x and dy, in chunks with BLAS or block by block.
   void filter_grad_chunks(const float* x, const float* dy);
   void filter_grad_blocks(const float* x, const float* dy);
@@ -75,7 +82,7 @@ class WinogradConv {
   // `channels` channels: whole rows of width_ and a cache line more, for the
   // same reason as the transforms' stack buffers (winograd_tiles.h).
   int64_t position_floats(int64_t channels) const;
-  void transform_input(const Pass& pass, const float* images, int64_t count, float* v) const;
+  void transform_input(const Pass& pass, const float* images, int64_t count, bool round, float* v) const;
   void transform_output(const Pass& pass, const float* m, int64_t count, const float* b, float* out, Store store) const;
   // A dY A^T of each 4x4 tile of `count` output-gradient images, [36][out][tiles].
   void transform_output_grad(const Pass& pass, const float* dy, int64_t count, float* m) const;

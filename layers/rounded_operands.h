@@ -3,8 +3,10 @@
 // operands rounded to bfloat16, which is what a bfloat16 kernel with float32
 // accumulation multiplies, so `precision: bf16` computes with bf16's numbers
 // on every CPU. These are the rounded input and weight, copied in forward
-// and read again by backward; the output gradient is rounded in place by
-// the layer (round_to_bf16), as no layer reads it after the one it feeds.
+// and read again by backward, for the engines that read their operands as
+// they are (the Winograd engine rounds them as it reads them); the output
+// gradient is rounded in place by the layer (round_to_bf16), as no layer
+// reads it after the one it feeds.
 #pragma once
 
 #include <cstdint>

@@ -15,6 +15,7 @@
 #include <algorithm>
 #include <numeric>
 
+#include "core/bf16.h"
 #include "layers/block_product.h"
 #include "layers/cpu_vector.h"
 
@@ -92,10 +93,20 @@ struct Tile {
 // block's tiles and a cache line more.
 constexpr int64_t kTileStride = kBlockTiles + kCacheLineFloats;
 
+// What a bfloat16 kernel reads of a row of n floats: from[i] rounded to
+// bfloat16, into to[i] (core/precision.h's round_to_bf16, without its
+// threads, for rows of a few dozen floats, and compiled for AVX2 and
+// AVX-512 too).
+POSEIDON_VECTOR_CLONES void round_row_to_bf16(const float* from, float* to, int64_t n) {
+#pragma omp simd
+  for (int64_t i = 0; i < n; ++i) to[i] = from_bf16(to_bf16(from[i]));
+}
+
 // The kCols columns of `tiles` tiles of one image row, padded by `pad`:
-// d[j kTileStride + tx] = row[kM tx + j - pad], 0 outside [0, width); all 0
-// without a row (above or below the image).
-template <int kCols>
+// d[j kTileStride + tx] = row[kM tx + j - pad] (rounded to bfloat16 with
+// kRound), 0 outside [0, width); all 0 without a row (above or below the
+// image).
+template <int kCols, bool kRound = false>
 inline void gather_columns(const float* row, int64_t width, int64_t pad, int64_t tiles, float* d) {
   if (!row) {
     for (int j = 0; j < kCols; ++j) std::fill_n(d + j * kTileStride, tiles, 0.f);
@@ -108,7 +119,10 @@ inline void gather_columns(const float* row, int64_t width, int64_t pad, int64_t
   const int64_t end = kM * (tiles - 1) + kCols, inside = std::min(width, end - pad);
   for (int i = 0; i < kN; ++i)
     if (i < pad) line[i] = 0.f;
-  std::copy_n(row, inside, line + pad);
+  if (kRound)
+    round_row_to_bf16(row, line + pad, inside);
+  else
+    std::copy_n(row, inside, line + pad);
   for (int i = 0; i < 2 * kN; ++i)
     if (pad + inside + i < end) line[pad + inside + i] = 0.f;
   for (int64_t tx = 0; tx < tiles; ++tx)
@@ -116,9 +130,14 @@ inline void gather_columns(const float* row, int64_t width, int64_t pad, int64_t
     for (int j = 0; j < kCols; ++j) d[j * kTileStride + tx] = line[kM * tx + j];
 }
 
-// The input tiles' 6 columns, and the output-gradient tiles' 4.
-POSEIDON_VECTOR_CLONES void gather_input_row(const float* row, int64_t width, int64_t pad, int64_t tiles, float* d) {
-  gather_columns<kN>(row, width, pad, tiles, d);
+// The input tiles' 6 columns (rounded to bfloat16 with `round`), and the
+// output-gradient tiles' 4.
+POSEIDON_VECTOR_CLONES void gather_input_row(const float* row, int64_t width, int64_t pad, int64_t tiles, bool round,
+                                             float* d) {
+  if (round)
+    gather_columns<kN, true>(row, width, pad, tiles, d);
+  else
+    gather_columns<kN>(row, width, pad, tiles, d);
 }
 POSEIDON_VECTOR_CLONES void gather_grad_row(const float* row, int64_t width, int64_t tiles, float* d) {
   gather_columns<kM>(row, width, 0, tiles, d);
@@ -215,8 +234,9 @@ POSEIDON_VECTOR_CLONES void output_tiles(const float* m, int64_t step, int64_t t
 }
 
 // U = G g G^T for `count` filters, filter t's 3x3 at w[t stride] on (turned
-// by 180 degrees with kRotate); position q of filter t goes to u[q step + t].
-template <bool kRotate>
+// by 180 degrees with kRotate, rounded to bfloat16 with kRound); position q
+// of filter t goes to u[q step + t].
+template <bool kRotate, bool kRound>
 inline void filter_tiles_of(const float* w, int64_t stride, int64_t count, float* u, int64_t step) {
   POSEIDON_INDEPENDENT_ITERATIONS
   for (int64_t t = 0; t < count; ++t) {
@@ -225,7 +245,10 @@ inline void filter_tiles_of(const float* w, int64_t stride, int64_t count, float
     for (int j = 0; j < 3; ++j) {
       float col[3];
 #pragma GCC unroll 8
-      for (int i = 0; i < 3; ++i) col[i] = w[t * stride + (kRotate ? (2 - i) * 3 + (2 - j) : i * 3 + j)];
+      for (int i = 0; i < 3; ++i) {
+        const float g = w[t * stride + (kRotate ? (2 - i) * 3 + (2 - j) : i * 3 + j)];
+        col[i] = kRound ? from_bf16(to_bf16(g)) : g;
+      }
       Tile::filter(col, gg[j]);
     }
 #pragma GCC unroll 8
@@ -254,12 +277,16 @@ int64_t block_rows(int64_t tiles_w, int64_t target) {
 
 }  // namespace
 
-POSEIDON_VECTOR_CLONES void filter_tiles(const float* w, int64_t stride, int64_t count, bool rotate, float* u,
-                                         int64_t step) {
-  if (rotate)
-    filter_tiles_of<true>(w, stride, count, u, step);
+POSEIDON_VECTOR_CLONES void filter_tiles(const float* w, int64_t stride, int64_t count, bool rotate, bool round,
+                                         float* u, int64_t step) {
+  if (rotate && round)
+    filter_tiles_of<true, true>(w, stride, count, u, step);
+  else if (rotate)
+    filter_tiles_of<true, false>(w, stride, count, u, step);
+  else if (round)
+    filter_tiles_of<false, true>(w, stride, count, u, step);
   else
-    filter_tiles_of<false>(w, stride, count, u, step);
+    filter_tiles_of<false, false>(w, stride, count, u, step);
 }
 
 POSEIDON_VECTOR_CLONES void filter_grad_tiles(const float* du, int64_t step, int64_t count, float* dw) {
@@ -288,8 +315,8 @@ POSEIDON_VECTOR_CLONES void filter_grad_tiles(const float* du, int64_t step, int
 TileRows::TileRows(int64_t tiles_h, int64_t tiles_w, int64_t count, int64_t target)
     : th(tiles_h), tw(tiles_w), rows(count * tiles_h), per_block(block_rows(tiles_w, target)) {}
 
-void input_block(const Pass& p, const TileRows& r, const float* images, int64_t c, int64_t r0, int64_t r1, float* v,
-                 int64_t step) {
+void input_block(const Pass& p, const TileRows& r, const float* images, int64_t c, int64_t r0, int64_t r1, bool round,
+                 float* v, int64_t step) {
   const int64_t plane = p.in_h * p.in_w;
   float d[kPositions][kTileStride];  // the block's tiles, position by position
   for (int64_t row = r0; row < r1; ++row) {
@@ -297,7 +324,8 @@ void input_block(const Pass& p, const TileRows& r, const float* images, int64_t 
     const float* image = images + (n * p.in + c) * plane;
     for (int i = 0; i < kN; ++i) {
       const int64_t y = kM * ty + i - p.pad_h;
-      gather_input_row(y >= 0 && y < p.in_h ? image + y * p.in_w : nullptr, p.in_w, p.pad_w, r.tw, d[i * kN] + at);
+      gather_input_row(y >= 0 && y < p.in_h ? image + y * p.in_w : nullptr, p.in_w, p.pad_w, r.tw, round,
+                       d[i * kN] + at);
     }
   }
   input_tiles(d[0], (r1 - r0) * r.tw, v, step);

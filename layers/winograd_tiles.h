@@ -48,9 +48,11 @@ struct TileRows {
 };
 
 // V = B^T d B of channel c's tiles in tile rows [r0, r1) of `images`
-// (the whole batch), position q of the block's tile t to v[q step + t].
-void input_block(const Pass& p, const TileRows& r, const float* images, int64_t c, int64_t r0, int64_t r1, float* v,
-                 int64_t step);
+// (the whole batch), position q of the block's tile t to v[q step + t]; with
+// `round` d holds the images' values rounded to bfloat16 (what a bfloat16
+// kernel multiplies), the images themselves unchanged.
+void input_block(const Pass& p, const TileRows& r, const float* images, int64_t c, int64_t r0, int64_t r1, bool round,
+                 float* v, int64_t step);
 
 // Y = A^T M A (+ bias) of output channel k's tiles in tile rows [r0, r1),
 // position q of the block's tile t read from m[q step + t], stored into
@@ -64,8 +66,9 @@ void output_grad_block(const Pass& p, const TileRows& r, const float* dy, int64_
                        int64_t step);
 
 // U = G g G^T for `count` filters, filter t's 3x3 at w[t stride] on (turned
-// by 180 degrees with `rotate`); position q of filter t goes to u[q step + t].
-void filter_tiles(const float* w, int64_t stride, int64_t count, bool rotate, float* u, int64_t step);
+// by 180 degrees with `rotate`, rounded to bfloat16 with `round`); position q
+// of filter t goes to u[q step + t].
+void filter_tiles(const float* w, int64_t stride, int64_t count, bool rotate, bool round, float* u, int64_t step);
 
 // dW = G^T dU G for `count` filters whose position q lies at du[q step + t];
 // filter t's 3x3 goes to dw[9 t] on.
