@@ -123,7 +123,6 @@ void ConvLayer::prepare_cpu_engine() {
   winograd_.reset();
   subsampled_ = false;
   bool native_bf16 = false;  // oneDNN's bfloat16 kernels run the layer
-  rounds_dy_ = false;
   if (uses_winograd()) {
     winograd_ = std::make_unique<WinogradConv>(WinogradShape{.batch = batch_,
                                                              .in_channels = geom_.channels,
