@@ -18,7 +18,13 @@
 # (tools/gpu_kit_unpack.sh) and builds nothing. Everything it writes besides
 # the profiles goes under OUT (default build-gpu/check).
 #
-# Usage: tools/gpu_check.sh [--kit FILE | --build DIR] [--out DIR] [--iters N] [--skip-torch]
+# Every step runs under a time limit, and a test that crashes or hangs is
+# named and left out while the others run (tools/gtest_isolated.sh): on a
+# first run on a new GPU one fault must not hide the rest. --minutes bounds
+# the whole check (default 8); a step that no longer fits is reported as not
+# run.
+#
+# Usage: tools/gpu_check.sh [--kit FILE | --build DIR] [--out DIR] [--iters N] [--skip-torch] [--minutes M]
 set -uo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 build="$root/build-gpu"
@@ -26,6 +32,7 @@ kit=""
 out=""
 iters=20
 torch=true
+minutes=8
 while [[ $# -gt 0 ]]; do
   case $1 in
     --kit) kit=$2; shift 2 ;;
@@ -33,6 +40,7 @@ while [[ $# -gt 0 ]]; do
     --out) out=$2; shift 2 ;;
     --iters) iters=$2; shift 2 ;;
     --skip-torch) torch=false; shift ;;
+    --minutes) minutes=$2; shift 2 ;;
     *) echo "gpu_check: unknown argument '$1' (see the header of $0)" >&2; exit 2 ;;
   esac
 done
@@ -40,13 +48,29 @@ out=${out:-$build/check}
 mkdir -p "$out"
 out="$(cd "$out" && pwd)"
 start=$(date +%s)
+deadline=$((start + minutes * 60))
 step() { printf '\n== %s (%ds)\n' "$*" $(($(date +%s) - start)); }
+# Runs a command for at most SECONDS, and never past the deadline; a command
+# that would get under 5 seconds is not started (status 125).
+limited() {
+  local seconds=$1 remaining=$((deadline - $(date +%s)))
+  shift
+  ((remaining < seconds)) && seconds=$remaining
+  if ((seconds < 5)); then
+    echo "gpu_check: out of time, not run: $*" >&2
+    return 125
+  fi
+  timeout -k 10 "$seconds" "$@"
+}
 cd "$root" || exit 1
 # A GPU test that cannot reach the GPU fails rather than skips (tests/gpu_required.h).
 export POSEIDON_REQUIRE_GPU=1
 
 if [[ -n $kit ]]; then
   step "unpack the kit"
+  # PyTorch runs with the machine's own libraries, not the kit's (its
+  # libstdc++ may be older than the one PyTorch was built against).
+  system_libraries=${LD_LIBRARY_PATH-}
   # shellcheck source=tools/gpu_kit_unpack.sh
   source "$root/tools/gpu_kit_unpack.sh" "$kit" || { echo "gpu_check: the kit cannot run here" >&2; exit 1; }
   bin=$POSEIDON_KIT/bin
@@ -73,20 +97,22 @@ case $gpu_name in
 esac
 
 step "GPU tests"
-# Test binary and gtest filter: every GPU test of the suite.
+# Test binary and gtest filter: every GPU test of the suite. The tests get
+# at most half of the check's time.
 tests_rc=0
+tests_deadline=$((start + minutes * 30))
 for spec in "core_tests:Cuda*" "layers_tests:CudaLayers.*:*GpuMatchesCpu*:GpuBf16.*" \
     "tools_tests:InfoVerb*:Plugin.CpuOnlyLayerTrainsInAGpuNet"; do
   binary=${spec%%:*}
   filter=${spec#*:}
-  "$tests/$binary" --gtest_filter="$filter" --gtest_brief=1 >"$out/$binary.log" 2>&1 || tests_rc=1
-  printf '%-14s %s\n' "$binary" "$(grep -E '^\[  (PASSED|FAILED|SKIPPED) *\]' "$out/$binary.log" | tr '\n' ' ')"
-  grep -E '^\[  FAILED  \] [A-Za-z]' "$out/$binary.log" | head -20
+  "$root/tools/gtest_isolated.sh" "$tests/$binary" "$filter" "$out/$binary.log" 120 "$tests_deadline" |
+    tee -a "$out/tests.txt" || tests_rc=1
 done
 
 step "training speed, batch 32"
 models=(vgg19 vgg19_22k inception_v3)
 declare -A ours theirs
+system_libraries=${system_libraries-${LD_LIBRARY_PATH-}}
 # The math of each pass: float32 (TF32 off), TF32, bf16 mixed precision.
 modes=(fp32 tf32 bf16)
 for mode in "${modes[@]}"; do
@@ -99,7 +125,7 @@ for mode in "${modes[@]}"; do
     sets=()
     [[ $model == inception_v3 ]] && sets=(--set vars.aux=false)
     json="$out/time_${model}_$mode.json"
-    if POSEIDON_TF32=$tf32 "$bin/poseidon" time "$root/models/$model.yaml" --device cuda --batch 32 --iters "$iters" \
+    if POSEIDON_TF32=$tf32 limited 120 "$bin/poseidon" time "$root/models/$model.yaml" --device cuda --batch 32 --iters "$iters" \
         --warmup 3 --precision "$precision" "${sets[@]}" --json >"$json" 2>"${json%.json}.err"; then
       ours[$model.$mode]=$(python3 -c "import json,sys; print('%.1f' % json.load(open(sys.argv[1]))['images_per_sec'])" \
         "$json")
@@ -108,9 +134,10 @@ for mode in "${modes[@]}"; do
       tail -3 "${json%.json}.err"
     fi
   done
-  if $torch && python3 -c "import torch, torchvision, sys; sys.exit(0 if torch.cuda.is_available() else 1)" 2>/dev/null
+  if $torch && LD_LIBRARY_PATH=$system_libraries python3 -c "import torch, torchvision, sys
+sys.exit(0 if torch.cuda.is_available() else 'PyTorch sees no GPU')" 2>"$out/torch_probe.err"
   then
-    python3 "$root/bench/gpu_torch.py" --iters "$iters" "${flag[@]}" >"$out/torch_$mode.json" \
+    LD_LIBRARY_PATH=$system_libraries limited 180 python3 "$root/bench/gpu_torch.py" --iters "$iters" "${flag[@]}" >"$out/torch_$mode.json" \
       2>"$out/torch_$mode.err" || tail -5 "$out/torch_$mode.err"
     for model in "${models[@]}"; do
       theirs[$model.$mode]=$(python3 -c "import json,sys; print('%.1f' % json.load(open(sys.argv[1]))[sys.argv[2]])" \
@@ -135,14 +162,14 @@ trap 'rm -rf "$scratch"' EXIT
 # device: cuda:0 puts both ranks on the one GPU on purpose (device: cuda
 # would give each rank a GPU of its own and refuse two ranks on one).
 # VGG19 on 32x32 synthetic images (no data set needed), 50 iterations.
-mpirun --allow-run-as-root --oversubscribe -np 2 "$bin/poseidon" train "$root/configs/vgg19_synthetic.yaml" \
+limited 120 mpirun --allow-run-as-root --oversubscribe -np 2 "$bin/poseidon" train "$root/configs/vgg19_synthetic.yaml" \
   --set device=cuda:0 --set net.vars.size=32 --set 'data.train.shape=[3,32,32]' --set solver.max_iter=50 \
   --set train.output_dir="$scratch/two_ranks" </dev/null >"$out/two_ranks.log" 2>&1
 two_rc=$?
 tail -3 "$out/two_ranks.log"
 # VGG19 at batch 32, two iterations (the first ranks cuDNN's algorithms):
 # the trace's device-to-host lane against its backward spans, full size.
-mpirun --allow-run-as-root --oversubscribe -np 2 "$bin/poseidon" train "$root/configs/vgg19_synthetic.yaml" \
+limited 120 mpirun --allow-run-as-root --oversubscribe -np 2 "$bin/poseidon" train "$root/configs/vgg19_synthetic.yaml" \
   --set device=cuda:0 --set solver.max_iter=2 --set train.display=1 --set data.train.size=128 \
   --set train.output_dir="$scratch/traced" --timeline "$out/trace.json" </dev/null >"$out/traced.log" 2>&1
 trace_rc=$?
@@ -183,6 +210,7 @@ step "table"
     done
   done
   echo "GPU tests: $([[ $tests_rc -eq 0 ]] && echo passed || echo FAILED) (see $out/*_tests.log)"
+  grep -v '^\[' "$out/tests.txt" | sed 's/^/  /'
   echo "two ranks on one GPU: $([[ $two_rc -eq 0 ]] && echo trained || echo "failed (see $out/two_ranks.log)")"
   echo "traced iteration: $([[ $trace_rc -eq 0 ]] && echo "$overlap" || echo "failed (see $out/traced.log)")"
   echo "profiles: ${profiles[*]:-none}"

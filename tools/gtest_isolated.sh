@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# Runs a GoogleTest binary so that one test that crashes or hangs does not
+# hide the others: code running for the first time on a new device can take
+# its whole process down. Each test that ends the process (a signal, an
+# abort) or outlasts the time limit is named, left out, and the binary runs
+# again for the tests it had not reached. Prints one line: passed, failed,
+# skipped, and the tests that crashed or hung. Exit status 0 when every test
+# ran and none failed, else 1.
+#
+# Usage: tools/gtest_isolated.sh BINARY FILTER LOG [SECONDS_PER_RUN] [DEADLINE_EPOCH]
+#   FILTER    a --gtest_filter pattern without a negative part
+#   LOG       every run's output, one after the other
+#   SECONDS_PER_RUN  the longest one run of the binary may take (default 120)
+#   DEADLINE_EPOCH   no run starts after this time (date +%s), none outlasts it
+set -uo pipefail
+binary=$1 filter=$2 log=$3 limit=${4:-120} deadline=${5:-0}
+: >"$log"
+left_out=() lost=()
+while true; do
+  run_limit=$limit
+  if ((deadline > 0)); then
+    remaining=$((deadline - $(date +%s)))
+    ((remaining < run_limit)) && run_limit=$remaining
+    if ((run_limit < 5)); then
+      lost+=("(out of time: the rest not run)")
+      break
+    fi
+  fi
+  negative=""
+  ((${#left_out[@]})) && negative="-$(IFS=:; echo "${left_out[*]}")"
+  attempt=$(mktemp)
+  timeout -k 10 "$run_limit" "$binary" --gtest_filter="$filter$negative" >"$attempt" 2>&1
+  status=$?
+  cat "$attempt" >>"$log"
+  if grep -qE '^\[==========\] [0-9]+ tests? from .* ran\.' "$attempt"; then
+    rm -f "$attempt"
+    break
+  fi
+  # The process ended early: every test it started is done with, and the
+  # one it did not finish is the culprit.
+  mapfile -t started < <(sed -n 's/^\[ RUN      \] \([^ ]*\).*/\1/p' "$attempt")
+  rm -f "$attempt"
+  if ((${#started[@]} == 0)); then
+    lost+=("(the binary ended before any test, status $status)")
+    break
+  fi
+  culprit=${started[-1]}
+  if ((status == 124 || status == 137)); then
+    lost+=("$culprit (hung: over ${run_limit}s)")
+  else
+    lost+=("$culprit (crashed: status $status)")
+  fi
+  left_out+=("${started[@]}")
+done
+# A test's own result line: "[  FAILED  ] Suite.Name[, where GetParam() = ...] (N ms)".
+result_lines() { grep -E "^\[ *$1 *\] [A-Za-z0-9_/.]+(, where .*)? \([0-9]+ ms\)\$" "$log"; }
+count() { result_lines "$1" | wc -l; }
+passed=$(count OK) failed=$(count FAILED) skipped=$(count SKIPPED)
+printf '%-14s passed %d, failed %d, skipped %d' "$(basename "$binary")" "$passed" "$failed" "$skipped"
+((${#lost[@]})) && printf ', crashed or hung:' && printf ' %s;' "${lost[@]}"
+echo
+result_lines FAILED | head -30
+((failed == 0 && ${#lost[@]} == 0))
