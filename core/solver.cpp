@@ -148,6 +148,8 @@ void Solver::update(Param& p) {
   float* state = nullptr;
   if (keeps_state_) {
     Tensor& buf = state_[p.name];
+    POSEIDON_CHECK(shape_numel(p.shape) == p.value.numel())
+        << "parameter '" << p.name << "' declares " << shape_numel(p.shape) << " values but holds " << p.value.numel();
     if (!buf.defined()) buf = Tensor(state_shape(p.shape), p.value.device());
     state = buf.data();
   }

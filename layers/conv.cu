@@ -4,8 +4,10 @@
 // and ranks each direction's algorithms by running them once (cuDNN's Find,
 // as PyTorch's cudnn.benchmark does), keeping those that run with the math
 // asked for and whose workspace fits the context's limit, with deterministic
-// ones first for the two backward directions. A call cuDNN answers with
+// ones first for the two backward directions unless the context asks for the
+// fastest (cuda::Context::deterministic). A call cuDNN answers with
 // NOT_SUPPORTED moves on to the next algorithm of the ranking.
+// POSEIDON_CUDNN_LOG=1 prints each ranking and the choice to stderr.
 //
 // The math: FP32 FMA (TF32 tensor cores only when the context allows them);
 // in precision bf16, cuDNN's bfloat16 configuration: input, filter and
@@ -20,6 +22,8 @@
 // overwritten (beta = 0).
 #include <algorithm>
 #include <climits>
+#include <cstdio>
+#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -75,6 +79,26 @@ struct AlgoRanking {
   std::vector<AlgoChoice<Algo>> usable;
   size_t at = 0;
 };
+
+// Prints cuDNN's ranking of one direction and the algorithm chosen, where
+// POSEIDON_CUDNN_LOG=1: "algorithm:ms:D|N(deterministic or not):MiB".
+template <class Perf, class Algo>
+void log_ranking(const std::vector<Perf>& ranked, const AlgoRanking<Algo>& chosen, const std::string& what) {
+  static const bool on = [] {
+    const char* v = std::getenv("POSEIDON_CUDNN_LOG");
+    return v && std::string(v) == "1";
+  }();
+  if (!on) return;
+  std::string line = what + ": chose " + std::to_string(static_cast<int>(chosen.usable.front().algo)) + "; ranked";
+  char entry[96];
+  for (const Perf& p : ranked) {
+    if (p.status != CUDNN_STATUS_SUCCESS) continue;
+    std::snprintf(entry, sizeof entry, " %d:%.3f:%c:%zu", static_cast<int>(p.algo), p.time,
+                  p.determinism == CUDNN_DETERMINISTIC ? 'D' : 'N', p.memory >> 20);
+    line += entry;
+  }
+  std::fprintf(stderr, "%s\n", line.c_str());
+}
 
 // The usable entries of cuDNN's ranking (best first). `workspace_of(algo,
 // math, &bytes)` says whether the algorithm runs with that math type on this
@@ -354,6 +378,7 @@ class ConvCudaLayer : public ConvLayer {
                  CUDNN_STATUS_SUCCESS;
         },
         what + " forward");
+    log_ranking(fwd, forward_, what + " forward");
 
     ranked_math();
     std::vector<cudnnConvolutionBwdDataAlgoPerf_t> data(CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT);
@@ -366,13 +391,14 @@ class ConvCudaLayer : public ConvLayer {
         static_cast<int>(data.size()), &count, data.data(), gpu.workspace(ws_bytes), ws_bytes));
     data.resize(count);
     backward_data_ = usable_algos(
-        data, conv_math, true,
+        data, conv_math, gpu.deterministic(),
         [&](cudnnConvolutionBwdDataAlgo_t algo, cudnnMathType_t math, size_t* bytes) {
           set_math(math);
           return cudnnGetConvolutionBackwardDataWorkspaceSize(h, w_desc_, y_desc_, conv_desc_, x_desc_, algo, bytes) ==
                  CUDNN_STATUS_SUCCESS;
         },
         what + " backward data");
+    log_ranking(data, backward_data_, what + " backward data");
 
     ranked_math();
     std::vector<cudnnConvolutionBwdFilterAlgoPerf_t> filter(CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT);
@@ -385,13 +411,14 @@ class ConvCudaLayer : public ConvLayer {
         static_cast<int>(filter.size()), &count, filter.data(), gpu.workspace(ws_bytes), ws_bytes));
     filter.resize(count);
     backward_filter_ = usable_algos(
-        filter, conv_math, true,
+        filter, conv_math, gpu.deterministic(),
         [&](cudnnConvolutionBwdFilterAlgo_t algo, cudnnMathType_t math, size_t* bytes) {
           set_math(math);
           return cudnnGetConvolutionBackwardFilterWorkspaceSize(h, x_desc_, y_desc_, conv_desc_, w_desc_, algo,
                                                                 bytes) == CUDNN_STATUS_SUCCESS;
         },
         what + " backward filter");
+    log_ranking(filter, backward_filter_, what + " backward filter");
     planned_shape_ = shape;
     planned_math_ = conv_math;
   }

@@ -34,6 +34,8 @@ Context::Context(int device) : device_(device), allocator_(device) {
   POSEIDON_CUDA_CHECK(cudaStreamCreateWithFlags(&to_device_, cudaStreamNonBlocking));
   const char* tf32 = std::getenv("POSEIDON_TF32");
   tf32_ = tf32 && std::string(tf32) == "1";
+  const char* fastest = std::getenv("POSEIDON_CUDNN_FASTEST");
+  deterministic_ = !(fastest && std::string(fastest) == "1");
   POSEIDON_CUBLAS_CHECK(cublasCreate(&cublas_));
   POSEIDON_CUBLAS_CHECK(cublasSetStream(cublas_, compute_));
   POSEIDON_CUBLAS_CHECK(cublasSetMathMode(cublas_, cublas_math()));

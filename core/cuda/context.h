@@ -61,6 +61,11 @@ class Context {
   enum class Staging { input, weight, output, result };
   void* staging(Staging slot, size_t bytes);
 
+  // Whether cuDNN's backward convolutions prefer deterministic algorithms
+  // (the same gradients from the same inputs, run after run) over faster
+  // ones that sum with atomics: yes, unless POSEIDON_CUDNN_FASTEST=1.
+  bool deterministic() const { return deterministic_; }
+
   // TF32 tensor-core math for FP32 GEMMs and convolutions: off, so that GPU
   // results match the CPU's to 1e-4 (POSEIDON_TF32=1 turns it on).
   bool tf32() const { return tf32_; }
@@ -94,6 +99,7 @@ class Context {
   Scratch workspace_;
   std::array<Scratch, 4> staging_;
   bool tf32_ = false;
+  bool deterministic_ = true;
 };
 
 // The most blocks an element-wise launch uses: a few waves of a large GPU

@@ -121,6 +121,7 @@ TEST(CudaSolver, UpdateMatchesTheCpu) {
       ConfigNode::parse("{lr: 0.1, momentum: 0.9, nesterov: true, weight_decay: 0.01}", "solver")));
   Param cpu;
   cpu.name = "w";
+  cpu.shape = {257};
   cpu.value = Tensor({257});
   cpu.grad = Tensor({257});
   std::mt19937_64 rng(3);
@@ -128,6 +129,7 @@ TEST(CudaSolver, UpdateMatchesTheCpu) {
   for (int64_t i = 0; i < 257; ++i) cpu.value[i] = uni(rng), cpu.grad[i] = uni(rng);
   Param gpu;
   gpu.name = "w_gpu";
+  gpu.shape = {257};
   gpu.value = cpu.value.to(Device::cuda(0));
   gpu.grad = cpu.grad.to(Device::cuda(0));
   for (int step = 0; step < 3; ++step) {

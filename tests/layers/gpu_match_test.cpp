@@ -2,7 +2,11 @@
 // must have a GPU implementation (in a build with the CUDA backend), and on
 // every gradient-check case the GPU layer's forward and backward (outputs,
 // accumulated input gradients, parameter gradients, updated buffers) equal
-// the CPU layer's to relative 1e-4, with TF32 off. Larger cases, for the GPU
+// the CPU layer's to relative 1e-4, with TF32 off. A value that is a sum of
+// products (conv and fc) is allowed besides the rounding that two float32
+// summations in different orders may differ by: a small multiple of the
+// float32 epsilon times the sum of the terms' magnitudes, which the CPU
+// layer computes when it runs on the operands' absolute values. Larger cases, for the GPU
 // alone, cross what the small ones cannot: element-wise loops of several
 // grid-stride passes, per-sample kernels over more samples than one grid's
 // blocks, large FC weights, batch norm over many values per channel, the
@@ -13,6 +17,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
 #include <random>
 #include <sstream>
 
@@ -26,6 +31,12 @@ namespace poseidon::testing {
 namespace {
 
 constexpr double kTolerance = 1e-4;
+// Of the sum of the terms' magnitudes: about 16 float32 epsilons. Summing
+// n terms in another order moves the result by about sqrt(n) roundings of
+// partial sums far smaller than that sum (random signs), so the two sides
+// stay well within this; a term missing, doubled or taken from the wrong
+// place moves it by a whole term, which is far more.
+constexpr double kSumTolerance = 1e-6;
 
 // One layer with its own tensors on one device.
 struct Side {
@@ -80,15 +91,43 @@ void set_both(Tensor& cpu, Tensor& gpu, std::mt19937_64& rng, int64_t classes = 
   gpu.copy_from(cpu);
 }
 
-// Mismatches of `gpu` against `cpu`, relative to max(|a|, |b|, 1).
-void compare(const std::string& what, const Tensor& cpu, const Tensor& gpu, std::ostringstream& err, int& failures) {
+// Mismatches of `gpu` against `cpu`, relative to max(|a|, |b|, 1), plus
+// kSumTolerance of the terms' magnitudes where `magnitude` (the same value
+// computed from absolute values) is given.
+void compare(const std::string& what, const Tensor& cpu, const Tensor& gpu, std::ostringstream& err, int& failures,
+             const Tensor* magnitude = nullptr) {
   Tensor back = gpu.to(Device{});
   for (int64_t i = 0; i < cpu.numel(); ++i) {
     double a = cpu[i], b = back[i];
     double scale = std::max({std::abs(a), std::abs(b), 1.0});
-    if (!(std::abs(a - b) <= kTolerance * scale) && ++failures <= 5)
+    double allowed = kTolerance * scale + (magnitude ? kSumTolerance * (*magnitude)[i] : 0.0);
+    if (!(std::abs(a - b) <= allowed) && ++failures <= 5)
       err << what << "[" << i << "]: cpu " << a << " gpu " << b << "\n";
   }
+}
+
+// Layers whose outputs and gradients are sums of products of their operands,
+// so that the layer run on absolute values gives each sum's magnitude.
+bool sums_products(const Layer& layer) { return layer.type() == "conv" || layer.type() == "fc"; }
+
+Tensor absolute(const Tensor& t) {
+  Tensor out(t.shape());
+  for (int64_t i = 0; i < t.numel(); ++i) out[i] = std::abs(t[i]);
+  return out;
+}
+
+// `bound` takes the absolute values of `cpu`'s operands (inputs, gradients
+// added into, parameters, output gradients).
+void set_absolute(const Side& cpu, Side& bound) {
+  for (size_t k = 0; k < cpu.in.size(); ++k) {
+    bound.in[k].copy_from(absolute(cpu.in[k]));
+    bound.in_grad[k].copy_from(absolute(cpu.in_grad[k]));
+  }
+  for (size_t i = 0; i < cpu.layer->params().size(); ++i) {
+    bound.layer->param(i).value.copy_from(absolute(cpu.layer->param(i).value));
+    bound.layer->param(i).grad.copy_from(absolute(cpu.layer->param(i).grad));
+  }
+  for (size_t k = 0; k < cpu.out.size(); ++k) bound.out_grad[k].copy_from(absolute(cpu.out_grad[k]));
 }
 
 std::string compare_case(const GradCase& c, const Placement& placement = {}) {
@@ -109,6 +148,13 @@ std::string compare_case(const GradCase& c, const Placement& placement = {}) {
     set_both(pc.grad, pg.grad, rng);
   }
   for (size_t k = 0; k < cpu.out.size(); ++k) set_both(cpu.out_grad[k], gpu.out_grad[k], rng);
+  // The magnitudes of the sums, where the layer's values are sums of products.
+  std::optional<Side> bound;
+  if (sums_products(*cpu.layer)) {
+    bound.emplace(build(c, Device{}, placement));
+    set_absolute(cpu, *bound);
+  }
+  auto magnitude = [&](auto pick) -> const Tensor* { return bound ? &pick(*bound) : nullptr; };
 
   // Stochastic layers draw from the same host generator on both sides.
   std::mt19937_64 rng_cpu(5), rng_gpu(5);
@@ -116,19 +162,27 @@ std::string compare_case(const GradCase& c, const Placement& placement = {}) {
   RunContext ctx_gpu{c.train ? Phase::train : Phase::test, &rng_gpu, Device::cuda(0)};
   cpu.layer->forward(cpu.io, ctx_cpu);
   gpu.layer->forward(gpu.io, ctx_gpu);
+  if (bound) bound->layer->forward(bound->io, ctx_cpu);
   std::ostringstream err;
   int failures = 0;
-  for (size_t k = 0; k < cpu.out.size(); ++k) compare("output " + std::to_string(k), cpu.out[k], gpu.out[k], err, failures);
+  for (size_t k = 0; k < cpu.out.size(); ++k)
+    compare("output " + std::to_string(k), cpu.out[k], gpu.out[k], err, failures,
+            magnitude([&](Side& s) -> Tensor& { return s.out[k]; }));
   if (cpu.layer->differentiable()) {
     cpu.layer->backward(cpu.io, ctx_cpu);
     gpu.layer->backward(gpu.io, ctx_gpu);
+    if (bound) bound->layer->backward(bound->io, ctx_cpu);
     for (size_t k = 0; k < cpu.in.size(); ++k)
-      if (cpu.io.in_grad[k]) compare("input gradient " + std::to_string(k), cpu.in_grad[k], gpu.in_grad[k], err, failures);
+      if (cpu.io.in_grad[k])
+        compare("input gradient " + std::to_string(k), cpu.in_grad[k], gpu.in_grad[k], err, failures,
+                magnitude([&](Side& s) -> Tensor& { return s.in_grad[k]; }));
     // A gradient SFB forms is left as it was on both sides (backward must
     // not write it), so it compares equal too.
     for (size_t i = 0; i < cpu.layer->params().size(); ++i) {
       const Param& pc = cpu.layer->param(i);
-      if (pc.learnable) compare(pc.name + " gradient", pc.grad, gpu.layer->param(i).grad, err, failures);
+      if (pc.learnable)
+        compare(pc.name + " gradient", pc.grad, gpu.layer->param(i).grad, err, failures,
+                magnitude([&](Side& s) -> Tensor& { return s.layer->param(i).grad; }));
     }
     for (size_t k = 0; k < cpu.in.size(); ++k)
       if (!cpu.io.in_grad[k]) compare("untouched input gradient " + std::to_string(k), cpu.in_grad[k], gpu.in_grad[k],
