@@ -79,6 +79,22 @@ ComputeProfile load_profile(const std::string& path, const Net& net) {
   for (size_t i = 0; i < net.num_layers(); ++i)
     if (!seen[i])
       throw Error("profile " + path + " has no entry for layer '" + net.layer(i).name() + "' of model " + net.name());
+  // Without "gflops", the device's GEMM rate is the one its fc layers ran at
+  // (each forward is one GEMM, the kind of product the SFB rebuild runs), not
+  // that of the machine reading the profile.
+  if (!p.gemm_gflops) {
+    double flops = 0, seconds = 0;
+    for (size_t i = 0; i < net.num_layers(); ++i)
+      if (net.layer(i).type() == "fc" && p.forward_s[i] > 0) {
+        flops += static_cast<double>(net.layer(i).forward_flops(net.layer_input_shapes(i))) /
+                 static_cast<double>(net.batch()) * static_cast<double>(p.batch);
+        seconds += p.forward_s[i];
+      }
+    if (flops > 0) {
+      p.gemm_gflops = flops / seconds / 1e9;
+      p.gemm_from_fc_layers = true;
+    }
+  }
   return p;
 }
 

@@ -2,7 +2,8 @@
 // scheduler simulation (dist/simulate.h). Read from the JSON that
 // `poseidon time --json` writes ({"batch", "update_ms", "layers": [{"name",
 // "forward_ms", "backward_ms"}, ...]}, optionally "gflops" and "memory_gbps",
-// the device's GEMM rate and memory bandwidth; profiles/ holds shipped ones), or
+// the device's GEMM rate and memory bandwidth; without "gflops" the rate of
+// its fc layers stands for it; profiles/ holds shipped ones), or
 // derived from each layer's forward FLOPs at a given rate when no profile
 // was measured (backward twice forward, the update negligible).
 #pragma once
@@ -22,6 +23,7 @@ struct ComputeProfile {
   std::vector<double> forward_s, backward_s;  // per layer of the Net, in its order
   double update_s = 0;                        // the solver update of every parameter, on one worker
   std::optional<double> gemm_gflops;          // "gflops": the rate of the device the profile describes
+  bool gemm_from_fc_layers = false;           // no "gflops": the rate its fc layers' forward ran at
   std::optional<double> memory_gbps;          // "memory_gbps": its memory bandwidth, GB/s
 
   // One worker's iteration with no communication: forward, backward, update.

@@ -6,8 +6,9 @@
 # CPU's and a bf16 training step against float32), times vgg19, vgg19_22k and
 # inception_v3 training steps at batch 32 on the GPU beside PyTorch's on the
 # same GPU (when python3 has torch with CUDA), in float32 with TF32 off on
-# both sides, then on on both sides, then in bf16 mixed precision (PyTorch's
-# bfloat16 autocast), trains two ranks on the one GPU, traces one distributed
+# both sides (ours with cuDNN's deterministic backward algorithms, then with
+# its fastest), then TF32 on on both sides, then in bf16 mixed precision
+# (PyTorch's bfloat16 autocast), trains two ranks on the one GPU, traces one distributed
 # iteration (the gradients' copies to the host against backward), writes the
 # models' profiles for `poseidon simulate` (profiles/<model>_h200_b32.json
 # on an H200, else named after the GPU) and prints a short table.
@@ -113,11 +114,15 @@ step "training speed, batch 32"
 models=(vgg19 vgg19_22k inception_v3)
 declare -A ours theirs
 system_libraries=${system_libraries-${LD_LIBRARY_PATH-}}
-# The math of each pass: float32 (TF32 off), TF32, bf16 mixed precision.
-modes=(fp32 tf32 bf16)
+# The math of each pass: float32 (TF32 off), the same with cuDNN's fastest
+# backward algorithms rather than its deterministic ones (POSEIDON_CUDNN_FASTEST=1,
+# against the same PyTorch numbers: its cudnn.benchmark picks the fastest too),
+# TF32, bf16 mixed precision.
+modes=(fp32 fp32_fastest tf32 bf16)
 for mode in "${modes[@]}"; do
-  tf32=0 precision=fp32 flag=()
+  tf32=0 precision=fp32 flag=() fastest=0
   case $mode in
+    fp32_fastest) fastest=1 ;;
     tf32) tf32=1 flag=(--tf32) ;;
     bf16) precision=bf16 flag=(--bf16) ;;
   esac
@@ -125,7 +130,7 @@ for mode in "${modes[@]}"; do
     sets=()
     [[ $model == inception_v3 ]] && sets=(--set vars.aux=false)
     json="$out/time_${model}_$mode.json"
-    if POSEIDON_TF32=$tf32 limited 120 "$bin/poseidon" time "$root/models/$model.yaml" --device cuda --batch 32 --iters "$iters" \
+    if POSEIDON_TF32=$tf32 POSEIDON_CUDNN_FASTEST=$fastest limited 120 "$bin/poseidon" time "$root/models/$model.yaml" --device cuda --batch 32 --iters "$iters" \
         --warmup 3 --precision "$precision" "${sets[@]}" --json >"$json" 2>"${json%.json}.err"; then
       ours[$model.$mode]=$(python3 -c "import json,sys; print('%.1f' % json.load(open(sys.argv[1]))['images_per_sec'])" \
         "$json")
@@ -134,7 +139,9 @@ for mode in "${modes[@]}"; do
       tail -3 "${json%.json}.err"
     fi
   done
-  if $torch && LD_LIBRARY_PATH=$system_libraries python3 -c "import torch, torchvision, sys
+  if [[ $mode == fp32_fastest ]]; then
+    for model in "${models[@]}"; do theirs[$model.$mode]=${theirs[$model.fp32]-n/a}; done
+  elif $torch && LD_LIBRARY_PATH=$system_libraries python3 -c "import torch, torchvision, sys
 sys.exit(0 if torch.cuda.is_available() else 'PyTorch sees no GPU')" 2>"$out/torch_probe.err"
   then
     LD_LIBRARY_PATH=$system_libraries limited 180 python3 "$root/bench/gpu_torch.py" --iters "$iters" "${flag[@]}" >"$out/torch_$mode.json" \

@@ -319,6 +319,18 @@ TEST(SimulateProfile, ErrorsNameTheFileAndTheLayer) {
   EXPECT_DOUBLE_EQ(p.backward_s[1], 1e-3);
   EXPECT_EQ(p.gemm_gflops, 100);
   EXPECT_EQ(p.memory_gbps, 50);
+  // Without "gflops" the GEMM rate is the fc layers' forward FLOPs over their forward time.
+  const std::string measured = dir.write("m.json", R"({"batch": 4, "layers": [
+    {"name": "fc1", "forward_ms": 1, "backward_ms": 2}, {"name": "fc2", "forward_ms": 0.5, "backward_ms": 1},
+    {"name": "loss", "forward_ms": 7, "backward_ms": 0}]})");
+  const ComputeProfile m = load_profile(measured, net);
+  double flops = 0;
+  for (size_t i : {size_t{0}, size_t{1}}) flops += net.layer(i).forward_flops(net.layer_input_shapes(i));
+  ASSERT_GT(flops, 0);
+  ASSERT_TRUE(m.gemm_gflops.has_value());
+  EXPECT_TRUE(m.gemm_from_fc_layers);
+  EXPECT_DOUBLE_EQ(*m.gemm_gflops, flops * 4 / 1.5e-3 / 1e9);  // net batch 1, profile batch 4
+  EXPECT_FALSE(p.gemm_from_fc_layers);
   const std::string bad = dir.write("r.json", R"({"batch": 4, "memory_gbps": 0, "layers": []})");
   try {
     load_profile(bad, net);

@@ -70,7 +70,7 @@ int cmd_simulate(const SimulateArgs& args) {
                   std::to_string(args.batch));
     if (gflops <= 0 && profile.gemm_gflops) {
       gflops = *profile.gemm_gflops;
-      gemm_source = "from the profile";
+      gemm_source = profile.gemm_from_fc_layers ? "from the profile's fc layers" : "from the profile";
     }
   }
   if (gflops <= 0) {
