@@ -43,6 +43,12 @@ void synchronize(const Device& device);
 // convolutions set up from now on (precision tf32; POSEIDON_TF32=1 sets it
 // at start). The CPU has no TF32: a host device is an error.
 void set_tf32(const Device& device, bool on);
+// Whether the GPU's convolutions set up from now on take only deterministic
+// cuDNN algorithms for their backward passes (the same gradients from the
+// same inputs, run after run), or the fastest ones, which sum with atomics.
+// The default is deterministic unless POSEIDON_CUDNN_FASTEST=1. The CPU's
+// kernels are deterministic either way: there it changes nothing.
+void set_deterministic(const Device& device, bool on);
 
 // The engine's own computations on GPU buffers (layers bring theirs): the
 // solver's step (core/solver.h) and the finite check (core/finite_check.h).

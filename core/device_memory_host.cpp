@@ -59,6 +59,8 @@ void set_tf32(const Device& device, bool) {
   throw Error("TF32 is GPU math; device " + device.str() + " has none");
 }
 
+void set_deterministic(const Device& device, bool) { require(device); }
+
 void gpu_solver_update(const Device& device, const UpdateStep&, float*, const float*, float*, size_t) {
   require(Device::cuda(device.index));
 }

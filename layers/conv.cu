@@ -297,7 +297,8 @@ class ConvCudaLayer : public ConvLayer {
   void plan_for(const LayerIO& io, cuda::Context& gpu, const Operands& op) {
     const Shape& shape = io.in[0]->shape();
     const ConvMath conv_math = op.bf16 ? ConvMath::bf16 : gpu.tf32() ? ConvMath::tf32 : ConvMath::fp32;
-    if (shape == planned_shape_ && conv_math == planned_math_) return;
+    const bool deterministic = gpu.deterministic();
+    if (shape == planned_shape_ && conv_math == planned_math_ && deterministic == planned_deterministic_) return;
     planned_shape_.clear();  // until the plan below is complete
     if (!conv_desc_) {
       POSEIDON_CUDNN_CHECK(cudnnCreateTensorDescriptor(&x_desc_));
@@ -391,7 +392,7 @@ class ConvCudaLayer : public ConvLayer {
         static_cast<int>(data.size()), &count, data.data(), gpu.workspace(ws_bytes), ws_bytes));
     data.resize(count);
     backward_data_ = usable_algos(
-        data, conv_math, gpu.deterministic(),
+        data, conv_math, deterministic,
         [&](cudnnConvolutionBwdDataAlgo_t algo, cudnnMathType_t math, size_t* bytes) {
           set_math(math);
           return cudnnGetConvolutionBackwardDataWorkspaceSize(h, w_desc_, y_desc_, conv_desc_, x_desc_, algo, bytes) ==
@@ -411,7 +412,7 @@ class ConvCudaLayer : public ConvLayer {
         static_cast<int>(filter.size()), &count, filter.data(), gpu.workspace(ws_bytes), ws_bytes));
     filter.resize(count);
     backward_filter_ = usable_algos(
-        filter, conv_math, gpu.deterministic(),
+        filter, conv_math, deterministic,
         [&](cudnnConvolutionBwdFilterAlgo_t algo, cudnnMathType_t math, size_t* bytes) {
           set_math(math);
           return cudnnGetConvolutionBackwardFilterWorkspaceSize(h, x_desc_, y_desc_, conv_desc_, w_desc_, algo,
@@ -421,14 +422,16 @@ class ConvCudaLayer : public ConvLayer {
     log_ranking(filter, backward_filter_, what + " backward filter");
     planned_shape_ = shape;
     planned_math_ = conv_math;
+    planned_deterministic_ = deterministic;
   }
 
   cudnnTensorDescriptor_t x_desc_ = nullptr, y_desc_ = nullptr, out_desc_ = nullptr, bias_desc_ = nullptr;
   cudnnFilterDescriptor_t w_desc_ = nullptr;
   cudnnConvolutionDescriptor_t conv_desc_ = nullptr;
-  // The input shape and math the descriptors and choices are for.
+  // The input shape, math and determinism the descriptors and choices are for.
   Shape planned_shape_;
   ConvMath planned_math_ = ConvMath::fp32;
+  bool planned_deterministic_ = true;
   AlgoRanking<cudnnConvolutionFwdAlgo_t> forward_;
   AlgoRanking<cudnnConvolutionBwdDataAlgo_t> backward_data_;
   AlgoRanking<cudnnConvolutionBwdFilterAlgo_t> backward_filter_;

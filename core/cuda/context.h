@@ -63,8 +63,11 @@ class Context {
 
   // Whether cuDNN's backward convolutions prefer deterministic algorithms
   // (the same gradients from the same inputs, run after run) over faster
-  // ones that sum with atomics: yes, unless POSEIDON_CUDNN_FASTEST=1.
+  // ones that sum with atomics: yes, unless POSEIDON_CUDNN_FASTEST=1 or
+  // set_deterministic(false). A change applies to the convolutions set up
+  // from then on (each sets itself up again when it sees it).
   bool deterministic() const { return deterministic_; }
+  void set_deterministic(bool on) { deterministic_ = on; }
 
   // TF32 tensor-core math for FP32 GEMMs and convolutions: off, so that GPU
   // results match the CPU's to 1e-4 (POSEIDON_TF32=1 turns it on).

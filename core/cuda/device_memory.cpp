@@ -115,6 +115,10 @@ void gpu_solver_update(const Device& device, const UpdateStep& step, float* valu
   cuda::solver_update(step, value, grad, state, count, cuda::Context::get(device.index).compute());
 }
 
+void set_deterministic(const Device& device, bool on) {
+  if (device.is_cuda()) cuda::Context::get(device.index).set_deterministic(on);
+}
+
 int64_t gpu_first_non_finite(const Device& device, const float* ptr, size_t count) {
   return cuda::first_non_finite(ptr, count, cuda::Context::get(device.index).compute());
 }

@@ -264,4 +264,21 @@ TEST_P(GpuMatchesCpuLarge, ForwardAndBackward) {
 INSTANTIATE_TEST_SUITE_P(LargeShapes, GpuMatchesCpuLarge, ::testing::ValuesIn(large_cases()),
                          [](const auto& info) { return info.param.layer.name; });
 
+// Every convolution case again with cuDNN's fastest backward algorithms,
+// which sum with atomics (`deterministic: false`): the same comparisons hold.
+TEST(GpuMatchesCpuFastest, ConvolutionsMatchTheCpu) {
+  POSEIDON_SKIP_WITHOUT_GPU();
+  auto is_conv = [](const GradCase& c) { return c.yaml.find("type: conv") != std::string::npos && !c.fuse_relu; };
+  device_memory::set_deterministic(Device::cuda(0), false);
+  std::string failures;
+  int cases = 0;
+  for (const GradCase& c : grad_cases())
+    if (is_conv(c)) failures += compare_case(c), ++cases;
+  for (const LargeCase& c : large_cases())
+    if (is_conv(c.layer)) failures += compare_case(c.layer, c.placement), ++cases;
+  device_memory::set_deterministic(Device::cuda(0), true);
+  EXPECT_GE(cases, 10);
+  EXPECT_TRUE(failures.empty()) << failures;
+}
+
 }  // namespace poseidon::testing

@@ -303,6 +303,19 @@ TEST(BadInput, WarmupLongerThanTheRunIsAWarning) {
   EXPECT_EQ(shorter.err.find("warning"), std::string::npos) << shorter.err;
 }
 
+// `deterministic` takes true or false; anything else is refused at its key.
+TEST(BadInput, DeterministicIsABoolean) {
+  TempDir d;
+  CliResult r = run_poseidon(
+      standard(d, kModel, replace(config_text(d), "threads: 1\n", "threads: 1\ndeterministic: sometimes\n")));
+  EXPECT_EQ(r.status, 2) << r.err;
+  EXPECT_NE(r.err.find(d.file("config.yaml") + ":4:"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("'deterministic'"), std::string::npos) << r.err;
+  CliResult ok =
+      run_poseidon(standard(d, kModel, replace(config_text(d), "threads: 1\n", "threads: 1\ndeterministic: false\n")));
+  EXPECT_EQ(ok.status, 0) << ok.err;
+}
+
 // bf16 on a CPU without bfloat16 kernels (oneDNN held to AVX2 here) runs
 // float32 kernels on rounded operands, no faster than fp32, and says so: a
 // warning at the key, and `poseidon info`.

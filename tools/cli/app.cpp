@@ -53,6 +53,9 @@ int run_cli(int argc, char** argv) {
   ti->add_option("--device", time.device, "cpu, cuda or cuda:N (default: the config's device, else cpu)");
   ti->add_option("--precision", time.precision, "fp32, bf16 or tf32 (GPU) (default: the config's, else fp32)")
       ->check(CLI::IsMember({"fp32", "bf16", "tf32"}));
+  ti->add_option("--deterministic", time.deterministic,
+                 "true: GPU convolutions' backward takes deterministic algorithms only; false: cuDNN's fastest "
+                 "(default: the config's, else true unless POSEIDON_CUDNN_FASTEST=1)");
   ti->add_flag("--json", time.json, "machine-readable output");
 
   SummaryArgs summary;

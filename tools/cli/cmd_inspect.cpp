@@ -29,15 +29,17 @@ struct LoadedModel {
   int threads = 0;
   Device device;
   Precision precision = Precision::fp32;
+  std::optional<bool> deterministic;
   bool momentum = true;  // a model file alone: assume the usual momentum buffers
 };
 
 LoadedModel load_any(const std::string& file, const std::vector<std::string>& overrides, int64_t default_batch) {
   if (is_train_config(file)) {
     TrainConfig c = TrainConfig::load(file, overrides);
-    return {c.model, c.train_data.batch_size, c.threads, c.device, c.precision, c.solver.momentum != 0};
+    return {c.model, c.train_data.batch_size, c.threads, c.device, c.precision, c.deterministic,
+            c.solver.momentum != 0};
   }
-  return {load_model(file, overrides), default_batch, 0, Device{}, Precision::fp32};
+  return {load_model(file, overrides), default_batch, 0, Device{}, Precision::fp32, std::nullopt};
 }
 
 void fill_synthetic_inputs(Net& net) {
@@ -73,6 +75,8 @@ int cmd_time(const TimeArgs& args) {
   device_memory::require(device);
   require_memory(summarize_model(m.model, batch, true), device, device_memory_bytes(device));
   Net net(m.model, batch, device);
+  if (auto deterministic = args.deterministic ? args.deterministic : m.deterministic)
+    device_memory::set_deterministic(device, *deterministic);
   net.set_precision(args.precision.empty() ? m.precision : parse_precision(args.precision));
   net.fuse_relus();  // as training runs it
   net.init_params(1);

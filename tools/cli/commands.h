@@ -2,6 +2,7 @@
 // are thrown as poseidon::Error and turned into status 2 by run_cli.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -34,6 +35,7 @@ struct TimeArgs {
   int threads = 0;
   std::string device;  // empty: the config's device, else cpu
   std::string precision;  // empty: the config's precision, else fp32
+  std::optional<bool> deterministic;  // unset: the config's, else the process default
   bool json = false;
 };
 int cmd_time(const TimeArgs& args);

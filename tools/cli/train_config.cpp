@@ -81,7 +81,8 @@ TrainConfig TrainConfig::load(const std::string& file, const std::vector<std::st
   }
   root.apply_overrides(config_overrides);
   load_config_plugins(root, file);
-  root.check_keys({"model", "seed", "threads", "device", "precision", "data", "solver", "train", "dist"});
+  root.check_keys(
+      {"model", "seed", "threads", "device", "precision", "deterministic", "data", "solver", "train", "dist"});
 
   std::filesystem::path model_path(root.get_string("model"));
   if (model_path.is_relative() && !c.base_dir.empty()) model_path = std::filesystem::path(c.base_dir) / model_path;
@@ -118,6 +119,8 @@ TrainConfig TrainConfig::load(const std::string& file, const std::vector<std::st
                          ": this CPU has no bfloat16 kernels (oneDNN's instruction set is " + dnnl_cpu_isa() +
                          "; they start with AVX-512): conv and fc run float32 kernels on operands rounded to "
                          "bfloat16, bf16's numbers at float32's speed");
+
+  if (root.has("deterministic")) c.deterministic = root.get_bool("deterministic", true);
 
   ConfigNode data = root.child("data");
   data.check_keys({"train", "test"});

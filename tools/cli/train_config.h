@@ -43,6 +43,9 @@ struct TrainConfig {
   Device device;
   bool device_index_given = false;  // "cuda:N" rather than "cuda" (dist/device_choice.h)
   Precision precision = Precision::fp32;
+  // GPU convolutions' backward algorithms: deterministic only, or cuDNN's
+  // fastest (device_memory::set_deterministic); unset: the process default.
+  std::optional<bool> deterministic;
   DataConfig train_data;
   std::optional<DataConfig> test_data;
   SolverConfig solver;

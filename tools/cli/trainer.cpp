@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "core/checkpoint.h"
+#include "core/device_memory.h"
 #include "core/finite_check.h"
 #include "core/local_sink.h"
 #include "core/math.h"
@@ -89,6 +90,7 @@ Trainer::Trainer(TrainConfig config, TrainOptions options)
     config_.device = dist::rank_device(*options_.world, config_.device, config_.device_index_given);
   }
   net_ = std::make_unique<Net>(config_.model, config_.train_data.batch_size, config_.device);
+  if (config_.deterministic) device_memory::set_deterministic(config_.device, *config_.deterministic);
   net_->set_precision(config_.precision);
   net_->init_params(config_.seed);
   // Emulated compute waits each layer's profiled time, ReLUs' included, so
