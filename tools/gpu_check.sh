@@ -115,14 +115,14 @@ models=(vgg19 vgg19_22k inception_v3)
 declare -A ours theirs
 system_libraries=${system_libraries-${LD_LIBRARY_PATH-}}
 # The math of each pass: float32 (TF32 off), the same with cuDNN's fastest
-# backward algorithms rather than its deterministic ones (POSEIDON_CUDNN_FASTEST=1,
+# backward algorithms rather than its deterministic ones (--deterministic false,
 # against the same PyTorch numbers: its cudnn.benchmark picks the fastest too),
 # TF32, bf16 mixed precision.
 modes=(fp32 fp32_fastest tf32 bf16)
 for mode in "${modes[@]}"; do
-  tf32=0 precision=fp32 flag=() fastest=0
+  tf32=0 precision=fp32 flag=() deterministic=true
   case $mode in
-    fp32_fastest) fastest=1 ;;
+    fp32_fastest) deterministic=false ;;
     tf32) tf32=1 flag=(--tf32) ;;
     bf16) precision=bf16 flag=(--bf16) ;;
   esac
@@ -130,8 +130,8 @@ for mode in "${modes[@]}"; do
     sets=()
     [[ $model == inception_v3 ]] && sets=(--set vars.aux=false)
     json="$out/time_${model}_$mode.json"
-    if POSEIDON_TF32=$tf32 POSEIDON_CUDNN_FASTEST=$fastest limited 120 "$bin/poseidon" time "$root/models/$model.yaml" --device cuda --batch 32 --iters "$iters" \
-        --warmup 3 --precision "$precision" "${sets[@]}" --json >"$json" 2>"${json%.json}.err"; then
+    if POSEIDON_TF32=$tf32 limited 120 "$bin/poseidon" time "$root/models/$model.yaml" --device cuda --batch 32 --iters "$iters" \
+        --warmup 3 --precision "$precision" --deterministic "$deterministic" "${sets[@]}" --json >"$json" 2>"${json%.json}.err"; then
       ours[$model.$mode]=$(python3 -c "import json,sys; print('%.1f' % json.load(open(sys.argv[1]))['images_per_sec'])" \
         "$json")
     else
