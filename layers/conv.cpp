@@ -147,7 +147,7 @@ void ConvLayer::prepare_cpu_engine() {
     shape.relu = relu_fused_;
     // In bf16, where oneDNN's bfloat16 kernels for the shape are reference
     // loops (all of them before AVX-512), its float32 kernels run instead.
-    shape.bf16 = precision() == Precision::bf16 && dnnl_has_bf16_kernels();
+    shape.bf16 = precision() == Precision::bf16 && dnnl_runs_bf16_kernels();
     dnnl_ = DnnlConv::create(shape);
     if (!dnnl_ && shape.bf16) {
       shape.bf16 = false;

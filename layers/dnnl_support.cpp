@@ -1,7 +1,12 @@
 // Shared oneDNN set-up of the layers (see dnnl_support.h).
 #include "layers/dnnl_support.h"
 
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
+
+#include "core/error.h"
+#include "layers/bf16_dot_rate.h"
 
 namespace poseidon {
 
@@ -40,7 +45,23 @@ bool dnnl_uses_avx512() {
   }
 }
 
-bool dnnl_has_bf16_kernels() { return dnnl_uses_avx512(); }
+// The dot product's rate at which oneDNN's bfloat16 kernels beat its float32
+// ones: 2 where vdpbf16ps issues as often as vfmadd231ps (they ran bf16
+// layers 1.3 to 1.8 times as fast there), 0.5 where it issues at a quarter
+// of the rate (0.6 to 0.8 times as fast); docs/BENCHMARKS.md.
+constexpr double kBf16DotRateThatPays = 1.5;
+
+bool dnnl_runs_bf16_kernels() {
+  if (const char* forced = std::getenv("POSEIDON_CPU_BF16_KERNELS")) {
+    const std::string choice = forced;
+    POSEIDON_REQUIRE(choice == "onednn" || choice == "float32")
+        << "POSEIDON_CPU_BF16_KERNELS=" << choice << ": expected onednn or float32";
+    return choice == "onednn" && dnnl_uses_avx512();  // none before AVX-512
+  }
+  const dnnl::cpu_isa isa = dnnl::get_effective_cpu_isa();
+  if (isa == dnnl::cpu_isa::avx512_core_amx) return true;
+  return isa == dnnl::cpu_isa::avx512_core_bf16 && bf16_dot_rate() >= kBf16DotRateThatPays;
+}
 
 bool dnnl_is_reference(const char* impl) { return std::strncmp(impl, "ref", 3) == 0; }
 
@@ -87,8 +108,28 @@ std::string dnnl_cpu_isa() { return "not built"; }
 
 bool dnnl_uses_avx512() { return false; }
 
-bool dnnl_has_bf16_kernels() { return false; }
+bool dnnl_runs_bf16_kernels() { return false; }
 
 #endif  // POSEIDON_HAVE_DNNL
+
+std::string cpu_bf16_kernels() {
+  const std::string isa = dnnl_cpu_isa();
+  char measured[80];
+  std::snprintf(measured, sizeof measured, "vdpbf16ps multiplies at %.2f times vfmadd231ps' rate", bf16_dot_rate());
+  if (std::getenv("POSEIDON_CPU_BF16_KERNELS"))
+    return dnnl_runs_bf16_kernels() ? "oneDNN's bfloat16 kernels (as POSEIDON_CPU_BF16_KERNELS asks)"
+                                    : "float32 kernels on operands rounded to bfloat16 (as "
+                                      "POSEIDON_CPU_BF16_KERNELS asks, or no bfloat16 kernels before AVX-512)";
+  if (dnnl_runs_bf16_kernels())
+    return isa == "avx512_core_amx" ? "oneDNN's bfloat16 kernels (AMX)"
+                                    : "oneDNN's bfloat16 kernels (" + std::string(measured) + ")";
+  const std::string why = isa == "not built"       ? "this build has no oneDNN"
+                          : !dnnl_uses_avx512()   ? "no bfloat16 kernels in oneDNN before AVX-512; its instruction "
+                                                    "set here is " + isa
+                          : bf16_dot_rate() == 0 ? "no bfloat16 dot product (avx512_bf16) on this CPU: oneDNN "
+                                                   "would emulate it"
+                                                 : std::string(measured) + ", too slow to pay";
+  return "float32 kernels on operands rounded to bfloat16 (" + why + "): bf16's numbers at float32's speed";
+}
 
 }  // namespace poseidon

@@ -2,8 +2,9 @@
 // engine, the attribute that keeps primitives from allocating scratch space
 // at execution, the test for oneDNN's reference (naive loop) kernels,
 // which the layers' own code beats, and the test for the blocked layout of
-// bf16_pack.h. Also the instruction set oneDNN picked
-// for this CPU, which `poseidon info` reports.
+// bf16_pack.h. Also the instruction set oneDNN picked for this CPU, and
+// whether bf16 layers use its bfloat16 kernels, which `poseidon info`
+// reports.
 #pragma once
 
 #include <string>
@@ -19,11 +20,20 @@ namespace poseidon {
 // "avx512_core_amx" and the like; "not built" without oneDNN.
 std::string dnnl_cpu_isa();
 
-// Whether oneDNN has bfloat16 kernels on this CPU: from AVX-512 on
-// (emulated on plain AVX-512). Before that its bfloat16 convolutions and
-// matrix products are reference loops, and the layers compute in float32
-// instead; false without oneDNN.
-bool dnnl_has_bf16_kernels();
+// Whether bf16 layers run oneDNN's bfloat16 kernels on this CPU: where
+// they multiply faster than its float32 kernels, that is with AMX, or with
+// AVX-512 BF16 whose dot product does at least 1.5 times as many
+// multiply-adds per second as float32's (measured, bf16_dot_rate.h).
+// Elsewhere (bfloat16 emulated on plain AVX-512, reference loops before it,
+// or a slow dot product) conv and fc run float32 kernels on operands
+// rounded to bfloat16. POSEIDON_CPU_BF16_KERNELS=onednn or =float32 in the
+// environment decides instead (onednn where it has them: from AVX-512
+// on). False without oneDNN.
+bool dnnl_runs_bf16_kernels();
+
+// What bf16 layers compute with on this CPU and why, in a sentence, for
+// `poseidon info` and `poseidon train`'s warning.
+std::string cpu_bf16_kernels();
 
 // Whether oneDNN's kernels on this CPU use AVX-512 (avx512_core or later);
 // false without oneDNN.

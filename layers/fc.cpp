@@ -51,7 +51,7 @@ void FcLayer::prepare_cpu_engine() {
   const bool bf16 = precision() == Precision::bf16;
   bool native_bf16 = false;  // oneDNN's bfloat16 kernels run the layer
   if (!blas_only_ && batch_ > 0 && features_ > 0) {
-    if (bf16 && dnnl_has_bf16_kernels()) dnnl_ = dnnl_in(Precision::bf16);
+    if (bf16 && dnnl_runs_bf16_kernels()) dnnl_ = dnnl_in(Precision::bf16);
     native_bf16 = dnnl_ != nullptr;
     if (!dnnl_) dnnl_ = dnnl_in(Precision::fp32);
   }

@@ -3,12 +3,15 @@
 // its BLAS path; and the Net's handing out of the run's precision.
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <random>
 #include <string>
 
 #include "bf16_check.h"
+#include "core/error.h"
 #include "core/net.h"
 #include "core/registry.h"
+#include "layers/bf16_dot_rate.h"
 
 namespace poseidon::testing {
 namespace {
@@ -55,7 +58,7 @@ Outputs run_layer(const std::string& yaml, const Shape& in_shape, Precision prec
 void expect_bf16_close_to_fp32(const std::string& yaml, const Shape& in_shape, bool float32_bias_grad = false) {
   const Outputs want = run_layer(yaml, in_shape, Precision::fp32);
   const Outputs got = run_layer(yaml, in_shape, Precision::bf16);
-  float32_bias_grad = float32_bias_grad && dnnl_has_bf16_kernels();
+  float32_bias_grad = float32_bias_grad && dnnl_runs_bf16_kernels();
   std::vector<std::pair<std::string, double>> errors = {{"output", norm_relative_error(got.y, want.y)},
                                                         {"input grad", norm_relative_error(got.dx, want.dx)}};
   for (size_t k = 0; k < want.param_grads.size(); ++k)
@@ -148,6 +151,46 @@ TEST(Bf16Layers, FcOneDnnAgreesWithBlasInFloat32) {
     }
 }
 
+#endif  // POSEIDON_HAVE_DNNL
+
+TEST(Bf16DotRate, MeasuredWhereTheCpuHasTheInstruction) {
+  const double rate = bf16_dot_rate();
+#if defined(__x86_64__) && defined(__GNUC__)
+  if (!__builtin_cpu_supports("avx512bf16")) {
+    EXPECT_EQ(rate, 0.0);
+    return;
+  }
+#endif
+  if (rate == 0.0) GTEST_SKIP() << "no avx512_bf16 on this CPU";
+  // Twice the products per instruction, issued at a quarter to twice the
+  // rate of the FMAs: a loop the compiler dropped or a clock misread lands
+  // far outside.
+  EXPECT_GT(rate, 0.2);
+  EXPECT_LT(rate, 8.0);
+}
+
+#ifdef POSEIDON_HAVE_DNNL
+// POSEIDON_CPU_BF16_KERNELS overrides the measured choice; anything but its
+// two values is refused with the values it takes.
+TEST(Bf16DotRate, EnvironmentChoosesTheKernels) {
+  const char* before = std::getenv("POSEIDON_CPU_BF16_KERNELS");
+  const std::string saved = before ? before : "";
+  setenv("POSEIDON_CPU_BF16_KERNELS", "float32", 1);
+  EXPECT_FALSE(dnnl_runs_bf16_kernels());
+  setenv("POSEIDON_CPU_BF16_KERNELS", "onednn", 1);
+  EXPECT_EQ(dnnl_runs_bf16_kernels(), dnnl_uses_avx512());
+  setenv("POSEIDON_CPU_BF16_KERNELS", "amx", 1);
+  try {
+    dnnl_runs_bf16_kernels();
+    ADD_FAILURE() << "POSEIDON_CPU_BF16_KERNELS=amx was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("expected onednn or float32"), std::string::npos) << e.what();
+  }
+  if (before)
+    setenv("POSEIDON_CPU_BF16_KERNELS", saved.c_str(), 1);
+  else
+    unsetenv("POSEIDON_CPU_BF16_KERNELS");
+}
 #endif  // POSEIDON_HAVE_DNNL
 
 TEST(Bf16Layers, NetHandsBf16ToConvAndFcOnly) {

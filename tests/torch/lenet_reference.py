@@ -50,8 +50,9 @@ either differs from the exact result. So with e = ||autocast - float64||
 independent errors of size e differ by about sqrt(2) e), and its own error
 ||poseidon - float64|| between 0.5 e and 1.25 e: as accurate as autocast, and
 bfloat16-sized (a run that ignored `precision` would be at float32's 1e-6).
-On a CPU without bfloat16 kernels (before AVX-512, as `poseidon info` says)
-poseidon's float32 kernels multiply the rounded operands and keep float32
+Where bf16 layers run no bfloat16 kernels (`poseidon info`'s `CPU bf16` line:
+before AVX-512, or where they are slower than float32 ones), poseidon's
+float32 kernels multiply the rounded operands and keep float32
 results, where autocast's kernels, like oneDNN's bfloat16 convolutions,
 round their results (the output, the input gradient, and autocast the
 weight gradient too) to bfloat16 once more. Such a run is more accurate than
@@ -243,7 +244,7 @@ def max_relative_error(ours, ref):
 def has_bf16_kernels(poseidon):
     """Whether `poseidon info` finds bfloat16 kernels on this CPU."""
     info = subprocess.run([poseidon, "info", "--json"], stdout=subprocess.PIPE, check=True, text=True).stdout
-    return not json.loads(info)["CPU bf16"].startswith("none")
+    return json.loads(info)["CPU bf16"].startswith("oneDNN's bfloat16 kernels")
 
 
 def compare_bf16(final, initial, autocast_params, autocast_state, exact_params, exact_state, own_error):

@@ -51,15 +51,12 @@ std::vector<Entry> build_entries() {
   const dnnl_version_t* v = dnnl_version();
   out.push_back({"oneDNN", std::to_string(v->major) + "." + std::to_string(v->minor) + "." + std::to_string(v->patch)});
   // What its kernels run on this CPU (ONEDNN_MAX_CPU_ISA lowers it):
-  // bf16 is fast from avx512_core_bf16 and fastest on avx512_core_amx.
+  // bf16 is fastest on avx512_core_amx.
   out.push_back({"oneDNN ISA", dnnl_cpu_isa()});
 #else
   out.push_back({"oneDNN", "not built (convolutions use im2col + GEMM)"});
 #endif
-  out.push_back({"CPU bf16", dnnl_has_bf16_kernels()
-                                 ? "oneDNN's bfloat16 kernels"
-                                 : "none before AVX-512: under precision bf16 conv and fc run float32 kernels on "
-                                   "operands rounded to bfloat16"});
+  out.push_back({"CPU bf16", cpu_bf16_kernels()});
 #ifdef POSEIDON_HAVE_IMAGES
   out.push_back({"OpenCV", CV_VERSION});
 #else

@@ -114,11 +114,9 @@ TrainConfig TrainConfig::load(const std::string& file, const std::vector<std::st
   } catch (const Error& e) {
     root.child("precision").fail(e.what());
   }
-  if (c.precision == Precision::bf16 && !c.device.is_cuda() && !dnnl_has_bf16_kernels())
-    c.warnings.push_back(root.child("precision").location().str() +
-                         ": this CPU has no bfloat16 kernels (oneDNN's instruction set is " + dnnl_cpu_isa() +
-                         "; they start with AVX-512): conv and fc run float32 kernels on operands rounded to "
-                         "bfloat16, bf16's numbers at float32's speed");
+  if (c.precision == Precision::bf16 && !c.device.is_cuda() && !dnnl_runs_bf16_kernels())
+    c.warnings.push_back(root.child("precision").location().str() + ": on this CPU conv and fc run " +
+                         cpu_bf16_kernels());
 
   if (root.has("deterministic")) c.deterministic = root.get_bool("deterministic", true);
 
