@@ -45,10 +45,12 @@ bool dnnl_uses_avx512() {
   }
 }
 
-// The dot product's rate at which oneDNN's bfloat16 kernels beat its float32
-// ones: 2 where vdpbf16ps issues as often as vfmadd231ps (they ran bf16
-// layers 1.3 to 1.8 times as fast there), 0.5 where it issues at a quarter
-// of the rate (0.6 to 0.8 times as fast); docs/BENCHMARKS.md.
+// The dot product's rate from which oneDNN's bfloat16 kernels are taken:
+// midway between 2, where vdpbf16ps issues as often as vfmadd231ps and
+// doubles the products, and 0.5, measured on a core that issues it at a
+// quarter of the rate, where float32 kernels on rounded operands ran bf16
+// steps 1.15 to 1.7 times as fast as its bfloat16 kernels
+// (docs/BENCHMARKS.md).
 constexpr double kBf16DotRateThatPays = 1.5;
 
 bool dnnl_runs_bf16_kernels() {
