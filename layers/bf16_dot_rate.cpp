@@ -28,8 +28,10 @@ double seconds_since(Clock::time_point start) { return std::chrono::duration<dou
 __attribute__((target("avx512f"))) void keep(const __m512* acc) {
   __m512 sum = acc[0];
   for (int k = 1; k < kChains; ++k) sum = _mm512_add_ps(sum, acc[k]);
-  volatile float sink = _mm512_reduce_add_ps(sum);
-  (void)sink;
+  alignas(64) float lanes[16];
+  _mm512_store_ps(lanes, sum);
+  volatile float sink = lanes[0];
+  for (int i = 1; i < 16; ++i) sink = sink + lanes[i];
 }
 
 __attribute__((target("avx512f,avx512bf16"))) double time_bf16_dots() {
