@@ -145,8 +145,9 @@ void ConvLayer::prepare_cpu_engine() {
       shape.geom.stride_h = shape.geom.stride_w = 1;
     }
     shape.relu = relu_fused_;
-    // In bf16, where oneDNN's bfloat16 kernels for the shape are reference
-    // loops (all of them before AVX-512), its float32 kernels run instead.
+    // In bf16 oneDNN's bfloat16 kernels run where they are the faster ones
+    // (dnnl_runs_bf16_kernels); where those for the shape are reference
+    // loops, its float32 kernels run instead.
     shape.bf16 = precision() == Precision::bf16 && dnnl_runs_bf16_kernels();
     dnnl_ = DnnlConv::create(shape);
     if (!dnnl_ && shape.bf16) {
