@@ -67,6 +67,18 @@ bool dnnl_runs_bf16_kernels() {
 
 bool dnnl_is_reference(const char* impl) { return std::strncmp(impl, "ref", 3) == 0; }
 
+dnnl::matmul::primitive_desc dnnl_matmul(const dnnl::matmul::desc& desc, const dnnl::primitive_attr& attr,
+                                         const char* preferred) {
+  // The descriptor iterates over the implementations and reads `desc` as it
+  // goes, so `desc` is the caller's, alive until this returns.
+  dnnl::matmul::primitive_desc candidate(desc, attr, dnnl_cpu_engine());
+  if (!preferred) return candidate;
+  do {
+    if (std::strncmp(candidate.impl_info_str(), preferred, std::strlen(preferred)) == 0) return candidate;
+  } while (candidate.next_impl());
+  return dnnl::matmul::primitive_desc(desc, attr, dnnl_cpu_engine());
+}
+
 bool dnnl_is_packed(const dnnl::memory::desc& desc, const PackedB& b) {
   const dnnl_memory_desc_t& d = desc.data;
   if (d.ndims != 2 || d.format_kind != dnnl_blocked || d.offset0 != 0 || d.extra.flags != 0) return false;

@@ -1,7 +1,8 @@
 // What the layers' oneDNN paths (conv_dnnl, fc_dnnl) share: the one CPU
 // engine, the attribute that keeps primitives from allocating scratch space
 // at execution, the test for oneDNN's reference (naive loop) kernels,
-// which the layers' own code beats, and the test for the blocked layout of
+// which the layers' own code beats, the choice among oneDNN's matrix
+// product implementations, and the test for the blocked layout of
 // bf16_pack.h. Also the instruction set oneDNN picked for this CPU, and
 // whether bf16 layers use its bfloat16 kernels, which `poseidon info`
 // reports.
@@ -56,6 +57,12 @@ dnnl::primitive_attr dnnl_forward_attr(bool relu);
 
 // True for an implementation name of oneDNN's reference kernels.
 bool dnnl_is_reference(const char* impl);
+
+// A matrix product: the first of oneDNN's implementations for `desc` whose
+// name starts with `preferred` (such as "gemm:jit"), where it offers one,
+// else its own first choice; oneDNN's first choice with a null `preferred`.
+dnnl::matmul::primitive_desc dnnl_matmul(const dnnl::matmul::desc& desc, const dnnl::primitive_attr& attr,
+                                         const char* preferred);
 
 // Whether oneDNN laid out a matrix product's B[b.k, b.n] as bf16_pack.h
 // writes it.

@@ -69,6 +69,27 @@ bool dy_column_major(const DnnlFcShape& s) {
   return !s.bf16 && s.batch > 1 && s.num_output >= 4096 && !blas_backward_data(s);
 }
 
+// The implementation the float32 backward products ask oneDNN for: its JIT
+// GEMM, where on AVX-512 its first choice is its brgemm kernels, which took
+// up to three times as long on the products of the fc layers (before
+// AVX-512 the JIT GEMM is its first choice already). Measured on an
+// AVX-512 CPU (Intel Xeon, 2 threads, load 1.0-1.5), each product alone,
+// fastest of 15, brgemm vs JIT GEMM, ms:
+//   dX  N=128 F=3072  O=2048   18.7 vs 5.6
+//   dW  N=128 F=3072  O=2048    6.9 vs 4.9   (models/mlp_2048.yaml, fc1)
+//   dX  N=128 F=2048  O=2048    3.9 vs 3.8
+//   dW  N=128 F=2048  O=2048    3.5 vs 3.3   (fc2, fc3)
+//   dW  N=32  F=25088 O=4096   77.5 vs 29.1  (VGG19-22K at 32x32, classifier.0)
+//   dW  N=32  F=4096  O=21841  60.3 vs 22.2  (classifier.6)
+//   dX  N=64  F=4096  O=512     1.07 vs 0.95
+//   dX  N=64  F=800   O=500     0.18 vs 0.15 (models/lenet.yaml, fc1)
+// and in the layers, `poseidon time` alternating the two, backward ms:
+// mlp_2048's fc1 7.1-7.4 -> 6.0-6.5 and fc2 8.3-8.5 -> 7.9-8.5; VGG19-22K's
+// classifier.0, .3 and .6 76.6-76.9, 13.8-14.2 and 67.6-67.8 -> 65.2-67.7,
+// 10.8-11.1 and 55.0-55.5 (with the small-batch kernel's new limit,
+// small_batch_weight_grad.h).
+constexpr const char* kFloat32BackwardKernels = "gemm:jit";
+
 // Matrices of at most this many floats are rounded to bfloat16 by a loop on
 // the calling thread rather than by oneDNN's reorder, whose threads, idle
 // between layers, take longer to wake than the loop takes. Measured with 2
@@ -97,6 +118,7 @@ DnnlFc::DnnlFc(const DnnlFcShape& s) : shape_(s), stream_(dnnl_cpu_engine()) {
   // The products that read W: in bf16 first with W in the layout they
   // prefer, kept where that is the one bf16_pack.h writes; else W row-major.
   const bool dy_columns = dy_column_major(s);
+  const char* backward_kernels = s.bf16 ? nullptr : kFloat32BackwardKernels;
   blas_backward_data_ = blas_backward_data(s);
   auto weight_products = [&](Tag layout_w_t, Tag layout_w) {
     forward_ = product(matrix(n, f, read, Tag::ab), matrix(f, o, read, layout_w_t),
@@ -105,7 +127,7 @@ DnnlFc::DnnlFc(const DnnlFcShape& s) : shape_(s), stream_(dnnl_cpu_engine()) {
     for (bool accumulate : {true, false})
       (accumulate ? backward_data_ : backward_data_write_) =
           product(matrix(n, o, read, dy_columns ? Tag::ba : Tag::ab), matrix(o, f, read, layout_w), memory::desc(),
-                  matrix(n, f, f32, Tag::ab), accumulate);
+                  matrix(n, f, f32, Tag::ab), accumulate, false, backward_kernels);
   };
   const PackedB forward_b{f, o}, backward_b{o, f};
   if (s.bf16 && bf16_pack_supported()) {
@@ -121,13 +143,12 @@ DnnlFc::DnnlFc(const DnnlFcShape& s) : shape_(s), stream_(dnnl_cpu_engine()) {
     reference_ = false;  // these are the first products made: only their kernels count
     weight_products(Tag::ba, Tag::ab);
   }
-  if (s.batch <= kSmallBatchWeightGradMax) {
-    if (s.bf16 && Bf16WeightGrad::supported()) small_batch_weight_grad_ = std::make_unique<Bf16WeightGrad>(n, f, o);
-    small_batch_f32_weight_grad_ = !s.bf16 && f32_weight_grad_supported();
-  }
+  if (s.bf16 && s.batch <= kSmallBatchWeightGradMax && Bf16WeightGrad::supported())
+    small_batch_weight_grad_ = std::make_unique<Bf16WeightGrad>(n, f, o);
+  small_batch_f32_weight_grad_ = !s.bf16 && s.batch <= kSmallBatchF32WeightGradMax && f32_weight_grad_supported();
   if (!small_batch_weight_grad_ && !small_batch_f32_weight_grad_)
     backward_weights_ = product(matrix(o, n, read, dy_columns ? Tag::ab : Tag::ba), matrix(n, f, read, Tag::ab),
-                                memory::desc(), matrix(o, f, f32, Tag::ab), false);
+                                memory::desc(), matrix(o, f, f32, Tag::ab), false, false, backward_kernels);
   if (dy_columns) dy_columns_ = copy(n, o, f32, Tag::ba);
   if (s.bias) {
     backward_bias_ = product(matrix(1, n, read, Tag::ab), matrix(n, o, read, Tag::ab), memory::desc(),
@@ -153,14 +174,14 @@ DnnlFc::DnnlFc(const DnnlFcShape& s) : shape_(s), stream_(dnnl_cpu_engine()) {
 }
 
 DnnlFc::Product DnnlFc::product(const memory::desc& src, const memory::desc& weights, const memory::desc& bias,
-                                const memory::desc& dst, bool accumulate, bool relu) {
+                                const memory::desc& dst, bool accumulate, bool relu, const char* preferred) {
   dnnl::primitive_attr attr = dnnl_forward_attr(relu);
   if (accumulate) {
     dnnl::post_ops sum;
     sum.append_sum(1.f);
     attr.set_post_ops(sum);
   }
-  const dnnl::matmul::primitive_desc pd({src, weights, bias, dst}, attr, dnnl_cpu_engine());
+  const dnnl::matmul::primitive_desc pd = dnnl_matmul({src, weights, bias, dst}, attr, preferred);
   reference_ = reference_ || dnnl_is_reference(pd.impl_info_str());
   scratchpad_bytes_ = std::max(scratchpad_bytes_, pd.scratchpad_desc().get_size());
   Product p;

@@ -10,7 +10,9 @@
 // products then read a column-major copy of it (see dy_column_major in
 // fc_dnnl.cpp for the measurements). In float32 on a CPU where oneDNN stops
 // at AVX2, backward data of all but small layers runs through BLAS instead
-// (blas_backward_data in fc_dnnl.cpp, with its measurements). In bf16 the primitives read bfloat16
+// (blas_backward_data in fc_dnnl.cpp, with its measurements), and elsewhere
+// the float32 backward products run oneDNN's JIT GEMM rather than its first
+// choice (kFloat32BackwardKernels there). In bf16 the primitives read bfloat16
 // copies of X, W and dY, rounded into buffers of this object, and write
 // float32 with float32 accumulation. W is rounded straight into the blocked
 // layouts the two products that read it prefer, where those are the ones
@@ -78,8 +80,9 @@ class DnnlFc {
   };
 
   explicit DnnlFc(const DnnlFcShape& shape);
+  // `preferred`: the implementation asked of oneDNN first (dnnl_matmul).
   Product product(const dnnl::memory::desc& src, const dnnl::memory::desc& weights, const dnnl::memory::desc& bias,
-                  const dnnl::memory::desc& dst, bool accumulate, bool relu = false);
+                  const dnnl::memory::desc& dst, bool accumulate, bool relu = false, const char* preferred = nullptr);
   Copy copy(int64_t rows, int64_t cols, dnnl::memory::data_type type, dnnl::memory::format_tag tag);
   // The copy `c` of the caller's matrix `data`, made now.
   void* make(const float* data, Copy& c);

@@ -10,7 +10,8 @@
 // classifier.0, .3 and .6 in float32 126, 20 and 104-106 ms -> 91, 15 and
 // 72-75 ms; in bf16 45-46 and 49-52 -> 33-34 and 29 ms (classifier.0, .6).
 // At larger batches oneDNN's blocking over the batch pays: the fc layer
-// uses these up to kSmallBatchWeightGradMax.
+// uses the bf16 kernel up to kSmallBatchWeightGradMax, the float32 one up to
+// kSmallBatchF32WeightGradMax.
 #pragma once
 
 #include <cstdint>
@@ -19,6 +20,19 @@
 namespace poseidon {
 
 constexpr int64_t kSmallBatchWeightGradMax = 32;
+// oneDNN's JIT GEMM (fc_dnnl.cpp's kFloat32BackwardKernels) writes dW
+// faster than the float32 kernel from batch 16 on. Measured on an AVX-512
+// CPU (Intel Xeon, 2 threads), `poseidon time` on fc layers 4096 -> 4096
+// and 4096 -> 1024, backward ms of the layer, kernel vs JIT GEMM:
+//   batch 1   1.51 vs 2.89 and 0.77 vs 1.61
+//   batch 4   1.59-1.62 vs 3.01-3.52 and 0.93-0.95 vs 1.53-1.76
+//   batch 8   1.87 vs 2.95 and 1.12 vs 1.64
+//   batch 12  2.35-2.39 vs 2.64-3.10 and 1.42-1.46 vs 1.73-1.90
+//   batch 16  3.68 vs 3.21 and 2.06 vs 2.01
+//   batch 24  4.73-5.23 vs 3.51-3.54 and 2.31-2.68 vs 2.34-2.36
+//   batch 32  6.08 vs 4.17 and 3.06 vs 2.72
+// (at batch 32 on VGG19-22K's classifier layers as well: see fc_dnnl.cpp).
+constexpr int64_t kSmallBatchF32WeightGradMax = 12;
 
 // True where this CPU has AVX-512F.
 bool f32_weight_grad_supported();

@@ -8,7 +8,9 @@
 // tests hold the oneDNN paths, in float32 and in bf16 (convolutions on small
 // images as matrix products among them), to a constant number of
 // allocations per iteration, all freed, so memory cannot grow however long
-// training runs.
+// training runs. Buffers oneDNN's kernels take from malloc themselves (its
+// JIT GEMM's, in the fc layer's float32 backward products) are outside
+// operator new and so outside this count.
 // Counting replaces the global operator new of this test binary (so of every
 // core test), but counts only inside a CountAllocations scope. Tensor storage
 // is made through std::make_shared, so a new tensor is counted too. The data

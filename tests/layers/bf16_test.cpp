@@ -3,6 +3,7 @@
 // its BLAS path; and the Net's handing out of the run's precision.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstdlib>
 #include <random>
 #include <string>
@@ -23,8 +24,11 @@ struct Outputs {
 
 // Runs forward and backward of the layer `yaml` on an input of `in_shape`
 // at `precision`; every value is drawn from the same seed, so two calls see
-// identical inputs, parameters and output gradients.
-Outputs run_layer(const std::string& yaml, const Shape& in_shape, Precision precision) {
+// identical inputs, parameters and output gradients. The input gradient
+// holds `dx_start` everywhere before backward, which adds into it, or
+// overwrites it with `overwrite_dx`.
+Outputs run_layer(const std::string& yaml, const Shape& in_shape, Precision precision, float dx_start = 0.f,
+                  bool overwrite_dx = false) {
   std::unique_ptr<Layer> layer = LayerRegistry::instance().create(ConfigNode::parse(yaml, "layer.yaml"));
   layer->set_precision(precision);
   const Shape out_shape = layer->reshape({in_shape}).at(0);
@@ -42,7 +46,9 @@ Outputs run_layer(const std::string& yaml, const Shape& in_shape, Precision prec
   Tensor x(in_shape), dy(out_shape);
   fill(x);
   fill(dy);
+  for (int64_t i = 0; i < o.dx.numel(); ++i) o.dx[i] = dx_start;
   LayerIO io{{&x}, {&o.y}, {&dy}, {&o.dx}};
+  io.in_grad_unset = {overwrite_dx};
   RunContext ctx;
   layer->forward(io, ctx);
   layer->backward(io, ctx);
@@ -117,7 +123,7 @@ TEST(Bf16Layers, ConvAgreesWithFloat32) {
 TEST(Bf16Layers, FcAgreesWithFloat32) {
   expect_bf16_close_to_fp32("{name: f, type: fc, num_output: 96}", {8, 200});
   // Above batch 32 the weight gradient is oneDNN's product, not the
-  // small-batch kernel (layers/small_batch_weight_grad.h).
+  // small-batch kernel (layers/small_batch_weight_grad.h), in bf16.
   expect_bf16_close_to_fp32("{name: f, type: fc, num_output: 96}", {40, 200});
   expect_bf16_close_to_fp32("{name: f, type: fc, num_output: 10, bias: false}", {3, 4, 5, 6});
   // Matrices of up to 131072 floats are rounded by the layer's own loop, larger
@@ -133,21 +139,34 @@ TEST(Bf16Layers, FcAgreesWithFloat32) {
 
 // Two float32 paths sum the same products in other orders: 1e-5, as the
 // convolution's oneDNN test. 4096 outputs and more read dy column-major in
-// the backward products, except at batch 1. Up to batch 32 the weight
-// gradient is the small-batch kernel's (small_batch_weight_grad.h), at 40
-// oneDNN's product.
+// the backward products, except at batch 1. Up to batch 12 the weight
+// gradient is the small-batch kernel's where the CPU has AVX-512
+// (small_batch_weight_grad.h), above oneDNN's product; 3072 features at
+// batch 20 are a shape where oneDNN's first choice of kernel for the input
+// gradient is much slower than the one the layer asks for (fc_dnnl.cpp).
+// The input gradient starts at 0.5: backward adds into it, or overwrites it
+// where the layer is told that nothing else wrote it.
 TEST(Bf16Layers, FcOneDnnAgreesWithBlasInFloat32) {
-  for (const auto& [outputs, in_shape] :
-       std::vector<std::pair<int, Shape>>{{70, {9, 130}}, {4096, {5, 40}}, {4096, {1, 40}}, {70, {40, 130}}})
+  for (const auto& [outputs, in_shape] : std::vector<std::pair<int, Shape>>{
+           {70, {9, 130}}, {4096, {5, 40}}, {4096, {1, 40}}, {70, {20, 130}}, {70, {40, 130}}, {64, {20, 3072}}})
     for (const char* bias : {"true", "false"}) {
       const std::string keys = "num_output: " + std::to_string(outputs) + ", bias: " + bias + "}";
-      const std::string what = keys + " on batch " + std::to_string(in_shape[0]);
-      const Outputs blas = run_layer("{name: f, type: fc, engine: blas, " + keys, in_shape, Precision::fp32);
-      const Outputs dnnl = run_layer("{name: f, type: fc, " + keys, in_shape, Precision::fp32);
-      EXPECT_LE(norm_relative_error(dnnl.y, blas.y), 1e-5) << what;
-      EXPECT_LE(norm_relative_error(dnnl.dx, blas.dx), 1e-5) << what;
-      for (size_t k = 0; k < blas.param_grads.size(); ++k)
-        EXPECT_LE(norm_relative_error(dnnl.param_grads[k], blas.param_grads[k]), 1e-5) << what << ", param " << k;
+      std::vector<Tensor> dnnl_dx;
+      for (bool overwrite_dx : {false, true}) {
+        const std::string what = keys + " on batch " + std::to_string(in_shape[0]) +
+                                 (overwrite_dx ? ", input gradient overwritten" : ", input gradient added");
+        const Outputs blas =
+            run_layer("{name: f, type: fc, engine: blas, " + keys, in_shape, Precision::fp32, 0.5f, overwrite_dx);
+        const Outputs dnnl = run_layer("{name: f, type: fc, " + keys, in_shape, Precision::fp32, 0.5f, overwrite_dx);
+        EXPECT_LE(norm_relative_error(dnnl.y, blas.y), 1e-5) << what;
+        EXPECT_LE(norm_relative_error(dnnl.dx, blas.dx), 1e-5) << what;
+        for (size_t k = 0; k < blas.param_grads.size(); ++k)
+          EXPECT_LE(norm_relative_error(dnnl.param_grads[k], blas.param_grads[k]), 1e-5) << what << ", param " << k;
+        dnnl_dx.push_back(dnnl.dx);
+      }
+      // Added and overwritten differ by the start, so both modes really ran.
+      for (int64_t i = 0; i < dnnl_dx[0].numel(); ++i)
+        ASSERT_NEAR(dnnl_dx[0][i] - dnnl_dx[1][i], 0.5f, 1e-4f * (1.f + std::abs(dnnl_dx[1][i]))) << keys << ", " << i;
     }
 }
 
