@@ -1,7 +1,7 @@
 // The kernels behind the fc layer's float32 backward products, timed in the
 // same run: oneDNN's first choice of matrix-product implementation against
-// its JIT GEMM, which the layer asks for (layers/fc_dnnl.cpp,
-// kFloat32BackwardKernels), and at small batches the layer's own weight-
+// its JIT GEMM, which the layer asks for (layers/dnnl_support.h,
+// kDnnlFloat32BackwardKernels), and at small batches the layer's own weight-
 // gradient kernel against that GEMM (layers/small_batch_weight_grad.h). The
 // shapes are the fc layers of models/mlp_2048.yaml, VGG19-22K at 32x32,
 // models/lenet.yaml, and a 4096-wide layer over a range of batches.

@@ -50,9 +50,10 @@ class MatmulConv {
 
  private:
   explicit MatmulConv(const DnnlConvShape& shape);
-  // c = a b (+ bias), then max(c, 0) with relu.
+  // c = a b (+ bias), then max(c, 0) with relu; by the implementation
+  // `preferred` names where oneDNN has it (dnnl_matmul).
   dnnl::matmul make(const dnnl::memory::desc& a, const dnnl::memory::desc& b, const dnnl::memory::desc& bias,
-                    const dnnl::memory::desc& c, bool relu);
+                    const dnnl::memory::desc& c, bool relu, const char* preferred = nullptr);
   // W as the products read it: the caller's float32, or rounded to bfloat16.
   void load_weights(const float* w);
   void run(const dnnl::matmul& p, const std::unordered_map<int, dnnl::memory>& args);

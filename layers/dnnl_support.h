@@ -58,6 +58,12 @@ dnnl::primitive_attr dnnl_forward_attr(bool relu);
 // True for an implementation name of oneDNN's reference kernels.
 bool dnnl_is_reference(const char* impl);
 
+// What the float32 backward matrix products of the fc layer and of
+// convolutions on small images ask oneDNN for: its JIT GEMM, faster on them
+// than its first choice on AVX-512, its brgemm kernels (measurements in
+// fc_dnnl.cpp and conv_matmul.cpp). Before AVX-512 it is the first choice.
+constexpr const char* kDnnlFloat32BackwardKernels = "gemm:jit";
+
 // A matrix product: the first of oneDNN's implementations for `desc` whose
 // name starts with `preferred` (such as "gemm:jit"), where it offers one,
 // else its own first choice; oneDNN's first choice with a null `preferred`.

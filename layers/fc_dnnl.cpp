@@ -69,27 +69,6 @@ bool dy_column_major(const DnnlFcShape& s) {
   return !s.bf16 && s.batch > 1 && s.num_output >= 4096 && !blas_backward_data(s);
 }
 
-// The implementation the float32 backward products ask oneDNN for: its JIT
-// GEMM, where on AVX-512 its first choice is its brgemm kernels, which took
-// up to three times as long on the products of the fc layers (before
-// AVX-512 the JIT GEMM is its first choice already). Measured on an
-// AVX-512 CPU (Intel Xeon, 2 threads, load 1.0-1.5), each product alone,
-// fastest of 15, brgemm vs JIT GEMM, ms:
-//   dX  N=128 F=3072  O=2048   18.7 vs 5.6
-//   dW  N=128 F=3072  O=2048    6.9 vs 4.9   (models/mlp_2048.yaml, fc1)
-//   dX  N=128 F=2048  O=2048    3.9 vs 3.8
-//   dW  N=128 F=2048  O=2048    3.5 vs 3.3   (fc2, fc3)
-//   dW  N=32  F=25088 O=4096   77.5 vs 29.1  (VGG19-22K at 32x32, classifier.0)
-//   dW  N=32  F=4096  O=21841  60.3 vs 22.2  (classifier.6)
-//   dX  N=64  F=4096  O=512     1.07 vs 0.95
-//   dX  N=64  F=800   O=500     0.18 vs 0.15 (models/lenet.yaml, fc1)
-// and in the layers, `poseidon time` alternating the two, backward ms:
-// mlp_2048's fc1 7.1-7.4 -> 6.0-6.5 and fc2 8.3-8.5 -> 7.9-8.5; VGG19-22K's
-// classifier.0, .3 and .6 76.6-76.9, 13.8-14.2 and 67.6-67.8 -> 65.2-67.7,
-// 10.8-11.1 and 55.0-55.5 (with the small-batch kernel's new limit,
-// small_batch_weight_grad.h).
-constexpr const char* kFloat32BackwardKernels = "gemm:jit";
-
 // Matrices of at most this many floats are rounded to bfloat16 by a loop on
 // the calling thread rather than by oneDNN's reorder, whose threads, idle
 // between layers, take longer to wake than the loop takes. Measured with 2
@@ -118,7 +97,25 @@ DnnlFc::DnnlFc(const DnnlFcShape& s) : shape_(s), stream_(dnnl_cpu_engine()) {
   // The products that read W: in bf16 first with W in the layout they
   // prefer, kept where that is the one bf16_pack.h writes; else W row-major.
   const bool dy_columns = dy_column_major(s);
-  const char* backward_kernels = s.bf16 ? nullptr : kFloat32BackwardKernels;
+  // The float32 backward products ask oneDNN for its JIT GEMM
+  // (kDnnlFloat32BackwardKernels), where on AVX-512 its first choice is its
+  // brgemm kernels, which took up to three times as long on them. Measured
+  // on an AVX-512 CPU (Intel Xeon, 2 threads, load 0.7), bench/fc_kernels.sh,
+  // each product alone, median of 15, brgemm vs JIT GEMM, ms:
+  //   dX  N=128 F=3072  O=2048   19.2 vs 5.6   (models/mlp_2048.yaml, fc1)
+  //   dW  N=128 F=3072  O=2048    6.9 vs 4.7
+  //   dX  N=128 F=2048  O=2048    3.7 vs 3.7   (fc2, fc3)
+  //   dW  N=128 F=2048  O=2048    3.5 vs 3.2
+  //   dW  N=32  F=25088 O=4096   73.2 vs 30.4  (VGG19-22K at 32x32, classifier.0)
+  //   dW  N=32  F=4096  O=21841  63.2 vs 22.7  (classifier.6)
+  //   dX  N=64  F=4096  O=512     1.10 vs 0.85
+  //   dX  N=64  F=800   O=500     0.17 vs 0.16 (models/lenet.yaml, fc1)
+  // and none slower. In the layers, `poseidon time` alternating the two,
+  // backward ms: mlp_2048's fc1 7.1-7.4 -> 6.0-6.5 and fc2 8.3-8.5 ->
+  // 7.9-8.5; VGG19-22K's classifier.0, .3 and .6 76.6-76.9, 13.8-14.2 and
+  // 67.6-67.8 -> 65.2-67.7, 10.8-11.1 and 55.0-55.5 (with the small-batch
+  // kernel's new limit, small_batch_weight_grad.h).
+  const char* backward_kernels = s.bf16 ? nullptr : kDnnlFloat32BackwardKernels;
   blas_backward_data_ = blas_backward_data(s);
   auto weight_products = [&](Tag layout_w_t, Tag layout_w) {
     forward_ = product(matrix(n, f, read, Tag::ab), matrix(f, o, read, layout_w_t),

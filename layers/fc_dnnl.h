@@ -12,9 +12,9 @@
 // at AVX2, backward data of all but small layers runs through BLAS instead
 // (blas_backward_data in fc_dnnl.cpp, with its measurements), and elsewhere
 // the float32 backward products run oneDNN's JIT GEMM rather than its first
-// choice (kFloat32BackwardKernels there). In bf16 the primitives read bfloat16
-// copies of X, W and dY, rounded into buffers of this object, and write
-// float32 with float32 accumulation. W is rounded straight into the blocked
+// choice (kDnnlFloat32BackwardKernels, measured in fc_dnnl.cpp). In bf16 the
+// primitives read bfloat16 copies of X, W and dY, rounded into buffers of
+// this object, and write float32 with float32 accumulation. W is rounded straight into the blocked
 // layouts the two products that read it prefer, where those are the ones
 // layers/bf16_pack.h writes (AMX); backward weights reuses the copy of X
 // that forward made, since the Layer contract runs backward after a forward

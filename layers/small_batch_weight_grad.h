@@ -20,7 +20,7 @@
 namespace poseidon {
 
 constexpr int64_t kSmallBatchWeightGradMax = 32;
-// oneDNN's JIT GEMM (fc_dnnl.cpp's kFloat32BackwardKernels) writes dW
+// oneDNN's JIT GEMM (kDnnlFloat32BackwardKernels, dnnl_support.h) writes dW
 // faster than the float32 kernel from batch 16 on. Measured on an AVX-512
 // CPU (Intel Xeon, 2 threads), `poseidon time` on fc layers 4096 -> 4096
 // and 4096 -> 1024, backward ms of the layer, kernel vs JIT GEMM:
@@ -32,6 +32,9 @@ constexpr int64_t kSmallBatchWeightGradMax = 32;
 //   batch 24  4.73-5.23 vs 3.51-3.54 and 2.31-2.68 vs 2.34-2.36
 //   batch 32  6.08 vs 4.17 and 3.06 vs 2.72
 // (at batch 32 on VGG19-22K's classifier layers as well: see fc_dnnl.cpp).
+// Alone, on a dW that stays in cache from one call to the next
+// (bench/fc_kernels.sh), the GEMM is ahead from batch 8; in the layer the
+// kernel, which streams dW past the cache, is, up to 12.
 constexpr int64_t kSmallBatchF32WeightGradMax = 12;
 
 // True where this CPU has AVX-512F.
