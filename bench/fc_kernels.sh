@@ -14,10 +14,4 @@ root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 build=${POSEIDON_BUILD_DIR:-$root/build}
 
 source "$root/bench/release_build.sh"
-release_build fc_kernels "$build"
-if ! log=$(cmake --build "$build" --target fc_kernels_bench 2>&1); then
-  echo "$log" >&2
-  echo "fc_kernels: the benchmark needs oneDNN (libdnnl-dev)" >&2
-  exit 1
-fi
-OMP_NUM_THREADS=${OMP_NUM_THREADS:-2} GOMP_SPINCOUNT=${GOMP_SPINCOUNT:-3000} exec "$build/fc_kernels_bench" "$@"
+run_onednn_bench fc_kernels "$build" fc_kernels_bench "$@"

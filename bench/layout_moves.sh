@@ -13,10 +13,4 @@ root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 build=${POSEIDON_BUILD_DIR:-$root/build}
 
 source "$root/bench/release_build.sh"
-release_build layout_moves "$build"
-if ! log=$(cmake --build "$build" --target layout_moves_bench 2>&1); then
-  echo "$log" >&2
-  echo "layout_moves: the benchmark needs oneDNN (libdnnl-dev)" >&2
-  exit 1
-fi
-OMP_NUM_THREADS=${OMP_NUM_THREADS:-2} GOMP_SPINCOUNT=${GOMP_SPINCOUNT:-3000} exec "$build/layout_moves_bench" "$@"
+run_onednn_bench layout_moves "$build" layout_moves_bench "$@"
