@@ -104,9 +104,10 @@ class DnnlFc {
   // out: W rounded into forward's layout (of W^T) and backward data's.
   bool packed_ = false;
   dnnl::memory w_t_packed_, w_packed_;
-  // At batches up to kSmallBatchWeightGradMax where the CPU has the kernels
+  // At batches up to kSmallBatchWeightGradMax (bf16) or
+  // kSmallBatchF32WeightGradMax (float32) where the CPU has the kernels
   // (small_batch_weight_grad.h): the weight gradient, in place of
-  // backward_weights_, in bf16 or in float32.
+  // backward_weights_.
   std::unique_ptr<Bf16WeightGrad> small_batch_weight_grad_;
   bool small_batch_f32_weight_grad_ = false;
   bool reference_ = false;
