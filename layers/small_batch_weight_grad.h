@@ -22,8 +22,9 @@ namespace poseidon {
 constexpr int64_t kSmallBatchWeightGradMax = 32;
 // oneDNN's JIT GEMM (kDnnlFloat32BackwardKernels, dnnl_support.h) writes dW
 // faster than the float32 kernel from batch 16 on. Measured on an AVX-512
-// CPU (Intel Xeon, 2 threads), `poseidon time` on fc layers 4096 -> 4096
-// and 4096 -> 1024, backward ms of the layer, kernel vs JIT GEMM:
+// CPU (Intel Xeon, 2 threads), `poseidon time bench/fc_wide.yaml` (fc layers
+// 4096 -> 4096 and 4096 -> 1024) with either limit, backward ms of the
+// layers, kernel vs JIT GEMM:
 //   batch 1   1.51 vs 2.89 and 0.77 vs 1.61
 //   batch 4   1.59-1.62 vs 3.01-3.52 and 0.93-0.95 vs 1.53-1.76
 //   batch 8   1.87 vs 2.95 and 1.12 vs 1.64
