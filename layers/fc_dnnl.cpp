@@ -94,9 +94,6 @@ DnnlFc::DnnlFc(const DnnlFcShape& s) : shape_(s), stream_(dnnl_cpu_engine()) {
   const int64_t n = s.batch, f = s.features, o = s.num_output;
   const memory::data_type f32 = memory::data_type::f32;
   const memory::data_type read = s.bf16 ? memory::data_type::bf16 : f32;
-  // The products that read W: in bf16 first with W in the layout they
-  // prefer, kept where that is the one bf16_pack.h writes; else W row-major.
-  const bool dy_columns = dy_column_major(s);
   // The float32 backward products ask oneDNN for its JIT GEMM
   // (kDnnlFloat32BackwardKernels), where on AVX-512 its first choice is its
   // brgemm kernels, which took up to three times as long on them. Measured
@@ -116,7 +113,10 @@ DnnlFc::DnnlFc(const DnnlFcShape& s) : shape_(s), stream_(dnnl_cpu_engine()) {
   // 67.6-67.8 -> 65.2-67.7, 10.8-11.1 and 55.0-55.5 (with the small-batch
   // kernel's new limit, small_batch_weight_grad.h).
   const char* backward_kernels = s.bf16 ? nullptr : kDnnlFloat32BackwardKernels;
+  const bool dy_columns = dy_column_major(s);
   blas_backward_data_ = blas_backward_data(s);
+  // The products that read W: in bf16 first with W in the layout they
+  // prefer, kept where that is the one bf16_pack.h writes; else W row-major.
   auto weight_products = [&](Tag layout_w_t, Tag layout_w) {
     forward_ = product(matrix(n, f, read, Tag::ab), matrix(f, o, read, layout_w_t),
                        s.bias ? matrix(1, o, f32, Tag::ab) : memory::desc(), matrix(n, o, f32, Tag::ab), false, s.relu);
