@@ -10,14 +10,14 @@
 //
 // Prints one line per product and shape: the median milliseconds of each
 // and their ratio.
-#include <algorithm>
-#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <dnnl.hpp>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
+#include "bench/median_time.h"
 #include "layers/dnnl_support.h"
 #include "layers/small_batch_weight_grad.h"
 
@@ -26,52 +26,39 @@ namespace {
 using dnnl::memory;
 using Tag = memory::format_tag;
 
-template <class F>
-double median_ms(int rounds, F&& run) {
-  run();  // first call: kernels generated, pages touched
-  std::vector<double> ms;
-  for (int r = 0; r < rounds; ++r) {
-    const auto start = std::chrono::steady_clock::now();
-    run();
-    ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
-  }
-  std::nth_element(ms.begin(), ms.begin() + rounds / 2, ms.end());
-  return ms[rounds / 2];
-}
-
 memory::desc matrix(int64_t rows, int64_t cols, Tag tag) { return {{rows, cols}, memory::data_type::f32, tag}; }
 
 // One float32 product C = A B over the caller's buffers, by the
 // implementation dnnl_matmul picks with `preferred`; A is read as `a_tag`
-// lays it out (ba: the transpose of a row-major matrix, read in place).
+// lays it out (ba: the transpose of a row-major matrix, read in place). The
+// stream and the memory objects are made once, so a timed run() is the
+// primitive's execution alone.
 class Product {
  public:
-  Product(int64_t m, int64_t k, int64_t n, Tag a_tag, const char* preferred)
-      : a_(matrix(m, k, a_tag)), b_(matrix(k, n, Tag::ab)), c_(matrix(m, n, Tag::ab)) {
-    const dnnl::matmul::primitive_desc pd = dnnl_matmul_for(preferred);
+  Product(int64_t m, int64_t k, int64_t n, Tag a_tag, const char* preferred, const float* a, const float* b, float* c)
+      : stream_(poseidon::dnnl_cpu_engine()) {
+    const dnnl::engine& e = poseidon::dnnl_cpu_engine();
+    const memory::desc a_desc = matrix(m, k, a_tag), b_desc = matrix(k, n, Tag::ab), c_desc = matrix(m, n, Tag::ab);
+    const dnnl::matmul::primitive_desc pd =
+        poseidon::dnnl_matmul({a_desc, b_desc, c_desc}, poseidon::dnnl_user_scratchpad(), preferred);
     name_ = pd.impl_info_str();
-    scratchpad_ = memory(pd.scratchpad_desc(), poseidon::dnnl_cpu_engine());
     prim_ = dnnl::matmul(pd);
+    args_ = {{DNNL_ARG_SRC, memory(a_desc, e, const_cast<float*>(a))},
+             {DNNL_ARG_WEIGHTS, memory(b_desc, e, const_cast<float*>(b))},
+             {DNNL_ARG_DST, memory(c_desc, e, c)},
+             {DNNL_ARG_SCRATCHPAD, memory(pd.scratchpad_desc(), e)}};
   }
   const std::string& name() const { return name_; }
-  void run(const float* a, const float* b, float* c) {
-    dnnl::stream stream(poseidon::dnnl_cpu_engine());
-    const dnnl::engine& e = poseidon::dnnl_cpu_engine();
-    prim_.execute(stream, {{DNNL_ARG_SRC, memory(a_, e, const_cast<float*>(a))},
-                           {DNNL_ARG_WEIGHTS, memory(b_, e, const_cast<float*>(b))},
-                           {DNNL_ARG_DST, memory(c_, e, c)},
-                           {DNNL_ARG_SCRATCHPAD, scratchpad_}});
-    stream.wait();
+  void run() {
+    prim_.execute(stream_, args_);
+    stream_.wait();
   }
 
  private:
-  dnnl::matmul::primitive_desc dnnl_matmul_for(const char* preferred) const {
-    return poseidon::dnnl_matmul({a_, b_, c_}, poseidon::dnnl_user_scratchpad(), preferred);
-  }
-  memory::desc a_, b_, c_;
+  dnnl::stream stream_;
   std::string name_;
-  memory scratchpad_;
   dnnl::matmul prim_;
+  std::unordered_map<int, memory> args_;
 };
 
 struct FcShape {
@@ -111,9 +98,10 @@ int main(int argc, char** argv) {
       const Tag a_tag = data ? Tag::ab : Tag::ba;
       const float* b = data ? w.data() : x.data();
       float* c = data ? dx.data() : dw.data();
-      Product first(m, k, s.features, a_tag, nullptr), jit(m, k, s.features, a_tag, "gemm:jit");
-      const double first_ms = median_ms(rounds, [&] { first.run(dy.data(), b, c); });
-      const double jit_ms = median_ms(rounds, [&] { jit.run(dy.data(), b, c); });
+      Product first(m, k, s.features, a_tag, nullptr, dy.data(), b, c);
+      Product jit(m, k, s.features, a_tag, "gemm:jit", dy.data(), b, c);
+      const double first_ms = median_time<std::milli>(rounds, [&] { first.run(); });
+      const double jit_ms = median_time<std::milli>(rounds, [&] { jit.run(); });
       print(product, s, first.name().c_str(), first_ms, jit.name().c_str(), jit_ms);
     }
   }
@@ -121,10 +109,10 @@ int main(int argc, char** argv) {
   for (int64_t batch : {1, 4, 8, 12, 16, 24, 32}) {
     const FcShape s{batch, 4096, 4096, "small-batch dW"};
     std::vector<float> x(s.batch * s.features, 0.5f), dy(s.batch * s.outputs, 0.1f), dw(s.outputs * s.features);
-    Product jit(s.outputs, s.batch, s.features, Tag::ba, "gemm:jit");
+    Product jit(s.outputs, s.batch, s.features, Tag::ba, "gemm:jit", dy.data(), x.data(), dw.data());
     const double kernel_ms =
-        median_ms(rounds, [&] { f32_weight_grad(dy.data(), x.data(), s.batch, s.features, s.outputs, dw.data()); });
-    const double jit_ms = median_ms(rounds, [&] { jit.run(dy.data(), x.data(), dw.data()); });
+        median_time<std::milli>(rounds, [&] { f32_weight_grad(dy.data(), x.data(), s.batch, s.features, s.outputs, dw.data()); });
+    const double jit_ms = median_time<std::milli>(rounds, [&] { jit.run(); });
     print("dW", s, "layer's kernel", kernel_ms, jit.name().c_str(), jit_ms);
   }
   return 0;

@@ -9,30 +9,18 @@
 //
 // Prints one line per shape and direction: median microseconds of both.
 #include <algorithm>
-#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <dnnl.hpp>
 #include <vector>
 
+#include "bench/median_time.h"
 #include "layers/channel_transpose.h"
 #include "layers/dnnl_support.h"
 
 namespace {
 
 using dnnl::memory;
-
-template <class F>
-double median_us(int rounds, F&& run) {
-  std::vector<double> us;
-  for (int r = 0; r < rounds; ++r) {
-    const auto start = std::chrono::steady_clock::now();
-    run();
-    us.push_back(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count());
-  }
-  std::nth_element(us.begin(), us.begin() + rounds / 2, us.end());
-  return us[rounds / 2];
-}
 
 }  // namespace
 
@@ -59,16 +47,16 @@ int main(int argc, char** argv) {
     memory blocked_mem({dims, memory::data_type::f32, blocked_tag}, engine, blocked.data());
     memory back_mem({dims, memory::data_type::f32, memory::format_tag::nchw}, engine, back.data());
     dnnl::reorder to_blocked(plain_mem, blocked_mem), to_plain(blocked_mem, back_mem);
-    const double in_reorder = median_us(rounds, [&] {
+    const double in_reorder = median_time<std::micro>(rounds, [&] {
       to_blocked.execute(stream, plain_mem, blocked_mem);
       stream.wait();
     });
-    const double in_transpose = median_us(rounds, [&] { nchw_to_nhwc(plain.data(), slabs, blocked.data()); });
-    const double out_reorder = median_us(rounds, [&] {
+    const double in_transpose = median_time<std::micro>(rounds, [&] { nchw_to_nhwc(plain.data(), slabs, blocked.data()); });
+    const double out_reorder = median_time<std::micro>(rounds, [&] {
       to_plain.execute(stream, blocked_mem, back_mem);
       stream.wait();
     });
-    const double out_transpose = median_us(rounds, [&] { nhwc_to_nchw(blocked.data(), slabs, back.data(), false); });
+    const double out_transpose = median_time<std::micro>(rounds, [&] { nhwc_to_nchw(blocked.data(), slabs, back.data(), false); });
     char name[32];
     std::snprintf(name, sizeof name, "%lldx%lldx%lldx%lld", static_cast<long long>(n), static_cast<long long>(c),
                   static_cast<long long>(side), static_cast<long long>(side));
