@@ -29,6 +29,14 @@ Layer::Layer(const ConfigNode& config) : config_(config) {
   if (config.has("inputs")) inputs_ = config.child("inputs").as_string_list();
   outputs_ = config.has("outputs") ? config.child("outputs").as_string_list()
                                    : std::vector<std::string>{name_};
+  if (config.has("precision")) {
+    const ConfigNode node = config.child("precision");
+    const std::string value = node.as_string();
+    if (value != "fp32" && value != "bf16")
+      node.fail("layer '" + name_ + "': expected precision fp32 or bf16, got '" + value +
+                "' (tf32 is the GPU's math for a whole run: the training config's precision)");
+    own_precision_ = parse_precision(value);
+  }
 }
 
 void Layer::set_default_inputs(const std::vector<std::string>& inputs) {

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
@@ -123,8 +124,18 @@ class Layer {
   // fc: bf16) converts its operands inside its kernels. The Net offers the
   // run's precision to every layer, then reshapes them all, so a layer sets
   // up its kernels for precision() in reshape.
+  //
+  // A layer's own `precision` key (fp32 or bf16) overrides the run's for it,
+  // as a region in or out of autocast does: `precision: fp32` keeps a
+  // sensitive layer in float32 under a bf16 run. The Net refuses a key the
+  // layer has no path for, and fp32 under a tf32 run (TF32 is the GPU's
+  // math for every layer of the run).
   Precision precision() const { return precision_; }
-  void set_precision(Precision p) { precision_ = supports_precision(p) ? p : Precision::fp32; }
+  const std::optional<Precision>& own_precision() const { return own_precision_; }
+  void set_precision(Precision run) {
+    const Precision p = own_precision_.value_or(run);
+    precision_ = supports_precision(p) ? p : Precision::fp32;
+  }
   virtual bool supports_precision(Precision p) const { return p == Precision::fp32; }
 
   std::vector<Param>& params() { return params_; }
@@ -146,6 +157,7 @@ class Layer {
   std::vector<std::string> inputs_, outputs_;
   std::vector<Param> params_;
   Precision precision_ = Precision::fp32;
+  std::optional<Precision> own_precision_;
 };
 
 }  // namespace poseidon

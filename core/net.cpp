@@ -66,6 +66,7 @@ void Net::order_layers(const ConfigNode& layers_node) {
     ConfigNode c = layers_node.at(i);
     auto layer = LayerRegistry::instance().create(c, device_);
     if (!names.insert(layer->name()).second) c.child("name").fail("duplicate layer name '" + layer->name() + "'");
+    apply_own_precision(*layer, c);
     layer->set_default_inputs(previous);
     previous = layer->outputs();
     auto [lo, hi] = layer->input_count();
@@ -307,9 +308,30 @@ void Net::reshape(int64_t batch) {
   mark_gradient_paths();
 }
 
+void Net::apply_own_precision(Layer& layer, const ConfigNode& config) const {
+  if (!layer.own_precision()) return;
+  const Precision own = *layer.own_precision();
+  const ConfigNode key = config.child("precision");
+  if (!layer.supports_precision(own))
+    key.fail("layer '" + layer.name() + "' (" + layer.type() + ") has no " + precision_name(own) +
+             " path here: it computes in float32 in every run");
+  try {
+    require_precision_on(own, device_);
+  } catch (const Error& e) {
+    key.fail(e.what());
+  }
+  layer.set_precision(precision_);
+}
+
 void Net::set_precision(Precision precision) {
   if (precision == precision_) return;
   require_precision_on(precision, device_);
+  if (precision == Precision::tf32)
+    for (auto& l : layers_)
+      if (l->own_precision() == Precision::fp32)
+        l->config().child("precision").fail("layer '" + l->name() +
+                                            "' keeps float32, which a tf32 run cannot give one layer: TF32 is "
+                                            "the GPU's math for every layer of the run");
   // Before the layers reshape: a GPU convolution picks its algorithms and
   // math type there.
   if (device_.is_cuda()) device_memory::set_tf32(device_, precision == Precision::tf32);

@@ -53,8 +53,9 @@ class Net {
   const Device& device() const { return device_; }
   // Changes the batch size: re-infers every shape; parameters are kept.
   void reshape(int64_t batch);
-  // Offers `precision` to every layer (core/precision.h) and reshapes them so
-  // that they set up their kernels for it. tf32 runs on a GPU, bf16 on the
+  // Offers `precision` to every layer (core/precision.h; a layer's own
+  // `precision` key wins) and reshapes them so that they set up their
+  // kernels for it. tf32 runs on a GPU, bf16 on the
   // CPU and on GPUs of compute capability 8.0 or later; asking for either
   // elsewhere throws Error.
   void set_precision(Precision precision);
@@ -119,6 +120,9 @@ class Net {
  private:
   void build_graph(const ConfigNode& model);
   void order_layers(const ConfigNode& layers_node);
+  // A layer's own `precision` key (Layer::own_precision), checked against
+  // the layer and the device and applied as the layer is built.
+  void apply_own_precision(Layer& layer, const ConfigNode& config) const;
   void infer_shapes();
   std::vector<Shape> reshape_layer(size_t i);  // Layer::reshape, its errors naming the `if` that keeps it
   void mark_gradient_paths();

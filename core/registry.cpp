@@ -85,6 +85,7 @@ const std::vector<KeyDoc>& common_layer_keys() {
       {"type", "string", "", "registered layer type"},
       {"inputs", "strings", "previous layer's outputs", "input blob names"},
       {"outputs", "strings", "[<name>]", "output blob names"},
+      {"precision", "string", "the run's", "fp32 or bf16: this layer's arithmetic, whatever the run's precision"},
   };
   return keys;
 }
