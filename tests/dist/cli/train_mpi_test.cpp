@@ -232,6 +232,26 @@ TEST_F(MpiTrain, Bf16TwoRanksMatchOneBf16Process) {
   }
 }
 
+// A layer that keeps float32 in a bf16 run (its own precision key) is
+// distributed as its precision says: SFB sends fc1's factors unrounded and
+// fc2's rounded, and two ranks still end where one process does.
+TEST_F(MpiTrain, MixedPrecisionTwoRanksMatchOneProcess) {
+  const std::string mixed = "--set precision=bf16 --set net.layers.fc1.precision=fp32";
+  CliResult single = run_poseidon(train_args(8, "mixed_single", mixed));
+  ASSERT_EQ(single.status, 0) << single.err;
+  CliResult bf16 = run_poseidon(train_args(8, "bf16_single", "--set precision=bf16"));
+  ASSERT_EQ(bf16.status, 0) << bf16.err;
+  // The key changed the run: fc1's float32 products end elsewhere than its bf16 ones.
+  EXPECT_NE(read_safetensors(dir.file("mixed_single/final.safetensors")).tensors.at("fc1.weight").data,
+            read_safetensors(dir.file("bf16_single/final.safetensors")).tensors.at("fc1.weight").data);
+  for (const std::string scheme : {"hybrid", "sfb"}) {
+    SCOPED_TRACE(scheme);
+    CliResult mpi = run_mpi(2, train_args(4, "mixed_" + scheme, mixed + " --set dist.scheme=" + scheme));
+    ASSERT_EQ(mpi.status, 0) << mpi.err;
+    expect_same_state(dir.file("mixed_" + scheme + "/final.safetensors"), dir.file("mixed_single/final.safetensors"));
+  }
+}
+
 // HybComm plans with the link's figures (given here, so not probed) and the
 // GEMM rate of the SFB rebuild (measured); the log's plan record holds them
 // (bench/scaling.py reads the GEMM rate from it).
