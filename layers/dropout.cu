@@ -1,6 +1,6 @@
 // Dropout on the GPU with the CPU layer's mask: the mask is drawn on the
-// host from the run's RNG exactly as the CPU draws it (same draws, same
-// order), so that a seed gives the same mask on any device, and copied to
+// host from the run's RNG exactly as the CPU draws it (DropoutLayer::
+// draw_mask), so that a seed gives the same mask on any device, and copied to
 // the GPU, where one kernel applies it each way. The copy goes through a
 // pinned buffer, queued on the compute stream: a copy from pageable memory
 // would hold the host until the GPU had caught up with the work queued

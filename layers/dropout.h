@@ -1,8 +1,9 @@
 // Dropout: in training each element is zeroed with probability `ratio` and the
 // survivors are scaled by 1 / (1 - ratio) (inverted dropout, as PyTorch), so
-// the test phase is the identity. The mask comes from the run's RNG with a
-// platform-independent draw, so a seed reproduces it everywhere. Declared here
-// so that the GPU implementation (dropout.cu) applies the same mask.
+// the test phase is the identity. The mask comes from one draw of the run's
+// RNG per forward, spread over the elements by integer arithmetic alone, so
+// a seed reproduces it on any platform and with any thread count. Declared
+// here so that the GPU implementation (dropout.cu) applies the same mask.
 #pragma once
 
 #include "core/layer.h"

@@ -1,6 +1,8 @@
-// Dropout: gradient cases in both phases, the mask's statistics and
-// reproducibility, and the ratio check.
+// Dropout: gradient cases in both phases, the mask's statistics (the share
+// dropped, neighbours independent, a new mask each forward), its
+// reproducibility with any thread count, and the ratio check.
 #include <gtest/gtest.h>
+#include <omp.h>
 
 #include "core/registry.h"
 #include "layers/grad_check.h"
@@ -72,6 +74,48 @@ TEST(Dropout, SameSeedGivesSameMask) {
     differences += a[i] != c[i];
   }
   EXPECT_GT(differences, 0);
+}
+
+// The mask is drawn in parallel above 32768 elements: one thread or two
+// give the same one.
+TEST(Dropout, ThreadCountDoesNotChangeTheMask) {
+  auto layer = make_dropout("{name: d, type: dropout, ratio: 0.4}");
+  Tensor x = nonzero_input(100000);
+  const int threads = omp_get_max_threads();
+  omp_set_num_threads(1);
+  Tensor one = run(*layer, x, Phase::train, 21);
+  omp_set_num_threads(2);
+  Tensor two = run(*layer, x, Phase::train, 21);
+  omp_set_num_threads(threads);
+  for (int64_t i = 0; i < x.numel(); ++i) ASSERT_EQ(one[i], two[i]) << i;
+}
+
+// Drops of neighbouring elements, and of the same element in two successive
+// forwards of one run, are independent: each pair is dropped together a
+// quarter of the time at ratio 0.5.
+TEST(Dropout, NeighboursAndSuccessiveMasksAreIndependent) {
+  auto layer = make_dropout("{name: d, type: dropout, ratio: 0.5}");
+  const int64_t n = 200000;
+  Tensor x = nonzero_input(n), first(x.shape()), second(x.shape());
+  layer->reshape({x.shape()});
+  std::mt19937_64 rng(8);
+  RunContext ctx{Phase::train, &rng, {}};
+  LayerIO io_first{{&x}, {&first}, {}, {}}, io_second{{&x}, {&second}, {}, {}};
+  layer->forward(io_first, ctx);
+  layer->forward(io_second, ctx);
+  int64_t dropped = 0, neighbours = 0, far = 0, successive = 0;
+  for (int64_t i = 0; i + 64 < n; ++i) {
+    dropped += first[i] == 0.f;
+    neighbours += first[i] == 0.f && first[i + 1] == 0.f;
+    far += first[i] == 0.f && first[i + 64] == 0.f;
+    successive += first[i] == 0.f && second[i] == 0.f;
+  }
+  const double pairs = static_cast<double>(n - 64);
+  // Standard deviations: about 0.0011 for the share dropped, 0.001 for a pair's.
+  EXPECT_NEAR(dropped / pairs, 0.5, 0.006);
+  EXPECT_NEAR(neighbours / pairs, 0.25, 0.006);
+  EXPECT_NEAR(far / pairs, 0.25, 0.006);
+  EXPECT_NEAR(successive / pairs, 0.25, 0.006);
 }
 
 TEST(Dropout, BackwardAppliesTheForwardMaskAndAccumulates) {
