@@ -1,6 +1,8 @@
 // Adaptive average pooling on the CPU (see adaptive_avg_pool.h).
 #include "layers/adaptive_avg_pool.h"
 
+#include <algorithm>
+
 #include "core/im2col.h"
 #include "core/registry.h"
 
@@ -26,6 +28,11 @@ std::vector<Shape> AdaptiveAvgPoolLayer::reshape(const std::vector<Shape>& in) {
   in_shape_ = s;
   rows_ = adaptive_windows(s[2], out_[0]);
   cols_ = adaptive_windows(s[3], out_[1]);
+  single_taps_.clear();
+  auto one_wide = [](const Window& w) { return w.end - w.begin == 1; };
+  if (std::all_of(rows_.begin(), rows_.end(), one_wide) && std::all_of(cols_.begin(), cols_.end(), one_wide))
+    for (const Window& r : rows_)
+      for (const Window& c : cols_) single_taps_.push_back(r.begin * s[3] + c.begin);
   return {{s[0], s[1], out_[0], out_[1]}};
 }
 
@@ -35,10 +42,15 @@ void AdaptiveAvgPoolLayer::forward(LayerIO& io, RunContext&) {
   float* y = io.out[0]->data();
   const int64_t planes = in_shape_[0] * in_shape_[1], width = in_shape_[3];
   const int64_t in_plane = in_shape_[2] * width, out_plane = out_[0] * out_[1];
-#pragma omp parallel for if (planes * in_plane > 32768)
+  const int64_t* taps = single_taps_.empty() ? nullptr : single_taps_.data();
+#pragma omp parallel for if (planes * (in_plane + out_plane) > 32768)
   for (int64_t p = 0; p < planes; ++p) {
     const float* src = x + p * in_plane;
     float* dst = y + p * out_plane;
+    if (taps) {
+      for (int64_t o = 0; o < out_plane; ++o) dst[o] = src[taps[o]];
+      continue;
+    }
     for (int64_t oy = 0; oy < out_[0]; ++oy)
       for (int64_t ox = 0; ox < out_[1]; ++ox) {
         const Window r = rows_[oy], c = cols_[ox];
@@ -56,10 +68,15 @@ void AdaptiveAvgPoolLayer::backward(LayerIO& io, RunContext&) {
   float* dx = io.in_grad[0]->data();
   const int64_t planes = in_shape_[0] * in_shape_[1], width = in_shape_[3];
   const int64_t in_plane = in_shape_[2] * width, out_plane = out_[0] * out_[1];
-#pragma omp parallel for if (planes * in_plane > 32768)
+  const int64_t* taps = single_taps_.empty() ? nullptr : single_taps_.data();
+#pragma omp parallel for if (planes * (in_plane + out_plane) > 32768)
   for (int64_t p = 0; p < planes; ++p) {
     float* dst = dx + p * in_plane;
     const float* grad = dy + p * out_plane;
+    if (taps) {  // in output order, as the windows' loops add
+      for (int64_t o = 0; o < out_plane; ++o) dst[taps[o]] += grad[o];
+      continue;
+    }
     for (int64_t oy = 0; oy < out_[0]; ++oy)
       for (int64_t ox = 0; ox < out_[1]; ++ox) {
         const Window r = rows_[oy], c = cols_[ox];

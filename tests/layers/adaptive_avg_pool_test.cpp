@@ -1,5 +1,7 @@
 // Adaptive average pooling: gradient cases (overlapping windows, replication
-// of a smaller input) and forward values from PyTorch's window formula.
+// of a smaller input, windows of one input each), forward values from
+// PyTorch's window formula, and backward of a replicated input on a batch
+// large enough for the threads.
 #include <gtest/gtest.h>
 
 #include "core/registry.h"
@@ -9,6 +11,9 @@ namespace poseidon::testing {
 
 GRAD_CASE("adaptive_avg_pool_overlap", "{name: p, type: adaptive_avg_pool, output_size: [3, 2]}", {{2, 2, 5, 7}});
 GRAD_CASE("adaptive_avg_pool_upsample", "{name: p, type: adaptive_avg_pool, output_size: [4, 5]}", {{1, 3, 2, 3}});
+// Every window one input wide: 1x1 replicated to 7x7, 2x3 doubled to 4x6.
+GRAD_CASE("adaptive_avg_pool_replicate", "{name: p, type: adaptive_avg_pool, output_size: 7}", {{2, 3, 1, 1}});
+GRAD_CASE("adaptive_avg_pool_double", "{name: p, type: adaptive_avg_pool, output_size: [4, 6]}", {{1, 2, 2, 3}});
 GRAD_CASE("adaptive_avg_pool_global", "{name: p, type: adaptive_avg_pool, output_size: 1}", {{2, 3, 4, 4}});
 
 namespace {
@@ -47,6 +52,30 @@ TEST(AdaptiveAvgPool, ReplicatesASmallerInputAndKeepsAnEqualOne) {
   for (int64_t i = 0; i < x.numel(); ++i) x[i] = 0.5f * static_cast<float>(i) - 3.f;
   Tensor same = pool("{name: p, type: adaptive_avg_pool, output_size: [3, 4]}", x);
   for (int64_t i = 0; i < x.numel(); ++i) EXPECT_EQ(same[i], x[i]);
+}
+
+// VGG's 1x1 features replicated to 7x7 at batch 32 (16,384 planes): each
+// input's gradient is the sum of its 49 cells' gradients, added in order.
+TEST(AdaptiveAvgPool, ReplicatedInputGathersItsCellsGradients) {
+  auto layer = LayerRegistry::instance().create(
+      ConfigNode::parse("{name: p, type: adaptive_avg_pool, output_size: 7}", "t"));
+  Tensor x({32, 512, 1, 1}), dx(x.shape());
+  Tensor y(layer->reshape({x.shape()})[0]), dy(y.shape());
+  for (int64_t i = 0; i < x.numel(); ++i) x[i] = 0.25f * static_cast<float>(i % 13) - 1.f;
+  for (int64_t i = 0; i < dy.numel(); ++i) dy[i] = 0.125f * static_cast<float>(i % 11) - 0.5f;
+  dx.fill(1.f);
+  LayerIO io{{&x}, {&y}, {&dy}, {&dx}};
+  RunContext ctx;
+  layer->forward(io, ctx);
+  layer->backward(io, ctx);
+  for (int64_t p = 0; p < x.numel(); ++p) {
+    float want = 1.f;
+    for (int64_t o = 0; o < 49; ++o) {
+      ASSERT_EQ(y[p * 49 + o], x[p]) << p;
+      want += dy[p * 49 + o];
+    }
+    ASSERT_EQ(dx[p], want) << p;
+  }
 }
 
 TEST(AdaptiveAvgPool, RequiresAPositiveOutputSize) {
