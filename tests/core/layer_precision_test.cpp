@@ -67,31 +67,29 @@ std::string thrown_by_building(const ConfigNode& config, Precision run = Precisi
   return "nothing thrown";
 }
 
+// conv1 carries `precision: <own>` in a run of `run`: it computes exactly
+// what a run of `own` computes, and not what one of `run` does (so the
+// equality is the key's doing); the other layers follow the run.
+void expect_conv1_follows_its_key(Precision own, Precision run) {
+  const std::string key = std::string(", precision: ") + precision_name(own);
+  Net net(model(key), 4);
+  net.set_precision(run);
+  EXPECT_EQ(layer_named(net, "conv1").precision(), own);
+  EXPECT_EQ(layer_named(net, "conv2").precision(), run);
+  EXPECT_EQ(layer_named(net, "fc").precision(), run);
+
+  const Tensor out = conv1_output(model(key), run);
+  EXPECT_TRUE(same_values(out, conv1_output(model(), own)));
+  EXPECT_FALSE(same_values(out, conv1_output(model(), run)));
+}
+
 }  // namespace
 
-TEST(LayerPrecision, Fp32KeptUnderABf16Run) {
-  Net net(model(", precision: fp32"), 4);
-  net.set_precision(Precision::bf16);
-  EXPECT_EQ(layer_named(net, "conv1").precision(), Precision::fp32);
-  EXPECT_EQ(layer_named(net, "conv2").precision(), Precision::bf16);
-  EXPECT_EQ(layer_named(net, "fc").precision(), Precision::bf16);
+TEST(LayerPrecision, Fp32KeptUnderABf16Run) { expect_conv1_follows_its_key(Precision::fp32, Precision::bf16); }
 
-  const Tensor kept = conv1_output(model(", precision: fp32"), Precision::bf16);
-  EXPECT_TRUE(same_values(kept, conv1_output(model(), Precision::fp32)));
-  // The run's bf16 does change conv1's output, so the equality above is the key's doing.
-  EXPECT_FALSE(same_values(kept, conv1_output(model(), Precision::bf16)));
-}
-
-TEST(LayerPrecision, Bf16TakenInAnFp32Run) {
-  Net net(model(", precision: bf16"), 4);
-  EXPECT_EQ(layer_named(net, "conv1").precision(), Precision::bf16);
-  EXPECT_EQ(layer_named(net, "conv2").precision(), Precision::fp32);
-  EXPECT_EQ(layer_named(net, "fc").precision(), Precision::fp32);
-
-  const Tensor taken = conv1_output(model(", precision: bf16"), Precision::fp32);
-  EXPECT_TRUE(same_values(taken, conv1_output(model(), Precision::bf16)));
-  EXPECT_FALSE(same_values(taken, conv1_output(model(), Precision::fp32)));
-}
+// An fp32 run is the Net's from its construction (set_precision then
+// changes nothing), so the key takes effect as the layer is built.
+TEST(LayerPrecision, Bf16TakenInAnFp32Run) { expect_conv1_follows_its_key(Precision::bf16, Precision::fp32); }
 
 TEST(LayerPrecision, ATrainingStepOfAMixedNetIsFiniteAndMovesTheKeptLayer) {
   Net mixed(model(", precision: fp32"), 4), plain(model(), 4);
