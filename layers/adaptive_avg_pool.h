@@ -33,8 +33,8 @@ class AdaptiveAvgPoolLayer : public Layer {
 
  private:
   std::vector<Window> rows_, cols_;
-  // Where every window holds one input (an input no larger than the output
-  // in both dimensions: VGG's 1x1 or 7x7 features pooled to 7x7), the offset
+  // Where every window holds one input (an output size a multiple of the
+  // input's in both dimensions: VGG's 1x1 or 7x7 features pooled to 7x7), the offset
   // in its plane of each output cell's input, so that forward copies and
   // backward adds without the windows' loops; empty otherwise.
   std::vector<int64_t> single_taps_;
