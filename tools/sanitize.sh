@@ -43,8 +43,19 @@ print(",".join(picked))' "$1"
 export ASAN_OPTIONS="halt_on_error=1:detect_leaks=1:detect_stack_use_after_return=1:strict_string_checks=1:log_path=$reports/asan"
 export UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1:log_path=$reports/ubsan"
 status=0
-plain="$(numbers plain)"
-ctest --output-on-failure -j "$(nproc)" --timeout 1200 -I "0,0,0,$plain" "$@" || status=$?
+failed=""
+# One ctest pass over the given test numbers; its failures are kept, as the
+# next pass would replace ctest's list of them.
+run_pass() {
+  local numbers="$1"
+  shift
+  rm -f Testing/Temporary/LastTestsFailed.log
+  ctest --output-on-failure -j "$(nproc)" --timeout 1200 -I "0,0,0,$numbers" "$@" || {
+    status=$?
+    failed+="$(cat Testing/Temporary/LastTestsFailed.log 2>/dev/null || true)"$'\n'
+  }
+}
+run_pass "$(numbers plain)" "$@"
 
 # Open MPI keeps memory from MPI_Init until exit (tests/sanitize/lsan.supp
 # names the libraries); matching them needs full stacks, so malloc unwinds
@@ -54,7 +65,7 @@ mpi="$(numbers mpi)"
 if [ -n "$mpi" ]; then
   ASAN_OPTIONS="$ASAN_OPTIONS:fast_unwind_on_malloc=0:intercept_tls_get_addr=0" \
     LSAN_OPTIONS="suppressions=$root/tests/sanitize/lsan.supp:print_suppressions=0" \
-    ctest --output-on-failure -j "$(nproc)" --timeout 1200 -I "0,0,0,$mpi" "$@" || status=$?
+    run_pass "$mpi" "$@"
 fi
 
 if compgen -G "$reports/*" >/dev/null; then
@@ -65,4 +76,5 @@ if compgen -G "$reports/*" >/dev/null; then
   done
   status=1
 fi
+[ -n "$failed" ] && printf 'failed under the sanitizers (number:name):\n%s' "$failed" >&2
 exit $status
