@@ -28,11 +28,11 @@ void check_before_training(const TrainConfig& config, bool writer, bool quiet) {
 }  // namespace
 
 int cmd_train(const TrainArgs& args) {
-  dist::World world;  // an MPI job when mpirun or srun started this process
+  catch_stop_signals();  // before MPI's threads and ours, which then never take the signals
+  dist::World world;     // an MPI job when mpirun or srun started this process
   try {
     TrainConfig config = TrainConfig::load(args.config, args.overrides);
     check_before_training(config, world.rank() == 0, args.quiet);
-    catch_stop_signals();
     TrainOptions options;
     options.resume = args.resume;
     options.weights = args.weights;
