@@ -27,9 +27,12 @@ mkdir -p "$reports"
 cd "$build"
 
 # Test numbers for ctest -I: "mpi" for tests that start MPI (mpiexec, or a
-# dist test binary), "plain" for the others, neither for the SLOW ones.
+# dist test binary), "plain" for the others, neither for the SLOW ones. Given
+# -R or -E, ctest numbers the tests they leave, so the list does too.
 numbers() {
-  ctest --show-only=json-v1 | SLOW="$SLOW" python3 -c '
+  local kind="$1"
+  shift
+  ctest --show-only=json-v1 "$@" | SLOW="$SLOW" python3 -c '
 import json, os, re, sys
 kind, slow, picked = sys.argv[1], re.compile(os.environ["SLOW"]), []
 for number, test in enumerate(json.load(sys.stdin)["tests"], 1):
@@ -37,7 +40,7 @@ for number, test in enumerate(json.load(sys.stdin)["tests"], 1):
     mpi = any("mpiexec" in c for c in command) or any(os.path.basename(c).startswith("dist_") for c in command[:1])
     if not slow.search(test["name"]) and mpi == (kind == "mpi"):
         picked.append(str(number))
-print(",".join(picked))' "$1"
+print(",".join(picked))' "$kind"
 }
 
 export ASAN_OPTIONS="halt_on_error=1:detect_leaks=1:detect_stack_use_after_return=1:strict_string_checks=1:log_path=$reports/asan"
@@ -49,24 +52,22 @@ failed=""
 run_pass() {
   local numbers="$1"
   shift
+  [ -n "$numbers" ] || return 0
   rm -f Testing/Temporary/LastTestsFailed.log
   ctest --output-on-failure -j "$(nproc)" --timeout 1200 -I "0,0,0,$numbers" "$@" || {
     status=$?
     failed+="$(cat Testing/Temporary/LastTestsFailed.log 2>/dev/null || true)"$'\n'
   }
 }
-run_pass "$(numbers plain)" "$@"
+run_pass "$(numbers plain "$@")" "$@"
 
 # Open MPI keeps memory from MPI_Init until exit (tests/sanitize/lsan.supp
 # names the libraries); matching them needs full stacks, so malloc unwinds
 # slowly here. LeakSanitizer's walk over dynamic TLS crashes on the blocks of
 # Open MPI's unloaded components unless __tls_get_addr is left alone.
-mpi="$(numbers mpi)"
-if [ -n "$mpi" ]; then
-  ASAN_OPTIONS="$ASAN_OPTIONS:fast_unwind_on_malloc=0:intercept_tls_get_addr=0" \
-    LSAN_OPTIONS="suppressions=$root/tests/sanitize/lsan.supp:print_suppressions=0" \
-    run_pass "$mpi" "$@"
-fi
+ASAN_OPTIONS="$ASAN_OPTIONS:fast_unwind_on_malloc=0:intercept_tls_get_addr=0" \
+  LSAN_OPTIONS="suppressions=$root/tests/sanitize/lsan.supp:print_suppressions=0" \
+  run_pass "$(numbers mpi "$@")" "$@"
 
 if compgen -G "$reports/*" >/dev/null; then
   echo "sanitizer reports:" >&2
