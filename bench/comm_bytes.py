@@ -4,7 +4,7 @@ measured by training under `mpirun -np P` on synthetic data and reading the
 `train` records of metrics.jsonl. A record comes every N iterations of 2N (a
 record synchronises communication, which would hide none of it behind the
 next forward if it came every iteration); the first, which holds the
-start-up, is left out. Prints a Markdown table for docs/BENCHMARKS.md.
+start-up, is left out. Prints a Markdown table for docs/BENCHMARK_HISTORY.md.
 
 Usage: comm_bytes.py --poseidon BIN [--workers 2 4] [--models ...] [--iters N]
 """

@@ -3,7 +3,7 @@
 # so that it runs on a CPU) and at a reduced size, with the peak resident
 # memory of each run (GNU time's maximum RSS) and the share of the iteration
 # the solver.check_finite scan takes. Prints a Markdown table for
-# docs/BENCHMARKS.md. POSEIDON_BUILD_DIR picks the build folder (Release).
+# docs/BENCHMARK_HISTORY.md. POSEIDON_BUILD_DIR picks the build folder (Release).
 #   bench/model_times.sh [iters]     (default 3 timed iterations, 1 warm-up)
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)

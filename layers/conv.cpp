@@ -110,7 +110,7 @@ bool ConvLayer::fuse_relu() {
 // oneDNN's direct kernels: from 32 channels in and out, on images of at
 // least 4x4 outputs. With fewer channels the products are too narrow for
 // the transforms to pay, and smaller images run as oneDNN's matrix
-// products. bench/conv_engines.sh measures it; docs/BENCHMARKS.md has the
+// products. bench/conv_engines.sh measures it; docs/BENCHMARK_HISTORY.md has the
 // numbers.
 bool ConvLayer::uses_winograd() const {
   if (engine_ == Engine::winograd) return true;

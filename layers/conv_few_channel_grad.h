@@ -10,7 +10,7 @@
 // first layer, oneDNN -> this: models/lenet.yaml (1 channel, 28x28, 5x5 to
 // 20) 4.7 to 5.4 ms -> 0.8; vgg_small (3 channels, 32x32, 3x3 to 64) 6.8 to
 // 6.9 -> 4.5 to 4.6; cifar10_quick (3, 32x32, 5x5 to 32) 4.7 to 4.8 -> 4.0
-// to 4.5 (docs/BENCHMARKS.md).
+// to 4.5 (docs/BENCHMARK_HISTORY.md).
 #pragma once
 
 #include <cstdint>

@@ -23,7 +23,7 @@ namespace {
 // products (about kBlockFloats, half a MiB) stay in cache from transform to
 // product to output. Larger filters, which every block would read again
 // from memory, go through the batch in chunks with BLAS's products (which
-// measured faster there: bench/conv_engines.sh, docs/BENCHMARKS.md).
+// measured faster there: bench/conv_engines.sh, docs/BENCHMARK_HISTORY.md).
 constexpr int64_t kBlockFilterFloats = kPositions * 64 * 128, kBlockFloats = int64_t{1} << 17;
 
 // Runs fn(c, r0, r1) for each block [r0, r1) of tile rows of each of

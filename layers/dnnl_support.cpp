@@ -50,7 +50,7 @@ bool dnnl_uses_avx512() {
 // doubles the products, and 0.5, measured on a core that issues it at a
 // quarter of the rate, where float32 kernels on rounded operands ran bf16
 // steps 1.15 to 1.7 times as fast as its bfloat16 kernels
-// (docs/BENCHMARKS.md).
+// (docs/BENCHMARK_HISTORY.md).
 constexpr double kBf16DotRateThatPays = 1.5;
 
 bool dnnl_runs_bf16_kernels() {

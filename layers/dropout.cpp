@@ -35,7 +35,7 @@ void DropoutLayer::draw_mask(RunContext& ctx) {
   POSEIDON_CHECK(ctx.rng) << "dropout '" << name() << "' runs in training without an RNG";
   // One draw of the run's generator per forward; the elements' bits come
   // from it by a counter (above), in parallel: the forward of a 32x4096
-  // dropout took a quarter of its time with a draw each (docs/BENCHMARKS.md).
+  // dropout took a quarter of its time with a draw each (docs/BENCHMARK_HISTORY.md).
   const uint64_t seed = (*ctx.rng)();
   // An element is dropped where its 53-bit uniform u = bits * 2^-53 is below
   // ratio, i.e. where bits < ceil(ratio * 2^53): integers only, exact.

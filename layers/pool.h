@@ -5,7 +5,7 @@
 // Max pooling remembers each window's argmax for backward. Declared here so
 // that the GPU implementation (pool.cu) can take over forward and backward.
 // The CPU runs plain loops: oneDNN 2.6's pooling on NCHW was faster forward
-// but slower backward, and slower in all (docs/BENCHMARKS.md).
+// but slower backward, and slower in all (docs/BENCHMARK_HISTORY.md).
 #pragma once
 
 #include <array>

@@ -16,7 +16,7 @@ namespace poseidon {
 // - The OpenMP wait, unless OMP_WAIT_POLICY or GOMP_SPINCOUNT is set: a
 //   thread that reaches the end of a parallel region spins GOMP_SPINCOUNT=3000
 //   times before it sleeps (libgomp's default is ~300,000; passive is 0).
-//   Measured on 2 CPUs (docs/BENCHMARKS.md, "Threads on shared cores"):
+//   Measured on 2 CPUs (docs/BENCHMARK_HISTORY.md, "Threads on shared cores"):
 //   against passive waits, the short spin makes a step 2 to 15% faster on
 //   cores the run has to itself (the next region starts before a sleeping
 //   thread would have woken) and at most 7% slower with one CPU busy
