@@ -1,5 +1,5 @@
 // Image folder and list-file sources: scanning, list parsing, and decoding
-// with OpenCV, with each unreadable image either an error naming it or
+// (data/image_decode.h), with each unreadable image either an error naming it or
 // (on_error: skip) replaced by the next decodable image.
 #include "data/image_source.h"
 
@@ -7,10 +7,10 @@
 #include <cctype>
 #include <filesystem>
 #include <fstream>
-#include <opencv2/imgcodecs.hpp>
 
 #include "core/error.h"
 #include "core/paths.h"
+#include "data/image_decode.h"
 
 namespace poseidon {
 
@@ -104,29 +104,6 @@ ImageSource::ImageSource(std::vector<ImageEntry> entries, int64_t num_classes, I
   for (size_t i = 0; i < entries_.size(); ++i) unreadable_[i] = false;
 }
 
-cv::Mat ImageSource::decode(int64_t index) const {
-  if (unreadable_[index]) return {};
-  const std::string& path = entries_[index].path;
-  std::string problem;
-  cv::Mat image;
-  std::error_code unusable;
-  if (!fs::exists(path, unusable)) {
-    problem = "image file not found";
-  } else {
-    try {
-      // EXIF orientation is ignored, as PIL (and so torchvision) ignores it.
-      image = cv::imread(path, cv::IMREAD_COLOR | cv::IMREAD_IGNORE_ORIENTATION);
-    } catch (const cv::Exception& e) {
-      problem = e.what();
-    }
-    if (image.empty() && problem.empty()) problem = "cannot be decoded as an image (corrupt, or not JPEG, PNG or BMP)";
-  }
-  if (problem.empty()) return image;
-  if (!skip_unreadable_) throw Error(origin_ + ": " + path + ": " + problem + " (on_error: skip passes over it)");
-  unreadable_[index] = true;
-  return {};
-}
-
 int64_t ImageSource::read(int64_t index, float* dst, uint64_t seed) const {
   int64_t skipped = 0;
   return read_skipping(index, dst, seed, skipped);
@@ -134,13 +111,19 @@ int64_t ImageSource::read(int64_t index, float* dst, uint64_t seed) const {
 
 int64_t ImageSource::read_skipping(int64_t index, float* dst, uint64_t seed, int64_t& skipped) const {
   const int64_t n = size();
+  std::vector<uint8_t> bytes;
   for (int64_t k = 0; k < n; ++k) {
     const int64_t j = (index + k) % n;
-    cv::Mat image = decode(j);
-    if (image.empty()) continue;
-    transform_.apply(image, dst, seed, origin_ + ": " + entries_[j].path);
-    skipped += k;
-    return entries_[j].label;
+    if (unreadable_[j]) continue;  // each unreadable image is decoded (and fails) once
+    const std::string& path = entries_[j].path;
+    std::string problem = read_whole_file(path, bytes);
+    if (problem.empty()) problem = decode_transformed(transform_, bytes.data(), bytes.size(), dst, seed, origin_ + ": " + path);
+    if (problem.empty()) {
+      skipped += k;
+      return entries_[j].label;
+    }
+    if (!skip_unreadable_) throw Error(origin_ + ": " + path + ": " + problem + " (on_error: skip passes over it)");
+    unreadable_[j] = true;
   }
   throw Error(origin_ + ": none of the " + std::to_string(n) + " images can be decoded");
 }

@@ -1,7 +1,8 @@
 // Image files as a Source: an image folder (root/class_name/**/*.jpg|jpeg|png|bmp,
 // classes sorted by name become labels 0..C-1, as torchvision's ImageFolder)
-// or a list file ("relative/path label" per line). Images are decoded with
-// OpenCV when read, converted to RGB and passed through an ImageTransform.
+// or a list file ("relative/path label" per line). Images are decoded when
+// read (data/image_decode.h), converted to RGB and passed through an
+// ImageTransform.
 #pragma once
 
 #include <atomic>
@@ -48,8 +49,6 @@ class ImageSource : public Source {
   std::string find_label_outside(int64_t classes, int64_t ignored) const override;
 
  private:
-  cv::Mat decode(int64_t index) const;  // empty when unreadable and skipping
-
   std::vector<ImageEntry> entries_;
   int64_t num_classes_;
   ImageTransform transform_;

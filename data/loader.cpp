@@ -3,6 +3,7 @@
 #include "data/loader.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 #include <numeric>
 #include <random>
@@ -38,6 +39,12 @@ int64_t Loader::batches_per_epoch() const {
 }
 
 std::vector<int64_t> Loader::epoch_order(int64_t epoch) const {
+  std::vector<int64_t> own = source_->rank_order(epoch, config_.seed, config_.rank, config_.world_size, config_.shuffle);
+  if (!own.empty()) {
+    POSEIDON_CHECK(static_cast<int64_t>(own.size()) == source_->size() / config_.world_size)
+        << "a source's rank order holds " << own.size() << " examples";
+    return own;
+  }
   std::vector<int64_t> order(source_->size());
   std::iota(order.begin(), order.end(), 0);
   if (config_.shuffle) {
@@ -137,7 +144,9 @@ void Loader::next(Tensor& data, Tensor& labels) {
   std::unique_ptr<Batch> b;
   {
     std::unique_lock lock(mutex_);
+    const auto asked = std::chrono::steady_clock::now();
     cv_.wait(lock, [&] { return !pending_.empty() && pending_.front()->done == pending_.front()->count(); });
+    waited_s_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - asked).count();
     if (pending_.front()->error) std::rethrow_exception(pending_.front()->error);
     b = std::move(pending_.front());
     pending_.pop_front();

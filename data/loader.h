@@ -54,6 +54,9 @@ class Loader {
   // Examples the source could not read and replaced, in the batches next()
   // has returned since this loader was made.
   int64_t skipped() const { return skipped_; }
+  // Seconds next() has spent waiting for its batch to be ready, in total:
+  // the time the caller stood idle for want of data.
+  double waited_s() const { return waited_s_; }
   const Source& source() const { return *source_; }
   const LoaderConfig& config() const { return config_; }
 
@@ -79,6 +82,7 @@ class Loader {
   LoaderConfig config_;
   LoaderPosition position_;  // of the batch next() returns
   int64_t skipped_ = 0;
+  double waited_s_ = 0;
 
   std::mutex mutex_;  // guards everything below and the counters of every Batch
   std::condition_variable cv_;

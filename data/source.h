@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "core/config_node.h"
 #include "core/tensor.h"
@@ -31,6 +32,13 @@ class Source {
   // labels without decoding examples; "" when every label is in range or the
   // source cannot tell cheaply. Lets training reject such data at the start.
   virtual std::string find_label_outside(int64_t classes, int64_t ignored) const { return ""; }
+  // For sources stored in parts that each rank reads apart (tar shards):
+  // rank `rank` of `world`'s examples of `epoch`, size() / world of them,
+  // in reading order. Empty: the loader shuffles all indices under the seed
+  // and gives rank r every world-th one.
+  virtual std::vector<int64_t> rank_order(int64_t epoch, uint64_t seed, int rank, int world, bool shuffle) const {
+    return {};
+  }
 };
 
 // Builds a source from a `data.train` / `data.test` config map. Relative

@@ -379,7 +379,7 @@ TEST(ImageSource, AgreesWithTorchvisionTensorTransforms) {
   ASSERT_EQ(std::system(command.c_str()), 0) << command;
 
   auto s = source_from(
-      "{source: image_folder, root: images, resize: 40, crop: [36, 30], "
+      "{source: image_folder, root: images, resize: 40, crop: [36, 30], jpeg_scaling: false, "
       "mean: [0.485, 0.456, 0.406], std: [0.229, 0.224, 0.225]}",
       dir.path().string());
   const int64_t n = shape_numel(s->sample_shape());

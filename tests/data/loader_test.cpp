@@ -1,11 +1,13 @@
 // Data: IDX reading (plain and gzipped), the loader's seeded order, sharding,
-// epoch boundaries, seek, and the synthetic source.
+// epoch boundaries, seek, the synthetic source, and the time next() waits.
 #include <gtest/gtest.h>
 #include <zlib.h>
 
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <set>
+#include <thread>
 
 #include "data/idx_source.h"
 #include "data/loader.h"
@@ -156,4 +158,40 @@ TEST(Synthetic, DeterministicAndInRange) {
   }
 }
 
+}  // namespace poseidon
+
+namespace poseidon {
+namespace {
+// A source whose every read takes `delay`.
+class SlowSource : public Source {
+ public:
+  explicit SlowSource(std::chrono::milliseconds delay) : delay_(delay) {}
+  int64_t size() const override { return 64; }
+  Shape sample_shape() const override { return {1}; }
+  int64_t num_classes() const override { return 2; }
+  int64_t read(int64_t index, float* dst, uint64_t) const override {
+    std::this_thread::sleep_for(delay_);
+    dst[0] = static_cast<float>(index);
+    return index % 2;
+  }
+
+ private:
+  std::chrono::milliseconds delay_;
+};
+
+TEST(Loader, CountsTheTimeNextWaitsForData) {
+  LoaderConfig c;
+  c.batch_size = 4;
+  c.workers = 1;
+  c.prefetch = 1;
+  Loader loader(std::make_shared<SlowSource>(std::chrono::milliseconds(10)), c);
+  EXPECT_EQ(loader.waited_s(), 0.0);
+  Tensor data, labels;
+  for (int b = 0; b < 3; ++b) loader.next(data, labels);
+  // One worker reads 4 examples of 10 ms per batch, and with one batch of
+  // prefetch it starts batches 1 and 2 only when next() has taken the one
+  // before: next() waits their whole 80 ms, and most of batch 0's 40 ms.
+  EXPECT_GE(loader.waited_s(), 0.1);
+}
+}  // namespace
 }  // namespace poseidon

@@ -204,6 +204,29 @@ def list_seeds():
     put("image_list", "spaces.txt", "with space/a b.jpg\t3\r\n  ./x/../y.jpeg   12  \n")
 
 
+def tar_seeds():
+    """Shards of two examples: tiny JPEG + label, as ustar, GNU and PAX tar files."""
+    import io
+    import tarfile
+    jpeg = bytes.fromhex(  # an 8x8 JPEG (PIL, quality 50)
+        "ffd8ffe000104a46494600010100000100010000ffdb004300100b0c0e0c0a100e0d0e1211101318281a181616183123251d283a333d3c3933383740"
+        "485c4e404457453738506d51575f626768673e4d71797064785c656763ffdb0043011112121815182f1a1a2f63423842636363636363636363636363"
+        "6363636363636363636363636363636363636363636363636363636363636363636363636363ffc00011080008000803012200021101031101ffc400"
+        "1500010100000000000000000000000000000005ffc40014100100000000000000000000000000000000ffc400150101010000000000000000000000"
+        "0000000306ffc40014110100000000000000000000000000000000ffda000c03010002110311003f00920014efffd9")
+    for fmt, name in ((tarfile.USTAR_FORMAT, "ustar"), (tarfile.GNU_FORMAT, "gnu"), (tarfile.PAX_FORMAT, "pax")):
+        out = io.BytesIO()
+        with tarfile.open(fileobj=out, mode="w", format=fmt) as tar:
+            for i, label in enumerate((1, 3)):
+                key = ("k" * (120 if fmt != tarfile.USTAR_FORMAT else 8)) + str(i)
+                for ext, data in ((".jpg", jpeg), (".cls", str(label).encode())):
+                    info = tarfile.TarInfo(key + ext)
+                    info.size = len(data)
+                    info.mtime = 0
+                    tar.addfile(info, io.BytesIO(data))
+        put("tar_shards", name + ".tar", out.getvalue())
+
+
 if __name__ == "__main__":
     binary = sys.argv[1] if len(sys.argv) > 1 else str(ROOT / "build" / "poseidon")
     model_seeds()
@@ -212,3 +235,4 @@ if __name__ == "__main__":
     idx_seeds()
     safetensors_seeds(binary)
     list_seeds()
+    tar_seeds()

@@ -131,6 +131,18 @@ int run_cli(int argc, char** argv) {
   po->add_option("-o,--output", plot.output, "PNG to write (default: RUN/curves.png for one run, else curves.png)");
   po->add_option("--labels", plot.labels, "legend labels, comma-separated, one per run (default: the run folders)");
 
+  DataShardArgs shard;
+  auto* da = app.add_subcommand("data", "prepare data sets");
+  auto* sh = da->add_subcommand("shard", "write an image folder or list as tar shards in WebDataset's layout");
+  sh->add_option("--folder", shard.folder, "image folder (root/<class name>/<images>)");
+  sh->add_option("--list", shard.list, "list file, one 'relative/path label' per line");
+  sh->add_option("--root", shard.root, "where the list's relative paths start (default: the list's folder)");
+  sh->add_option("-o,--out", shard.out, "prefix of the shards: PREFIX-000000.tar ... and the index PREFIX.json")
+      ->required();
+  sh->add_option("--per-shard", shard.per_shard, "examples per shard")->check(CLI::Range(int64_t{1}, int64_t{1} << 40));
+  sh->add_option("--seed", shard.seed, "shuffle the examples across shards with this seed (0: keep their order)");
+  da->require_subcommand(1);
+
   bool layers_json = false;
   auto* l = app.add_subcommand("layers", "list the registered layer types and their keys");
   l->add_flag("--json", layers_json, "machine-readable output");
@@ -176,6 +188,7 @@ int run_cli(int argc, char** argv) {
     if (*pl) return cmd_plan(plan);
     if (*si) return cmd_simulate(sim);
     if (*po) return cmd_plot(plot);
+    if (*sh) return cmd_data_shard(shard);
   } catch (const Error& e) {
     std::fprintf(stderr, "error: %s\n", e.what());
     return 2;

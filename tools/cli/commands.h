@@ -102,4 +102,12 @@ struct PlotArgs {
 };
 int cmd_plot(const PlotArgs& args);
 
+struct DataShardArgs {
+  std::string folder, list, root;  // the images: an image folder, or a list file (paths relative to root)
+  std::string out;                 // prefix: <out>-000000.tar ..., <out>.json
+  int64_t per_shard = 1000;
+  uint64_t seed = 1;  // 0: keep the folder's or list's order
+};
+int cmd_data_shard(const DataShardArgs& args);
+
 }  // namespace poseidon
