@@ -1,7 +1,8 @@
 // What a training run reports about its speed and its end: the progress
 // line's rate covers exactly the display interval (training time only, tests
 // and checkpoints left out), the summary's totals and steady rate, the
-// summary block and record, and the readable units they print in. (A run
+// summary block and record, the share of time spent waiting for data, and
+// the readable units they print in. (A run
 // whose iterations take a known time reports that rate: emulate_compute_test.)
 #include "tools/cli/progress.h"
 
@@ -77,6 +78,32 @@ TEST(Progress, ARunShorterThanAnIntervalIsAllSteady) {
   EXPECT_EQ(totals.steady_from_iter, 11);
   EXPECT_EQ(totals.steady_images, 12);
   EXPECT_DOUBLE_EQ(totals.steady_s, 6.0);
+}
+
+TEST(Progress, LineAndSummaryShowTheShareOfTimeWaitingForData) {
+  FakeClock t;
+  Progress p(0, 8, 4, /*quiet=*/false, t.clock());
+  ::testing::internal::CaptureStderr();
+  // Iterations of 2 s; in the first interval 0.5 s of each is spent waiting
+  // for data, in the second 1.5 s.
+  for (int64_t i = 1; i <= 8; ++i) {
+    t.now += 2;
+    p.add_data_wait(i <= 4 ? 0.5 : 1.5);
+    p.step(i, 0, 1.f, 0.1, 10);
+  }
+  const std::string lines = ::testing::internal::GetCapturedStderr();
+  EXPECT_NE(lines.find("iter 4/8"), std::string::npos) << lines;
+  EXPECT_NE(lines.find("data wait 25%"), std::string::npos) << lines;
+  EXPECT_NE(lines.find("data wait 75%"), std::string::npos) << lines;
+  const TrainingTotals totals = p.totals();
+  EXPECT_DOUBLE_EQ(totals.data_wait_s, 8.0);
+  const nlohmann::json r = RunSummary().record(totals);
+  EXPECT_DOUBLE_EQ(r["data_wait_share"].get<double>(), 0.5);
+  std::string block;
+  for (const std::string& line : RunSummary::lines(r)) block += line + "\n";
+  EXPECT_NE(block.find("data wait    50% of the training time waiting for the data loader (8.00 s)"),
+            std::string::npos)
+      << block;
 }
 
 TEST(RunSummary, RecordAndBlockHoldFinalAndBestResults) {

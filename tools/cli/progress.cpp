@@ -3,6 +3,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
@@ -56,6 +57,11 @@ void Progress::resume() {
   paused_total_ += clock_() - paused_at_;
 }
 
+void Progress::add_data_wait(double seconds) {
+  interval_wait_ += seconds;
+  data_wait_ += seconds;
+}
+
 void Progress::step(int64_t iter, int64_t epoch, float loss, double lr, int64_t images, const std::string& extra) {
   smoothed_ = iter == first_ + 1 ? loss : 0.95 * smoothed_ + 0.05 * loss;
   last_iter_ = iter;
@@ -67,12 +73,14 @@ void Progress::step(int64_t iter, int64_t epoch, float loss, double lr, int64_t 
   const double interval_s = now - interval_start_;
   const double rate = interval_s > 0 ? interval_images_ / interval_s : 0;
   const double per_iter = interval_s / static_cast<double>(interval_iters_);
+  const double wait_share = interval_s > 0 ? std::min(1.0, interval_wait_ / interval_s) : 0;
   const bool permanent = display_ > 0 && (iter % display_ == 0 || iter == max_);
   const bool ends_interval = permanent || (display_ <= 0 && iter == first_ + 1);
   if (ends_interval || steady_from_ < 0) rate_ = rate;
   if (ends_interval) {
     interval_start_ = now;
     interval_iters_ = interval_images_ = 0;
+    interval_wait_ = 0;
     // The first interval (or, without one, the first iteration) is warm-up.
     if (steady_from_ < 0) {
       steady_from_ = iter + 1;
@@ -84,9 +92,11 @@ void Progress::step(int64_t iter, int64_t epoch, float loss, double lr, int64_t 
   if (quiet_ || (!permanent && !redraw)) return;
   last_draw_ = wall_now;
   char buf[256];
-  std::snprintf(buf, sizeof buf, "iter %lld/%lld  epoch %lld  loss %.4f (avg %.4f)  lr %.3g  %s img/s  ETA %s",
+  std::snprintf(buf, sizeof buf,
+                "iter %lld/%lld  epoch %lld  loss %.4f (avg %.4f)  lr %.3g  %s img/s  data wait %.0f%%  ETA %s",
                 static_cast<long long>(iter), static_cast<long long>(max_), static_cast<long long>(epoch), loss,
-                smoothed_, lr, human_number(rate).c_str(), human_seconds(per_iter * (max_ - iter)).c_str());
+                smoothed_, lr, human_number(rate).c_str(), 100 * wait_share,
+                human_seconds(per_iter * (max_ - iter)).c_str());
   draw(extra.empty() ? std::string(buf) : std::string(buf) + "  " + extra, permanent);
 }
 
@@ -97,6 +107,7 @@ TrainingTotals Progress::totals() const {
   t.images = images_;
   t.wall_s = clock_() - start_;
   t.train_s = train_time();
+  t.data_wait_s = data_wait_;
   // Ended before the first interval did: the whole run is all there is.
   const bool warmed = steady_from_ >= 0 && steady_from_ <= last_iter_;
   t.steady_from_iter = warmed ? steady_from_ : first_ + 1;

@@ -1,5 +1,5 @@
 // Training observability: a live progress line on the terminal (iteration,
-// epoch, loss, lr, img/s, ETA) and metrics as JSON lines in a file.
+// epoch, loss, lr, img/s, share of time waiting for data, ETA) and metrics as JSON lines in a file.
 //
 // The rate on a line covers exactly the iterations since the previous
 // permanent line (the display interval), training time only: tests and
@@ -33,6 +33,7 @@ struct TrainingTotals {
   int64_t images = 0;                     // over every rank
   double wall_s = 0;                      // since the Progress was made, everything included
   double train_s = 0;                     // training iterations only
+  double data_wait_s = 0;                 // of train_s, waiting for the data loader
   // Once warmed up: the iterations after the first display interval (after
   // the first iteration when there is no such interval).
   int64_t steady_from_iter = 0;  // the first steady iteration
@@ -50,6 +51,9 @@ class Progress {
   // iteration's over every rank; `extra` is appended to the line (e.g.
   // communication figures of a distributed run).
   void step(int64_t iter, int64_t epoch, float loss, double lr, int64_t images, const std::string& extra = "");
+  // Seconds of the coming step()'s iteration spent waiting for its batch;
+  // the line shows their share of the interval's training time.
+  void add_data_wait(double seconds);
   // Time from pause() to resume() is not training time; pauses nest.
   void pause();
   void resume();
@@ -75,6 +79,7 @@ class Progress {
   // The display interval in progress.
   double interval_start_ = 0;  // training time at its start
   int64_t interval_iters_ = 0, interval_images_ = 0;
+  double interval_wait_ = 0, data_wait_ = 0;
   // Totals, and the warmed-up part.
   int64_t images_ = 0, steady_from_ = -1, steady_images_ = 0;
   double steady_start_ = 0;

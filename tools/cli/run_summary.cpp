@@ -1,6 +1,8 @@
 // The run summary block and its metrics record.
 #include "tools/cli/run_summary.h"
 
+#include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 
@@ -58,6 +60,8 @@ nlohmann::json RunSummary::record(const TrainingTotals& t) const {
                       {"images", t.images},
                       {"wall_s", t.wall_s},
                       {"train_s", t.train_s},
+                      {"data_wait_s", t.data_wait_s},
+                      {"data_wait_share", t.train_s > 0 ? std::min(1.0, t.data_wait_s / t.train_s) : 0.0},
                       {"images_per_sec_mean", t.wall_s > 0 ? t.images / t.wall_s : 0.0},
                       {"images_per_sec_steady", t.steady_s > 0 ? t.steady_images / t.steady_s : 0.0},
                       {"steady_from_iter", t.steady_from_iter},
@@ -84,6 +88,10 @@ std::vector<std::string> RunSummary::lines(const nlohmann::json& r) {
   out.push_back("  throughput   " + rate(r["images"], r["wall_s"]) + " mean over the wall time, " +
                 rate(r["steady_images"], r["steady_s"]) + " steady (" + steady_span +
                 ", tests and checkpoints left out)");
+  if (r.contains("data_wait_share"))
+    out.push_back("  data wait    " + std::to_string(std::lround(100 * r["data_wait_share"].get<double>())) +
+                  "% of the training time waiting for the data loader (" +
+                  human_seconds(r["data_wait_s"].get<double>()) + ")");
   if (r.contains("test")) {
     const nlohmann::json& final_test = r["test"]["final"];
     std::string line = "  test         final (iter " + std::to_string(final_test["iter"].get<int64_t>()) + "):";

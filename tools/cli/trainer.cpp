@@ -394,7 +394,9 @@ EvalResult Trainer::run() {
     const int64_t epoch = position.epoch;
     rng_before = rng_;
     if (hold_updates) buffers_before.copy_from(net_->flat_buffers());
+    const double waited_before = train_loader_->waited_s();
     on_lane(dist::Timeline::data, "batch", [&] { feed_batch(*net_, *train_loader_, staged_data_, staged_labels_); });
+    progress.add_data_wait(train_loader_->waited_s() - waited_before);
     // The scheduler sets the solver's iteration itself, on its own thread.
     if (!session_) solver_->set_iteration(iter_);
     const double lr = config_.solver.lr.at(iter_);
