@@ -7,6 +7,9 @@
 # forms: on tensors (ToTensor first, then a bilinear Resize without
 # antialiasing: the engine's arithmetic) and the usual PIL form (Resize on
 # the PIL image, antialiased). Rounds alternate the three; medians are printed.
+# The same again for the Inception-style random resized crop (224x224,
+# torchvision's RandomResizedCrop; ours decodes JPEGs at a reduced size and
+# only the crop's region where it can).
 #
 #   bench/image_pipeline.sh [rounds=3]
 #
@@ -63,21 +66,26 @@ def generate(folder, count=256, classes=4):
     open(f"{folder}/.complete", "w").close()
 
 
-def run_poseidon():
-    out = subprocess.run([bench, images, str(WORKERS), str(EPOCHS), str(BATCH), str(RESIZE), str(CROP)],
+def run_poseidon(augmentation):
+    out = subprocess.run([bench, images, str(WORKERS), str(EPOCHS), str(BATCH), str(RESIZE), str(CROP), augmentation],
                          check=True, capture_output=True, text=True).stdout
     return statistics.median(json.loads(out)["images_per_sec"])
 
 
-def run_torchvision(form):
+def run_torchvision(augmentation, form):
     import torch
     import torchvision.transforms as T
     from torchvision.datasets import ImageFolder
-    tail = [T.RandomCrop(CROP), T.RandomHorizontalFlip()]
-    if form == "tensor":
-        transform = T.Compose([T.ToTensor(), T.Resize(RESIZE, antialias=False), *tail, T.Normalize(MEAN, STD)])
+    if augmentation == "rrc":
+        crop = T.RandomResizedCrop(CROP, antialias=False) if form == "tensor" else T.RandomResizedCrop(CROP)
+        steps = [crop, T.RandomHorizontalFlip()]
     else:
-        transform = T.Compose([T.Resize(RESIZE), *tail, T.ToTensor(), T.Normalize(MEAN, STD)])
+        tail = [T.RandomCrop(CROP), T.RandomHorizontalFlip()]
+        steps = [T.Resize(RESIZE, antialias=False) if form == "tensor" else T.Resize(RESIZE), *tail]
+    if form == "tensor":
+        transform = T.Compose([T.ToTensor(), *steps, T.Normalize(MEAN, STD)])
+    else:
+        transform = T.Compose([*steps, T.ToTensor(), T.Normalize(MEAN, STD)])
     loader = torch.utils.data.DataLoader(ImageFolder(images, transform), batch_size=BATCH, shuffle=True,
                                          num_workers=WORKERS, persistent_workers=True)
     rates = []
@@ -93,16 +101,20 @@ def run_torchvision(form):
 if not os.path.exists(f"{images}/.complete"):
     print(f"generating 256 JPEGs in {images} ...", flush=True)
     generate(images)
-results = {"poseidon": [], "torchvision (tensor)": [], "torchvision (PIL)": []}
-for r in range(rounds):
-    results["poseidon"].append(run_poseidon())
-    results["torchvision (tensor)"].append(run_torchvision("tensor"))
-    results["torchvision (PIL)"].append(run_torchvision("pil"))
-    print(f"round {r + 1}/{rounds}: " + ", ".join(f"{k} {v[-1]:.1f}" for k, v in results.items()), flush=True)
-median = {k: statistics.median(v) for k, v in results.items()}
-print(f"\n{os.cpu_count()} CPUs, {WORKERS} workers, batch {BATCH}, resize {RESIZE}, random crop {CROP}, mirror, "
-      f"normalise; median images/s over {rounds} rounds")
-for name, rate in median.items():
-    print(f"  {name:22s} {rate:8.1f} img/s" + ("" if name == "poseidon" else
-                                              f"   poseidon / this = {median['poseidon'] / rate:.2f}"))
+for augmentation, title in (("fixed", f"resize {RESIZE}, random crop {CROP}"),
+                            ("rrc", f"random resized crop {CROP}")):
+    results = {"poseidon": [], "torchvision (tensor)": [], "torchvision (PIL)": []}
+    for r in range(rounds):
+        results["poseidon"].append(run_poseidon(augmentation))
+        results["torchvision (tensor)"].append(run_torchvision(augmentation, "tensor"))
+        results["torchvision (PIL)"].append(run_torchvision(augmentation, "pil"))
+        print(f"{augmentation} round {r + 1}/{rounds}: " + ", ".join(f"{k} {v[-1]:.1f}" for k, v in results.items()),
+              flush=True)
+    median = {k: statistics.median(v) for k, v in results.items()}
+    print(f"\n{os.cpu_count()} CPUs, {WORKERS} workers, batch {BATCH}, {title}, mirror, "
+          f"normalise; median images/s over {rounds} rounds; load average {os.getloadavg()[0]:.1f}")
+    for name, rate in median.items():
+        print(f"  {name:22s} {rate:8.1f} img/s" + ("" if name == "poseidon" else
+                                                  f"   poseidon / this = {median['poseidon'] / rate:.2f}"))
+    print()
 EOF
