@@ -5,7 +5,7 @@
 // server's pushes and new values) and pairwise rounds (round k: each rank to
 // the k-th next, all waiting for the round). Each time is set against the
 // link time of its bytes at the TCP payload rate, the time the simulator
-// (dist/simulate.h) gives such traffic. Ranks wait as the scheduler's
+// (dist/sim/simulate.h) gives such traffic. Ranks wait as the scheduler's
 // communication thread does, testing every 50 us and sleeping between, or
 // (SPIN) in MPI_Waitall, which spins: how much eight spinning ranks on this
 // machine's two cores slow the kernel's forwarding between the emulated

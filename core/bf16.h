@@ -1,5 +1,5 @@
 // bfloat16 conversions, one formula for the CPU and the GPU: the CPU's
-// rounding of operands (round_to_bf16, the bf16 wire of dist/wire.h) and the
+// rounding of operands (round_to_bf16, the bf16 wire of dist/plan/wire.h) and the
 // GPU's casts into the bfloat16 copies that cuDNN and cuBLAS multiply
 // (core/cuda/bf16.h) round alike, bit for bit.
 #pragma once

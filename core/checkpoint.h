@@ -5,7 +5,7 @@
 // Solver state is stored under PyTorch's names, "optimizer.<param
 // name>.<state name>" ("momentum_buffer"; "exp_avg", "exp_avg_sq" and "step"; ...).
 // Entries named "compression.*" are the state of gradient compression
-// (dist/lowrank.h), which the caller streams into the file and reads back
+// (dist/schemes/lowrank.h), which the caller streams into the file and reads back
 // in whatever parts it needs: they can be far larger than the model.
 #pragma once
 

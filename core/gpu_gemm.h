@@ -1,6 +1,6 @@
 // A GEMM on a GPU between host buffers, for work beside the layers that the
 // host would take long over: the rebuild of an FC weight's gradient from its
-// sufficient factors (dist/sfb.h), 2 P K M N flops per iteration, run by the
+// sufficient factors (dist/schemes/sfb.h), 2 P K M N flops per iteration, run by the
 // communication thread. It has its own stream and cuBLAS handle (the
 // context's belong to the compute stream and the thread that runs the net)
 // and device buffers that grow to the largest call; TF32 as the context

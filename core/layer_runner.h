@@ -1,7 +1,7 @@
 // LayerRunner: what runs the body of a layer's forward and backward for the
 // Net. The default runs the layer's own code. Another runner can stand in for
 // the computation without the Net knowing: emulated compute
-// (dist/emulated_compute.h) waits a profiled device's time instead, so that
+// (dist/schemes/emulated_compute.h) waits a profiled device's time instead, so that
 // gates, gradient reports and transfers see that device's timing.
 #pragma once
 

@@ -10,7 +10,7 @@ rate that implies ("gflops"), at which `poseidon simulate` and `train
 --emulate-compute` run the SFB rebuild GEMM.
 
 With --memory-gbps (the device's memory bandwidth, GB/s) the profile also
-holds the solver update and the rate of sums of gradients (dist/device_costs.h):
+holds the solver update and the rate of sums of gradients (dist/sim/device_costs.h):
 the update streams --update-bytes per parameter through memory (20 for SGD
 with momentum: value, gradient and momentum read, value and momentum
 written), so update_ms = parameters x update bytes / bandwidth, and it is

@@ -1,10 +1,10 @@
-// The all-reduce schedules (dist/allreduce_schedule.h) run in one process:
+// The all-reduce schedules (dist/schemes/allreduce_schedule.h) run in one process:
 // every rank's steps carried out tag by tag on P buffers (each send matched
 // to exactly one receive of the same size), for ring, halving-doubling and
 // two-level at P = 2 to 9 (powers of two and not) and buckets smaller than P.
 // Every rank ends with the same bits, and those are the average of the
 // ranks' inputs to float rounding.
-#include "dist/allreduce_schedule.h"
+#include "dist/schemes/allreduce_schedule.h"
 
 #include <gtest/gtest.h>
 

@@ -12,7 +12,7 @@
 #include <map>
 
 #include "core/checkpoint.h"
-#include "dist/scheduler.h"
+#include "dist/session/scheduler.h"
 #include "tests/dist/compression_fixture.h"
 #include "tests/dist/test_world.h"
 

@@ -1,4 +1,4 @@
-// Compression (dist/wire.h, dist/lowrank.h): the bf16 wire format's rounding,
+// Compression (dist/plan/wire.h, dist/schemes/lowrank.h): the bf16 wire format's rounding,
 // and LeNet trained on P ranks with bf16 gradients on the parameter server
 // and all-reduce, and with every layer compressed to low rank. Replicas end
 // bitwise identical, and equal, bit for bit, to one process that computes
@@ -15,11 +15,11 @@
 #include <vector>
 
 #include "core/checkpoint.h"
-#include "dist/compression_plan.h"
-#include "dist/lowrank.h"
-#include "dist/scheduler.h"
-#include "dist/simulate.h"
-#include "dist/wire.h"
+#include "dist/plan/compression_plan.h"
+#include "dist/schemes/lowrank.h"
+#include "dist/session/scheduler.h"
+#include "dist/sim/simulate.h"
+#include "dist/plan/wire.h"
 #include "tests/dist/compression_fixture.h"
 #include "tests/dist/test_world.h"
 
@@ -205,7 +205,7 @@ std::vector<float> values_of(Net& net) {
   return {net.flat_values().data(), net.flat_values().data() + net.flat_values().numel()};
 }
 
-// The ring of dist/allreduce.h on one process: chunk c's sum starts at rank
+// The ring of dist/schemes/allreduce.h on one process: chunk c's sum starts at rank
 // c and passes rank c + 1, c + 2, ..., each adding its own in fp32 to what
 // the wire delivered; the last one also averages.
 void simulate_ring(const std::vector<std::vector<float>>& grads, int64_t begin, int64_t count, dist::Wire wire,

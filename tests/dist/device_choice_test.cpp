@@ -5,7 +5,7 @@
 #include <string>
 
 #include "core/error.h"
-#include "dist/device_choice.h"
+#include "dist/runtime/device_choice.h"
 
 namespace poseidon::testing {
 

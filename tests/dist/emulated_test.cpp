@@ -7,8 +7,8 @@
 #include <chrono>
 #include <cstring>
 
-#include "dist/emulated_compute.h"
-#include "dist/scheduler.h"
+#include "dist/schemes/emulated_compute.h"
+#include "dist/session/scheduler.h"
 #include "tests/dist/test_world.h"
 
 namespace poseidon::testing {

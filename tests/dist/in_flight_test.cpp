@@ -1,5 +1,5 @@
 // dist/exchange's InFlight with the timed work of emulated compute
-// (dist/emulated_compute.h): the device's work ends when its time is up, one
+// (dist/schemes/emulated_compute.h): the device's work ends when its time is up, one
 // piece after the other in the order posted, and the counters the
 // communication thread paces its polling by (finished operations, time until
 // the next timed piece is due) follow it.
@@ -9,8 +9,8 @@
 #include <thread>
 #include <vector>
 
-#include "dist/emulated_compute.h"
-#include "dist/exchange.h"
+#include "dist/schemes/emulated_compute.h"
+#include "dist/runtime/exchange.h"
 
 namespace poseidon::testing {
 namespace {

@@ -1,7 +1,7 @@
 // dist/plan: units cover every learnable parameter once, buckets respect
 // their size limit, PS blocks tile their parameter and are balanced by bytes;
 // the one-line summary of a plan counts layers per scheme.
-#include "dist/plan.h"
+#include "dist/plan/plan.h"
 
 #include <gtest/gtest.h>
 

@@ -1,6 +1,7 @@
 // dist/planner: the link probe gives every rank the same figures (plans must
 // agree), and figures set in the config are taken as they are.
-#include "dist/planner.h"
+#include "dist/plan/planner.h"
+#include "dist/runtime/link_probe.h"
 
 #include <gtest/gtest.h>
 

@@ -1,7 +1,7 @@
 // dist/priority: held sends leave lowest priority value (lowest layer) first,
 // then by sequence, with at most the window's bytes in flight; the parameter
 // server's sequence sends each round's blocks as permutations of the ranks.
-#include "dist/priority.h"
+#include "dist/plan/priority.h"
 
 #include <gtest/gtest.h>
 

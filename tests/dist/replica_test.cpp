@@ -40,7 +40,7 @@
 #include "core/local_sink.h"
 #include "core/math.h"
 #include "core/precision.h"
-#include "dist/scheduler.h"
+#include "dist/session/scheduler.h"
 #include "tests/dist/test_world.h"
 
 namespace poseidon::testing {

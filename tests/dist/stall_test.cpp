@@ -1,7 +1,7 @@
 // dist/stall: ranks that keep polling answer each other's questions, even
 // when all ask at once; a rank that does not poll is named as silent, and one
 // with fewer iterations as behind.
-#include "dist/stall.h"
+#include "dist/runtime/stall.h"
 
 #include <gtest/gtest.h>
 

@@ -10,7 +10,7 @@
 #include <filesystem>
 #include <string>
 
-#include "dist/comm.h"
+#include "dist/runtime/comm.h"
 
 namespace poseidon::testing {
 

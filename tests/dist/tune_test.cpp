@@ -1,5 +1,5 @@
 // The options at scale end to end: spread PS blocks keep every rank serving,
-// `plan --tune`'s search (dist/tune.h) never ends slower than where it
+// `plan --tune`'s search (dist/sim/tune.h) never ends slower than where it
 // started and leaves the ring where latency dominates, and a plan file keeps
 // the tuned options across a write and a read.
 #include <gtest/gtest.h>
@@ -10,8 +10,8 @@
 
 #include <unistd.h>
 
-#include "dist/plan_file.h"
-#include "dist/tune.h"
+#include "dist/plan/plan_file.h"
+#include "dist/sim/tune.h"
 
 namespace poseidon::testing {
 

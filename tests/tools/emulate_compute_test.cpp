@@ -4,7 +4,7 @@
 // buffer, while the EmulatedUpdateSink waits the profile's update time
 // instead; profiles that do not fit the run are refused; and training at a
 // known iteration time reports that rate.
-#include "dist/emulated_compute.h"
+#include "dist/schemes/emulated_compute.h"
 
 #include <gtest/gtest.h>
 #include <unistd.h>

@@ -1,8 +1,8 @@
-// The scheduler simulation (dist/simulate.h) against what can be worked out
+// The scheduler simulation (dist/sim/simulate.h) against what can be worked out
 // by hand: one and two FC layers on two ranks, where every transfer's start
 // and end follow from bytes / bandwidth + latency; infinite bandwidth, where
 // only compute is left; the planner's bytes per rank; and WFBP never slower.
-#include "dist/simulate.h"
+#include "dist/sim/simulate.h"
 
 #include <gtest/gtest.h>
 
@@ -11,7 +11,7 @@
 
 #include "core/error.h"
 #include "core/net.h"
-#include "dist/device_costs.h"
+#include "dist/sim/device_costs.h"
 #include "tools/cli_runner.h"
 
 namespace poseidon::dist {

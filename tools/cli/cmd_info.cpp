@@ -19,7 +19,7 @@
 
 #include "core/device_info.h"
 #include "core/device_memory.h"
-#include "dist/comm.h"
+#include "dist/runtime/comm.h"
 #include "layers/dnnl_support.h"
 #include "tools/cli/commands.h"
 

@@ -5,9 +5,9 @@
 #include <nlohmann/json.hpp>
 
 #include "core/net.h"
-#include "dist/compression_plan.h"
-#include "dist/plan_file.h"
-#include "dist/planner.h"
+#include "dist/plan/compression_plan.h"
+#include "dist/plan/plan_file.h"
+#include "dist/plan/planner.h"
 #include "tools/cli/commands.h"
 #include "tools/cli/train_config.h"
 

@@ -1,13 +1,13 @@
 // `poseidon plan --tune`: the distributed options the simulator finds
-// fastest for a model on P ranks (dist/tune.h), each candidate printed as it
+// fastest for a model on P ranks (dist/sim/tune.h), each candidate printed as it
 // is simulated, and with --out a plan file that pins the chosen per-layer
 // schemes and options in training (dist.plan_file).
 #include <cstdio>
 
 #include "core/error.h"
 #include "core/net.h"
-#include "dist/plan_file.h"
-#include "dist/tune.h"
+#include "dist/plan/plan_file.h"
+#include "dist/sim/tune.h"
 #include "tools/cli/commands.h"
 #include "tools/cli/train_config.h"
 

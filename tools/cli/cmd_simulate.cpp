@@ -1,12 +1,12 @@
 // The simulate verb: iteration time, speed-up and link use of distributed
-// training on P ranks as the discrete-event model of dist/simulate.h
+// training on P ranks as the discrete-event model of dist/sim/simulate.h
 // predicts them, one row per combination of scheme, WFBP, bandwidth and P.
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
 #include "core/net.h"
-#include "dist/simulate.h"
+#include "dist/sim/simulate.h"
 #include "tools/cli/commands.h"
 #include "tools/cli/train_config.h"
 #include "core/units.h"

@@ -5,7 +5,7 @@
 #include "core/checkpoint.h"
 #include "core/math.h"
 #include "core/model_summary.h"
-#include "dist/comm.h"
+#include "dist/runtime/comm.h"
 #include "tools/cli/commands.h"
 #include "tools/cli/stop_signal.h"
 #include "tools/cli/trainer.h"

@@ -1,7 +1,7 @@
 // Stopping training on a signal: the first SIGTERM or SIGINT asks the
 // training loop to stop at the next iteration boundary (it writes a
 // checkpoint and exits 0; in an MPI job every rank stops together:
-// dist/stop_vote.h); a second one ends the process at once.
+// dist/runtime/stop_vote.h); a second one ends the process at once.
 //
 // The signals never interrupt a thread that computes. A handler runs on the
 // stack of the thread the signal lands on, and the kernel writes its frame

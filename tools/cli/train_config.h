@@ -12,7 +12,7 @@
 //   solver: {type: sgd, lr: 0.01, momentum: 0.9, max_iter: 5000, ...}
 //   train: {display: 100, test_interval: 1000, test_iters: 0, snapshot_interval: 0,
 //           final_checkpoint: true, output_dir: runs/lenet}
-//   dist: {scheme: hybrid, wfbp: true, ...}   # used under mpirun; see dist/dist_config.h
+//   dist: {scheme: hybrid, wfbp: true, ...}   # used under mpirun; see dist/plan/dist_config.h
 #pragma once
 
 #include <optional>
@@ -23,7 +23,7 @@
 #include "core/precision.h"
 #include "core/solver.h"
 #include "core/tensor.h"
-#include "dist/dist_config.h"
+#include "dist/plan/dist_config.h"
 
 namespace poseidon {
 
@@ -41,7 +41,7 @@ struct TrainConfig {
   uint64_t seed = 1;
   int threads = 0;       // 0: all cores
   Device device;
-  bool device_index_given = false;  // "cuda:N" rather than "cuda" (dist/device_choice.h)
+  bool device_index_given = false;  // "cuda:N" rather than "cuda" (dist/runtime/device_choice.h)
   Precision precision = Precision::fp32;
   // GPU convolutions' backward algorithms: deterministic only, or cuDNN's
   // fastest (device_memory::set_deterministic); unset: the process default.

@@ -13,7 +13,7 @@
 #include "core/local_sink.h"
 #include "core/math.h"
 #include "core/units.h"
-#include "dist/device_choice.h"
+#include "dist/runtime/device_choice.h"
 #include "tools/cli/label_check.h"
 #include "tools/cli/progress.h"
 #include "tools/cli/run_summary.h"

@@ -20,9 +20,9 @@
 #include "core/net.h"
 #include "core/solver.h"
 #include "data/loader.h"
-#include "dist/emulated_compute.h"
-#include "dist/plan_file.h"
-#include "dist/session.h"
+#include "dist/schemes/emulated_compute.h"
+#include "dist/plan/plan_file.h"
+#include "dist/session/session.h"
 #include "tools/cli/train_config.h"
 
 namespace poseidon {

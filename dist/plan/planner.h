@@ -1,0 +1,81 @@
+// Planner (HybComm): for each layer, the scheme that synchronises it fastest,
+// from the cost model of docs/REFERENCE.md. Numbers moved per rank per iteration (in
+// plus out, co-located servers: P workers that are also the P servers), for a
+// layer of S parameters, or an FC layer of M outputs and N inputs at K
+// examples per rank:
+//   PS         4 * S * (P - 1) / P        (= 2 S (P1 + P2 - 2) / P2)
+//   all-reduce 4 * S * (P - 1) / P        (ring: reduce-scatter + all-gather)
+//   SFB        2 * K * (P - 1) * (M + N)  (FC only; the bias comes free)
+// Estimated time: half of those numbers each way over a full-duplex link of
+// the given bandwidth, plus the latency of each scheme's message rounds (PS:
+// push and pull; all-reduce and SFB: one per ring step), plus for SFB the
+// 2 * M * N * P * K flops that rebuild the gradient at the given GEMM rate.
+// Non-FC layers use PS unless all-reduce is strictly faster; an FC layer uses
+// SFB when that is not slower than PS.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/net.h"
+#include "dist/plan/dist_config.h"
+
+namespace poseidon::dist {
+
+struct LinkModel {
+  double bandwidth_gbps = 10;  // Gbit/s each way
+  double latency_us = 20;      // per message round
+  double gemm_gflops = 50;     // rate of the SFB rebuild GEMM
+};
+
+struct SchemeCost {
+  double numbers = 0;  // moved per rank per iteration, in plus out
+  double seconds = 0;  // estimated
+  double bytes() const { return numbers * 4; }
+};
+
+SchemeCost ps_cost(int64_t elements, int ranks, const LinkModel& link);
+SchemeCost allreduce_cost(int64_t elements, int ranks, const LinkModel& link);
+// At scale: PS whose blocks have only `servers` owners (fewer than the ranks
+// when the blocks are fewer), each owner's link taking the P - 1 pushes of
+// its blocks: the layer's share of the busiest owner's load, P / servers
+// times the even spread's, and no less than one block of `block_elements`
+// pushed P - 1 times to its owner and sent back P - 1 times (its values go
+// back only after the last push). The planner counts that incast with
+// dist.spread_blocks only: fixed blocks are few per layer at small P and
+// their owners' incasts overlap other layers' transfers (the simulator puts
+// PS level with all-reduce there), while spread blocks give each owner about
+// one block of a layer, which then waits on it. plan_layers counts fewer
+// servers than ranks with dist.spread_blocks too, so that the defaults plan
+// as before. All-reduce of a layer fused into a bucket of
+// `bucket_bytes` (the layer alone when it is larger) by the algorithm
+// dist/plan/collective_costs.h picks for that bucket: the layer's share of the bucket's
+// steps, latencies included. That share needs dist.fusion auto, whose
+// buckets fill up to their size; with fixed buckets a layer pays a whole
+// bucket's latencies, as a lone layer does.
+SchemeCost ps_cost(int64_t elements, int ranks, const LinkModel& link, int servers, int64_t block_elements);
+SchemeCost allreduce_cost(int64_t elements, int ranks, const LinkModel& link, const CollectiveOptions& options,
+                          int64_t bucket_bytes);
+SchemeCost sfb_cost(int64_t outputs, int64_t inputs, int64_t batch, int ranks, const LinkModel& link);
+
+// The planner's choice for one layer with learnable parameters.
+struct LayerPlan {
+  size_t layer = 0;  // index in the Net
+  std::vector<Shape> shapes;
+  Scheme scheme = Scheme::ps;
+  SchemeCost cost;  // of the chosen scheme
+  SchemeCost ps;    // of PS, for the comparison with all-PS
+  bool sfb_possible = false;
+};
+
+// One entry per layer with learnable parameters, in layer order, for `ranks`
+// ranks training `batch` examples each, with the block, bucket and
+// collective options of `config` (its scheme is not read).
+std::vector<LayerPlan> plan_layers(Net& net, int64_t batch, int ranks, const LinkModel& link,
+                                   const DistConfig& config = {});
+
+// The GEMM rate of this process, GFLOP/s, from a short timed GEMM.
+double measure_gemm_gflops();
+
+}  // namespace poseidon::dist

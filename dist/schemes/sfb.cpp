@@ -1,0 +1,72 @@
+// Sufficient-factor broadcasting: all-gather the factors, rebuild the gradient with one GEMM.
+#include "dist/schemes/sfb.h"
+
+#include <cstring>
+#include <limits>
+
+
+namespace poseidon::dist {
+
+SfbExchange::SfbExchange(Comm comm, Solver& solver, ExchangeCompute& compute, Param& weight, Param* bias,
+                         const Tensor& input, const Tensor& output_grad, std::string label, Precision precision)
+    : comm_(std::move(comm)),
+      solver_(solver),
+      compute_(compute),
+      weight_(weight),
+      bias_(bias),
+      input_(input),
+      output_grad_(output_grad),
+      label_(std::move(label)),
+      precision_(precision) {
+  POSEIDON_CHECK(weight_.shape.size() == 2) << weight_.name << " is not a matrix";
+  m_ = weight_.shape[0];
+  n_ = weight_.shape[1];
+  k_ = output_grad_.dim(0);
+  POSEIDON_CHECK(output_grad_.numel() == k_ * m_ && input_.numel() == k_ * n_)
+      << label_ << ": factors of shape " << shape_str(output_grad_.shape()) << " and " << shape_str(input_.shape())
+      << " do not fit the weight " << shape_str(weight_.shape);
+  const int64_t p = comm_.size();
+  if (p * k_ * std::max(m_, n_) > std::numeric_limits<int>::max())
+    throw CommError("the factors of " + label_ + " are more than one MPI call can move; use scheme ps for it");
+  my_inputs_.resize(k_ * n_);
+  my_output_grads_.resize(k_ * m_);
+  all_inputs_.resize(p * k_ * n_);
+  all_output_grads_.resize(p * k_ * m_);
+}
+
+void SfbExchange::capture() {
+  // Copied now: the next forward overwrites the input blob before this layer's gate.
+  POSEIDON_CHECK(input_.numel() == k_ * n_) << label_ << ": the batch changed under sufficient-factor broadcasting";
+  std::memcpy(my_inputs_.data(), input_.data(), my_inputs_.size() * sizeof(float));
+  std::memcpy(my_output_grads_.data(), output_grad_.data(), my_output_grads_.size() * sizeof(float));
+  if (precision_ == Precision::bf16) {
+    round_to_bf16(my_inputs_.data(), static_cast<int64_t>(my_inputs_.size()));
+    round_to_bf16(my_output_grads_.data(), static_cast<int64_t>(my_output_grads_.size()));
+  }
+}
+
+void SfbExchange::start(InFlight& in_flight) {
+  const int64_t others = comm_.size() - 1;
+  MPI_Request req;
+  // Two collectives on this layer's own communicator, always in this order.
+  POSEIDON_MPI(MPI_Iallgather(my_inputs_.data(), static_cast<int>(k_ * n_), MPI_FLOAT, all_inputs_.data(),
+                              static_cast<int>(k_ * n_), MPI_FLOAT, comm_.handle(), &req));
+  in_flight.post(req, *this, gather_inputs, others * k_ * n_ * 4, others * k_ * n_ * 4);
+  POSEIDON_MPI(MPI_Iallgather(my_output_grads_.data(), static_cast<int>(k_ * m_), MPI_FLOAT, all_output_grads_.data(),
+                              static_cast<int>(k_ * m_), MPI_FLOAT, comm_.handle(), &req));
+  in_flight.post(req, *this, gather_output_grads, others * k_ * m_ * 4, others * k_ * m_ * 4);
+}
+
+void SfbExchange::complete(int slot, InFlight& in_flight) {
+  if (slot == rebuilt || operations_in_flight() > 0) return;  // over, or the other all-gather is still running
+  const Factors factors{all_output_grads_.data(), all_inputs_.data(), comm_.size() * k_, m_, n_};
+  compute_.rebuild(solver_, factors, comm_.size(), weight_, bias_, {in_flight, *this, rebuilt});
+}
+
+std::string SfbExchange::describe(int slot) const {
+  if (slot == rebuilt) return "the rebuild and update of " + label_;
+  return std::string(slot == gather_inputs ? "the all-gather of inputs" : "the all-gather of output gradients") +
+         " of " + label_ + " (a collective: a rank that never joins it stalls every other)";
+}
+
+}  // namespace poseidon::dist

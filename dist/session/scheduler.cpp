@@ -1,0 +1,442 @@
+// The communication thread, the per-layer gates and the collectives run
+// between iterations.
+#include "dist/session/scheduler.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <utility>
+
+#include "core/finite_check.h"
+#include "core/math.h"
+#include "dist/schemes/allreduce.h"
+#include "dist/schemes/lowrank.h"
+#include "dist/schemes/ps.h"
+#include "dist/schemes/sfb.h"
+
+namespace poseidon::dist {
+
+namespace {
+using Clock = std::chrono::steady_clock;
+double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+// Between polls the thread sleeps (or until a unit becomes ready) instead of
+// spinning on a core the compute thread, the data loader and the kernel's
+// network stack need: 50 us after a poll that finished something, twice as
+// long after each that finished nothing, up to 800 us (a socket buffer
+// holds more than that at the link's rate; timed work, such as an emulated
+// device's, ends
+// the sleep when it is due).
+constexpr auto kPollPause = std::chrono::microseconds(50);
+constexpr auto kPollPauseMax = std::chrono::microseconds(800);
+// With nothing in flight the thread still wakes this often to answer other
+// ranks' stall questions.
+constexpr auto kIdlePause = std::chrono::milliseconds(10);
+
+uint64_t fnv1a(const void* data, size_t bytes) {
+  const auto* p = static_cast<const unsigned char*>(data);
+  uint64_t h = 1469598103934665603ull;
+  for (size_t i = 0; i < bytes; ++i) h = (h ^ p[i]) * 1099511628211ull;
+  return h;
+}
+}  // namespace
+
+Scheduler::Scheduler(Net& net, Solver& solver, const World& world, CommPlan plan, SchedulerOptions options)
+    : net_(net),
+      solver_(solver),
+      plan_(std::move(plan)),
+      config_(std::move(options.config)),
+      comm_(std::make_unique<Comm>(world)),
+      first_iteration_(options.first_iteration),
+      check_finite_(options.check_finite),
+      compute_(std::make_shared<TracingCompute>(
+          options.compute ? std::move(options.compute)
+                          : std::make_shared<HostCompute>(std::move(options.offload.rebuild_gemm)))) {
+  POSEIDON_CHECK(plan_.world_size == comm_->size()) << plan_.world_size << " vs " << comm_->size();
+  const DeviceSum& allreduce_sum = options.offload.allreduce_sum;
+  for (size_t i = 0; i < net_.num_layers(); ++i) layer_index_[&net_.layer(i)] = i;
+  if (config_.order == SendOrder::priority)
+    priority_sends_ = std::make_unique<PrioritySends>(priority_window_bytes(config_.block_bytes, comm_->size()));
+  // two_level's hosts: as the config emulates them, else as MPI's shared-memory split finds them.
+  const int per_host =
+      config_.collective.ranks_per_host > 1 ? config_.collective.ranks_per_host : world.local_size();
+  int64_t blocks = 0;
+  for (size_t u = 0; u < plan_.groups.size(); ++u) {
+    const SyncGroup& unit = plan_.groups[u];
+    for (size_t i : unit.params) group_of_param_[plan_.params[i].param] = u;
+    std::unique_ptr<Exchange> ex;
+    if (unit.scheme == Scheme::allreduce) {
+      std::vector<Param*> params;
+      for (size_t i : unit.params) params.push_back(plan_.params[i].param);
+      ex = std::make_unique<AllreduceExchange>(comm_->duplicate(), solver_, *compute_, std::move(params),
+                                               net_.flat_grads().data() + unit.begin, unit.end - unit.begin, unit.label,
+                                               unit.wire == Wire::fp32 ? allreduce_sum : DeviceSum{}, unit.wire,
+                                               unit.algorithm, per_host);
+    } else if (unit.scheme == Scheme::ps) {
+      const PlannedParam& p = plan_.params[unit.params[0]];
+      auto ps = std::make_unique<PsExchange>(*comm_, solver_, *compute_, *p.param, unit.blocks, priority_sends_.get(),
+                                             static_cast<int64_t>(p.layer), unit.wire);
+      ps->import_state(solver_);
+      ps_exchanges_.push_back(ps.get());
+      blocks += static_cast<int64_t>(unit.blocks.size());
+      ex = std::move(ps);
+    } else if (unit.scheme == Scheme::lowrank) {
+      std::vector<Param*> params;
+      for (size_t i : unit.params) params.push_back(plan_.params[i].param);
+      auto lowrank = std::make_unique<LowRankExchange>(comm_->duplicate(), solver_, *compute_, std::move(params),
+                                                       config_.lowrank_rank, unit.label);
+      lowrank->import_state(options.compression_state);
+      lowrank_exchanges_.push_back(lowrank.get());
+      ex = std::move(lowrank);
+    } else {
+      const Layer& layer = net_.layer(plan_.params[unit.params[0]].layer);
+      Param& weight = *plan_.params[unit.params[0]].param;
+      Param* bias = unit.params.size() > 1 ? plan_.params[unit.params[1]].param : nullptr;
+      formed_[&weight] = {BlobPart{layer.inputs()[0], false}, BlobPart{layer.outputs()[0], true}};
+      ex = std::make_unique<SfbExchange>(comm_->duplicate(), solver_, *compute_, weight, bias,
+                                         net_.blob(layer.inputs()[0]).value, net_.blob(layer.outputs()[0]).grad,
+                                         unit.label, layer.precision());
+    }
+    group_of_exchange_[ex.get()] = u;
+    exchanges_.push_back(std::move(ex));
+  }
+  if (PsExchange::max_tag(blocks) > comm_->max_tag())
+    throw Error("the parameter server needs " + std::to_string(blocks) + " blocks, more than MPI's tags allow (" +
+                std::to_string(comm_->max_tag()) + "); raise dist.block_bytes");
+  // Each owner keeps the optimizer state of its blocks; the full buffers are gathered only for checkpoints.
+  for (const SyncGroup& unit : plan_.groups)
+    if (unit.scheme == Scheme::ps) solver_.drop_state(plan_.params[unit.params[0]].param->name);
+
+  inspector_ = std::make_unique<StallInspector>(*comm_);
+  const size_t n = plan_.groups.size();
+  ready_params_.assign(n, 0);
+  ready_.assign(n, false);
+  done_rounds_.assign(n, 0);
+  group_started_.resize(n);
+  // The exchanges' arithmetic (SFB's rebuild GEMM, PS updates) runs on this
+  // thread with the caller's thread count, not OpenMP's default: OpenBLAS
+  // partitions a GEMM by its threads, and its sums' order with it, so the
+  // rebuild equals the same GEMM on the caller's thread bit for bit.
+  thread_ = std::thread([this, threads = num_threads()] {
+    set_num_threads(threads);
+    loop();
+  });
+  try {
+    check_replicas_identical();
+  } catch (...) {
+    stop_thread();
+    throw;
+  }
+}
+
+Scheduler::~Scheduler() { stop_thread(); }
+
+void Scheduler::stop_thread() {
+  {
+    std::lock_guard lock(mutex_);
+    stop_ = true;
+  }
+  work_.notify_all();
+  thread_.join();
+}
+
+void Scheduler::rethrow_locked() const {
+  if (error_) std::rethrow_exception(error_);
+}
+
+bool Scheduler::groups_done_locked() const {
+  for (int64_t d : done_rounds_)
+    if (d < handed_rounds_) return false;
+  return true;
+}
+
+void Scheduler::await_params(const Layer& layer) {
+  auto it = layer_index_.find(&layer);
+  POSEIDON_CHECK(it != layer_index_.end()) << "layer '" << layer.name() << "' is not in the scheduled net";
+  const std::vector<size_t>& units = plan_.layer_groups[it->second];
+  if (units.empty()) return;
+  std::unique_lock lock(mutex_);
+  auto open = [&] {
+    for (size_t u : units)
+      if (done_rounds_[u] < handed_rounds_) return false;
+    return true;
+  };
+  if (!open()) {
+    const auto t0 = Clock::now();
+    gates_.wait(lock, [&] { return error_ || open(); });
+    stats_.wait_s += seconds_since(t0);
+  }
+  rethrow_locked();
+}
+
+const std::vector<BlobPart>& Scheduler::gradient_sources(const Param& param) const {
+  auto it = formed_.find(&param);
+  return it == formed_.end() ? no_sources() : it->second;
+}
+
+void Scheduler::grad_ready(Param& param) {
+  auto it = group_of_param_.find(&param);
+  POSEIDON_CHECK(it != group_of_param_.end()) << "parameter '" << param.name << "' is not in the plan";
+  const size_t u = it->second;
+  if (check_finite_ && !formed_.count(&param) && !param.grad_bounded && !all_finite(param.grad.data(), param.grad.numel())) {
+    const int64_t at = first_non_finite(param.grad.data(), param.grad.numel());
+    throw Error("non-finite gradient of '" + param.name + "' (first at index " + std::to_string(at) + ": " +
+                non_finite_text(param.grad[at]) + ")");
+  }
+  std::unique_lock lock(mutex_);
+  rethrow_locked();
+  if (++ready_params_[u] < static_cast<int>(plan_.groups[u].params.size())) return;
+  ready_params_[u] = 0;
+  POSEIDON_CHECK(done_rounds_[u] == handed_rounds_) << plan_.groups[u].label << ": ready again before it was synced";
+  lock.unlock();
+  exchanges_[u]->capture();   // the communication thread does not touch the exchange until it is started
+  if (!config_.wfbp) return;  // handed over by backward_done
+  lock.lock();
+  ready_[u] = true;
+  work_.notify_one();
+}
+
+void Scheduler::backward_done() {
+  std::unique_lock lock(mutex_);
+  rethrow_locked();
+  for (size_t u = 0; u < plan_.groups.size(); ++u)
+    POSEIDON_CHECK(ready_params_[u] == 0) << "backward did not report every parameter of " << plan_.groups[u].label;
+  ++handed_rounds_;
+  ++stats_.iterations;
+  if (config_.wfbp) return;
+  std::fill(ready_.begin(), ready_.end(), true);
+  work_.notify_one();
+  const auto t0 = Clock::now();
+  gates_.wait(lock, [&] { return error_ || groups_done_locked(); });
+  stats_.wait_s += seconds_since(t0);
+  rethrow_locked();
+}
+
+void Scheduler::check() {
+  std::lock_guard lock(mutex_);
+  rethrow_locked();
+}
+
+void Scheduler::sync() {
+  std::unique_lock lock(mutex_);
+  const auto t0 = Clock::now();
+  gates_.wait(lock, [&] { return error_ || groups_done_locked(); });
+  stats_.wait_s += seconds_since(t0);  // the compute thread waits for transfers here too
+  rethrow_locked();
+}
+
+void Scheduler::run(const std::function<void(const Comm&)>& task) {
+  sync();
+  std::exception_ptr failure;
+  bool done = false;
+  std::unique_lock lock(mutex_);
+  task_ = [&] {
+    try {
+      task(*comm_);
+    } catch (...) {
+      failure = std::current_exception();
+    }
+    std::lock_guard inner(mutex_);
+    done = true;
+    gates_.notify_all();
+  };
+  work_.notify_one();
+  gates_.wait(lock, [&] { return done || error_; });
+  rethrow_locked();
+  if (failure) std::rethrow_exception(failure);
+}
+
+void Scheduler::set_timeline(Timeline* timeline) {
+  if (timeline)
+    for (size_t u = 0; u < plan_.groups.size(); ++u)
+      timeline->name_lane(Timeline::group_lane(u),
+                          "comm " + scheme_name(plan_.groups[u].scheme) + ": " + plan_.groups[u].label);
+  compute_->set_timeline(timeline);
+  timeline_ = timeline;
+}
+
+void Scheduler::start_group(size_t u) {
+  solver_.set_iteration(first_iteration_ + started_rounds_);
+  group_started_[u] = Timeline::Clock::now();
+  if (u + 1 == plan_.groups.size()) ++started_rounds_;
+  Exchange& ex = *exchanges_[u];
+  ex.start(in_flight_);
+  if (ex.operations_in_flight() == 0) finish_group(u);
+}
+
+void Scheduler::finish_group(size_t u) {
+  if (Timeline* t = timeline_.load())
+    t->add(plan_.groups[u].label, scheme_name(plan_.groups[u].scheme), Timeline::group_lane(u), group_started_[u],
+           Timeline::Clock::now(), {{"iteration", first_iteration_ + done_rounds_[u]}});
+  std::lock_guard lock(mutex_);
+  ++done_rounds_[u];
+  stats_.bytes_sent = in_flight_.bytes_sent();
+  stats_.bytes_received = in_flight_.bytes_received();
+  gates_.notify_all();
+}
+
+void Scheduler::loop() {
+  bool busy = false;
+  Clock::time_point busy_since;
+  Clock::duration pause = kPollPause;
+  int64_t finished = 0;
+  try {
+    for (;;) {
+      std::vector<size_t> starting;
+      std::function<void()> task;
+      int64_t progress = 0;
+      {
+        std::unique_lock lock(mutex_);
+        auto wake = [&] { return stop_ || (!ready_.empty() && ready_[next_group_]) || task_ != nullptr; };
+        if (in_flight_.empty()) work_.wait_for(lock, kIdlePause, wake);
+        if (stop_) return;
+        progress = handed_rounds_;
+        while (!ready_.empty() && ready_[next_group_]) {
+          ready_[next_group_] = false;
+          starting.push_back(next_group_);
+          next_group_ = (next_group_ + 1) % ready_.size();
+        }
+        if (starting.empty() && in_flight_.empty()) task = std::exchange(task_, nullptr);
+      }
+      inspector_->answer(progress);
+      if (task) task();
+      for (size_t u : starting) start_group(u);
+      if (priority_sends_) priority_sends_->pump();
+      std::vector<Exchange*> finished_exchanges;
+      if (!in_flight_.empty()) {
+        finished_exchanges = in_flight_.poll();
+        if (priority_sends_) priority_sends_->pump();
+        if (const std::string* what = in_flight_.stalled(config_.timeout_s)) {
+          std::string message = "no progress for " + std::to_string(static_cast<int>(config_.timeout_s)) +
+                                " s (dist.timeout_s) waiting for " + *what;
+          const std::string culprits = inspector_->inspect(progress, std::min(10.0, config_.timeout_s));
+          if (!culprits.empty()) message += "; " + culprits;
+          throw CommError(message);
+        }
+      }
+      const bool now_busy = !in_flight_.empty();
+      if (now_busy && !busy) busy_since = Clock::now();
+      if (!now_busy && busy) {
+        std::lock_guard lock(mutex_);
+        stats_.comm_s += seconds_since(busy_since);
+      }
+      busy = now_busy;
+      // Announced after the busy time is counted: a sync() that returns on
+      // the last group then takes statistics that include its transfer.
+      for (Exchange* ex : finished_exchanges) finish_group(group_of_exchange_.at(ex));
+      const bool progressed = !starting.empty() || in_flight_.finished() != finished;
+      finished = in_flight_.finished();
+      pause = progressed ? Clock::duration(kPollPause) : std::min<Clock::duration>(2 * pause, kPollPauseMax);
+      if (now_busy) {
+        std::unique_lock lock(mutex_);
+        work_.wait_for(lock, std::min(pause, in_flight_.until_timed_done()),
+                       [&] { return stop_ || (!ready_.empty() && ready_[next_group_]); });
+      }
+    }
+  } catch (const std::exception& e) {
+    std::lock_guard lock(mutex_);
+    error_ = std::make_exception_ptr(CommError(e.what()));
+    gates_.notify_all();
+  }
+}
+
+CommStats Scheduler::take_stats() {
+  std::lock_guard lock(mutex_);
+  CommStats out = stats_;
+  out.bytes_sent -= reported_.bytes_sent;
+  out.bytes_received -= reported_.bytes_received;
+  out.comm_s -= reported_.comm_s;
+  out.wait_s -= reported_.wait_s;
+  out.iterations -= reported_.iterations;
+  reported_ = stats_;
+  return out;
+}
+
+std::vector<double> Scheduler::sum_over_ranks(const std::vector<double>& values) {
+  std::vector<double> out(values.size());
+  run([&](const Comm& c) {
+    const int n = static_cast<int>(values.size());
+    POSEIDON_MPI(MPI_Reduce(values.data(), out.data(), n, MPI_DOUBLE, MPI_SUM, 0, c.handle()));
+    POSEIDON_MPI(MPI_Bcast(out.data(), n, MPI_DOUBLE, 0, c.handle()));
+  });
+  return out;
+}
+
+void Scheduler::average_buffers() {
+  std::vector<Param*> buffers;
+  for (Param* p : net_.params())
+    if (!p->learnable) buffers.push_back(p);
+  if (buffers.empty()) return;
+  run([&](const Comm& c) {
+    const float scale = 1.f / static_cast<float>(c.size());
+    for (Param* p : buffers) {
+      const int n = static_cast<int>(p->value.numel());
+      std::vector<float> sum(n);
+      POSEIDON_MPI(MPI_Reduce(p->value.data(), sum.data(), n, MPI_FLOAT, MPI_SUM, 0, c.handle()));
+      for (float& v : sum) v *= scale;
+      POSEIDON_MPI(MPI_Bcast(sum.data(), n, MPI_FLOAT, 0, c.handle()));
+      std::memcpy(p->value.data(), sum.data(), n * sizeof(float));
+    }
+  });
+}
+
+Solver Scheduler::solver_snapshot(int root) {
+  sync();
+  Solver copy = solver_;
+  run([&](const Comm&) {
+    for (PsExchange* ps : ps_exchanges_) ps->gather_state(copy, root);
+  });
+  return copy;
+}
+
+void Scheduler::save_with_compression_state(const std::function<void(const std::vector<StreamedTensor>&)>& save,
+                                            int root) {
+  if (comm_->rank() != root) {
+    run([&](const Comm&) {
+      for (LowRankExchange* lowrank : lowrank_exchanges_) lowrank->stream_error(root, {});
+    });
+    return;
+  }
+  std::vector<StreamedTensor> entries;
+  size_t started = 0;  // error entries whose streaming began, in order
+  for (LowRankExchange* lowrank : lowrank_exchanges_) {
+    entries.push_back(lowrank->q_entry());
+    entries.push_back({lowrank->error_name(), lowrank->error_shape(),
+                       [this, lowrank, root, &started](const StreamedTensor::Writer& write) {
+                         ++started;
+                         run([&](const Comm&) { lowrank->stream_error(root, write); });
+                       }});
+  }
+  // The other ranks send every error memory whatever happens here: what
+  // `save` did not take is received and dropped, so none of them waits for ever.
+  auto drain = [&] {
+    run([&](const Comm&) {
+      for (size_t i = started; i < lowrank_exchanges_.size(); ++i) lowrank_exchanges_[i]->stream_error(root, {});
+    });
+  };
+  try {
+    save(entries);
+  } catch (...) {
+    drain();
+    throw;
+  }
+  const size_t taken = started;
+  drain();
+  POSEIDON_CHECK(taken == lowrank_exchanges_.size())
+      << "the checkpoint took " << taken << " of " << lowrank_exchanges_.size() << " low-rank error entries";
+}
+
+void Scheduler::check_replicas_identical() {
+  const uint64_t mine = fnv1a(net_.flat_values().data(), net_.flat_values().numel() * sizeof(float));
+  std::vector<uint64_t> all(comm_->size());
+  run([&](const Comm& c) {
+    POSEIDON_MPI(MPI_Allgather(&mine, 1, MPI_UINT64_T, all.data(), 1, MPI_UINT64_T, c.handle()));
+  });
+  for (int r = 1; r < comm_->size(); ++r)
+    if (all[r] != all[0])
+      throw Error("rank " + std::to_string(r) +
+                  " starts from other parameters than rank 0 (do all ranks read the "
+                  "same --weights or --resume file?)");
+}
+
+}  // namespace poseidon::dist

@@ -1,0 +1,183 @@
+// Scheduler: the GradSink of a distributed run, after Horovod's background
+// thread. One communication thread makes every MPI call; the compute thread
+// (Net::backward through grad_ready) only marks parameters ready. The
+// communication thread starts the plan's units strictly in plan order as they
+// become ready (so collectives match on every rank), drives them with
+// non-blocking MPI polled by MPI_Testsome, and opens each layer's gate when
+// all of its parameters are synchronised; Net::forward of the next iteration
+// waits on that gate (await_params), layer by layer.
+//
+// With WFBP (dist.wfbp: true) a unit starts the moment backward has produced
+// its gradients and overlaps the rest of backward and the next forward.
+// Without it, backward_done() hands over everything and waits until all is
+// synchronised: the baseline WFBP is measured against.
+//
+// With dist.order: priority the parameter server's sends go out lowest layer
+// first through a window of two blocks (PrioritySends); collectives (all-reduce
+// buckets, SFB layers) start as soon as they are ready either way.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <exception>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "core/events.h"
+#include "core/net.h"
+#include "core/safetensors.h"
+#include "core/solver.h"
+#include "dist/schemes/allreduce.h"
+#include "dist/runtime/comm.h"
+#include "dist/plan/dist_config.h"
+#include "dist/runtime/exchange.h"
+#include "dist/schemes/exchange_compute.h"
+#include "dist/plan/plan.h"
+#include "dist/plan/priority.h"
+#include "dist/schemes/sfb.h"
+#include "dist/runtime/stall.h"
+#include "dist/runtime/timeline.h"
+
+namespace poseidon::dist {
+
+class PsExchange;
+class LowRankExchange;
+
+// Communication of the iterations since the last take_stats().
+struct CommStats {
+  int64_t iterations = 0;
+  int64_t bytes_sent = 0, bytes_received = 0;  // payload, per rank
+  double comm_s = 0;                           // wall time with some transfer in flight
+  double wait_s = 0;                           // time the compute thread waited for parameters
+  // Share of the communication time the compute thread did not wait for.
+  double hidden_share() const { return comm_s > 0 ? std::max(0.0, 1.0 - wait_s / comm_s) : 1.0; }
+};
+
+// What the exchange of a net staged from a GPU (core/host_staging_sink.h)
+// leaves to that GPU; empty members run on the host.
+struct DeviceOffload {
+  RebuildGemm rebuild_gemm;  // SFB's rebuild GEMMs (core/gpu_gemm.h)
+  DeviceSum allreduce_sum;   // all-reduce buckets' sums (NCCL: core/gpu_allreduce.h)
+};
+
+struct SchedulerOptions {
+  DistConfig config;
+  // The solver iteration of the first update (a resumed run's iteration).
+  int64_t first_iteration = 0;
+  // A gradient holding a NaN or an infinity is refused before it leaves this
+  // rank (grad_ready throws), so it reaches no replica.
+  bool check_finite = false;
+  // Work handed to the GPU of a net staged from one.
+  DeviceOffload offload;
+  // The exchanges' arithmetic; null: on this host (HostCompute, with the
+  // offload's GEMM). Emulated compute passes its own (dist/schemes/emulated_compute.h).
+  std::shared_ptr<ExchangeCompute> compute;
+  // Low-rank compression's state from a checkpoint (LowRankExchange::import_state).
+  std::map<std::string, DeferredTensor> compression_state;
+};
+
+class Scheduler : public GradSink {
+ public:
+  // Runs `plan` for `net` on the ranks of `world`. The solver's state for PS
+  // parameters moves into their owners' shards. Replicas must start
+  // identical (checked).
+  Scheduler(Net& net, Solver& solver, const World& world, CommPlan plan, SchedulerOptions options);
+  ~Scheduler() override;
+
+  // SFB weights: formed from their layer's input and output gradient.
+  const std::vector<BlobPart>& gradient_sources(const Param& param) const override;
+  void await_params(const Layer& layer) override;
+  void grad_ready(Param& param) override;
+  void backward_done() override;
+
+  // Returns once every iteration handed over so far is synchronised.
+  void sync();
+  // Throws what stopped the communication thread, if anything did.
+  void check();
+  // Runs `task` on the communication thread after sync(), for collectives
+  // outside the iteration (metrics, checkpoints). Rethrows what it throws.
+  void run(const std::function<void(const Comm&)>& task);
+
+  // Sums `values` over all ranks; every rank gets the same result.
+  std::vector<double> sum_over_ranks(const std::vector<double>& values);
+  // A copy of the solver holding the full optimizer state, PS shards
+  // gathered; complete on rank `root` only. Every rank must call it.
+  Solver solver_snapshot(int root = 0);
+  // Runs `save` on rank `root` with low-rank compression's state (dist/schemes/lowrank.h:
+  // Q and every rank's error memory) as streamed checkpoint entries: each
+  // error entry, when its turn comes, receives the ranks' memories one at a
+  // time, which the other ranks send meanwhile. Every rank must call it;
+  // `save` must produce the entries in order (write_safetensors does).
+  void save_with_compression_state(const std::function<void(const std::vector<StreamedTensor>&)>& save,
+                                   int root = 0);
+  // Averages the Net's buffers (e.g. batch-norm running statistics, which
+  // each rank gathers from its own shard) over the ranks, identically on all.
+  void average_buffers();
+
+  CommStats take_stats();
+  // Records each sync group's transfers on a lane of its own of `timeline`,
+  // and the solver updates on its update lane (set before training; null: none).
+  void set_timeline(Timeline* timeline);
+  const CommPlan& plan() const { return plan_; }
+  int rank() const { return comm_->rank(); }
+  int size() const { return comm_->size(); }
+
+ private:
+  void loop();
+  void stop_thread();
+  void start_group(size_t u);
+  void finish_group(size_t u);
+  bool groups_done_locked() const;  // every unit has finished every handed-over iteration
+  void rethrow_locked() const;
+  void check_replicas_identical();
+
+  Net& net_;
+  Solver& solver_;
+  CommPlan plan_;
+  DistConfig config_;
+  std::unique_ptr<Comm> comm_;
+  int64_t first_iteration_;
+  bool check_finite_;
+  std::shared_ptr<TracingCompute> compute_;  // the options' compute, traced when a timeline is set
+  std::unordered_map<const Layer*, size_t> layer_index_;
+  std::unordered_map<const Param*, size_t> group_of_param_;
+  std::unordered_map<const Param*, std::vector<BlobPart>> formed_;  // gradients SFB forms itself
+  std::vector<std::unique_ptr<Exchange>> exchanges_;  // per unit
+  std::unordered_map<const Exchange*, size_t> group_of_exchange_;
+  std::vector<PsExchange*> ps_exchanges_;
+  std::vector<LowRankExchange*> lowrank_exchanges_;
+
+  // Shared between the threads, under mutex_.
+  std::mutex mutex_;
+  std::condition_variable gates_;     // the compute thread waits here
+  std::condition_variable work_;      // the communication thread waits here
+  std::vector<int> ready_params_;     // per unit: parameters reported this iteration
+  std::vector<bool> ready_;           // per unit: handed over, not started
+  std::vector<int64_t> done_rounds_;  // per unit: iterations finished
+  int64_t handed_rounds_ = 0;         // iterations handed over (backward_done calls)
+  std::function<void()> task_;
+  bool stop_ = false;
+  std::exception_ptr error_;
+  CommStats stats_;     // totals since the start
+  CommStats reported_;  // totals at the last take_stats()
+
+  std::atomic<Timeline*> timeline_ = nullptr;
+
+  // The communication thread's own.
+  InFlight in_flight_;
+  std::unique_ptr<PrioritySends> priority_sends_;  // dist.order: priority
+  std::vector<Timeline::Clock::time_point> group_started_;
+  std::unique_ptr<StallInspector> inspector_;
+  size_t next_group_ = 0;
+  int64_t started_rounds_ = 0;
+  std::thread thread_;
+};
+
+}  // namespace poseidon::dist

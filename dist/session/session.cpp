@@ -1,0 +1,153 @@
+// The distributed stack of a training run, built in order (see session.h).
+#include "dist/session/session.h"
+
+#include <algorithm>
+#include <map>
+#include <cstdio>
+#include <set>
+
+#include "core/gpu_allreduce.h"
+#include "core/gpu_gemm.h"
+#include "core/host_staging_sink.h"
+#include "core/units.h"
+#include "dist/runtime/link_probe.h"
+
+namespace poseidon::dist {
+
+Session::Session(Net& net, const ConfigNode& model, Solver& solver, const World& world, SessionOptions options)
+    : net_(net), config_(options.config) {
+  POSEIDON_CHECK(world.size() > 1) << "a distributed session needs several ranks";
+  // Made before the communication thread exists, which then never shares a call with it.
+  if (world.thread_level() >= MPI_THREAD_MULTIPLE) stop_vote_ = std::make_unique<StopVote>(world);
+  // MPI moves host memory: a GPU net is distributed through a host mirror.
+  if (net_.device().is_cuda() || config_.host_staging) {
+    mirror_ = std::make_unique<Net>(model, net_.batch(), Device{});
+    copy_net_state(net_, *mirror_);
+  }
+  Net& exchanged = mirror_ ? *mirror_ : net_;
+  std::map<size_t, Scheme> pinned;
+  std::map<size_t, Wire> wires;
+  if (options.pinned_plan) {
+    pinned = pinned_schemes(*options.pinned_plan, exchanged, options.pinned_plan_path);
+    wires = pinned_wires(*options.pinned_plan, exchanged);
+    for (const auto& [layer, scheme] : pinned)
+      if (scheme == Scheme::lowrank && !lowrank_applicable(exchanged, layer, config_.lowrank_rank))
+        throw Error(options.pinned_plan_path + ": layer '" + exchanged.layer(layer).name() +
+                    "' cannot be compressed to rank " + std::to_string(config_.lowrank_rank) +
+                    " (lowrank needs a weight of two or more dimensions, both sides above dist.lowrank_rank)");
+    link_ = options.pinned_plan->link;
+    if (options.pinned_plan->tuned) apply_tuned(*options.pinned_plan->tuned, config_);
+  } else if (config_.scheme == SchemeChoice::hybrid) {
+    link_ = measure_link(world, config_, options.gemm_gflops, options.recorded_link);
+  }
+  SchedulerOptions scheduler;
+  scheduler.config = config_;
+  scheduler.first_iteration = options.first_iteration;
+  scheduler.check_finite = options.check_finite;
+  scheduler.compute = std::move(options.compute);
+  scheduler.compression_state = std::move(options.compression_state);
+  // Emulated, the exchanges' work is a wait: nothing is left to a GPU.
+  if (net_.device().is_cuda() && !scheduler.compute) scheduler.offload = make_offload(world);
+  scheduler_ =
+      std::make_unique<Scheduler>(exchanged, solver, world,
+                                  plan_for_config(exchanged, config_, world.size(), link_.value_or(LinkModel{}),
+                                                  options.pinned_plan ? &pinned : nullptr, &wires),
+                                  std::move(scheduler));
+  if (mirror_) staging_ = std::make_unique<HostStagingSink>(net_, *mirror_, *scheduler_);
+}
+
+Session::~Session() = default;
+
+DeviceOffload Session::make_offload(const World& world) {
+  DeviceOffload offload;
+  gpu_gemm_ = std::make_unique<GpuGemm>(net_.device());
+  offload.rebuild_gemm = [gemm = gpu_gemm_.get()](bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha,
+                                                  const float* a, const float* b, float beta, float* c) {
+    (*gemm)(ta, tb, m, n, k, alpha, a, b, beta, c);
+  };
+  // NCCL takes one GPU per rank; ranks sharing one keep the MPI ring.
+  const Comm comm(world);
+  constexpr int kIdentity = 64;
+  const std::string mine = GpuAllReduce::gpu_identity(net_.device());
+  std::vector<char> padded(kIdentity, 0), identities(static_cast<size_t>(comm.size()) * kIdentity, 0);
+  std::copy_n(mine.begin(), std::min<size_t>(mine.size(), kIdentity - 1), padded.begin());
+  POSEIDON_MPI(MPI_Allgather(padded.data(), kIdentity, MPI_CHAR, identities.data(), kIdentity, MPI_CHAR,
+                             comm.handle()));
+  std::set<std::string> distinct;
+  for (int r = 0; r < comm.size(); ++r) distinct.insert(std::string(identities.data() + kIdentity * r));
+  if (static_cast<int>(distinct.size()) < comm.size()) return offload;
+  std::vector<char> id = comm.rank() == 0 ? GpuAllReduce::unique_id() : std::vector<char>();
+  int bytes = static_cast<int>(id.size());
+  POSEIDON_MPI(MPI_Bcast(&bytes, 1, MPI_INT, 0, comm.handle()));
+  id.resize(bytes);
+  POSEIDON_MPI(MPI_Bcast(id.data(), bytes, MPI_CHAR, 0, comm.handle()));
+  gpu_allreduce_ = std::make_unique<GpuAllReduce>(net_.device(), id, comm.size(), comm.rank());
+  // A bucket's range of the mirror's flat gradients is the same range of the GPU net's.
+  offload.allreduce_sum = [this](float* grads, int64_t count) {
+    const std::ptrdiff_t at = grads - mirror_->flat_grads().data();
+    return gpu_allreduce_->sum_to_host(net_.flat_grads().data() + at, grads, static_cast<size_t>(count));
+  };
+  return offload;
+}
+
+GradSink& Session::sink() { return staging_ ? static_cast<GradSink&>(*staging_) : *scheduler_; }
+
+void Session::sync() { scheduler_->sync(); }
+
+void Session::bring_net_current() {
+  scheduler_->sync();
+  if (mirror_) copy_net_state(*mirror_, net_);
+}
+
+void Session::average_buffers() {
+  if (mirror_) copy_net_buffers(net_, *mirror_);
+  scheduler_->average_buffers();
+  if (mirror_) copy_net_buffers(*mirror_, net_);
+}
+
+std::vector<double> Session::sum_over_ranks(const std::vector<double>& values) {
+  return scheduler_->sum_over_ranks(values);
+}
+
+Solver Session::solver_snapshot() { return scheduler_->solver_snapshot(); }
+
+void Session::save_with_compression_state(const std::function<void(const std::vector<StreamedTensor>&)>& save) {
+  scheduler_->save_with_compression_state(save);
+}
+
+CommStats Session::take_stats() { return scheduler_->take_stats(); }
+
+bool Session::agree_to_stop(bool mine) {
+  if (stop_vote_) return stop_vote_->vote(mine, [this] { scheduler_->check(); });
+  return sum_over_ranks({mine ? 1.0 : 0.0})[0] > 0;
+}
+
+void Session::set_timeline(Timeline* timeline) {
+  scheduler_->set_timeline(timeline);
+  // A GPU net's gradients on their way to the host, on a lane of their own.
+  if (staging_ && timeline) staging_->observe_landings(landing_recorder(*timeline));
+}
+
+const CommPlan& Session::plan() const { return scheduler_->plan(); }
+
+PlanRecord Session::record() const {
+  return plan_record(plan(), mirror_ ? *mirror_ : net_, link_.value_or(LinkModel{}));
+}
+
+int Session::rank() const { return scheduler_->rank(); }
+
+int Session::size() const { return scheduler_->size(); }
+
+std::string Session::describe() const {
+  const std::string units = describe_units(plan());
+  std::string line = std::to_string(size()) + " ranks, " + choice_name(config_.scheme) + " (" +
+                     count_schemes(plan(), mirror_ ? *mirror_ : net_) + (units.empty() ? "" : "; " + units) +
+                     "; per layer: poseidon plan)" +
+                     (config_.wfbp ? ", WFBP" : "") + (gpu_allreduce_ ? ", all-reduce buckets summed by NCCL" : "");
+  if (link_)
+    line += "; link " + human_number(link_->bandwidth_gbps) + " Gbit/s, " + human_seconds(link_->latency_us * 1e-6) +
+            ", GEMM " + human_number(link_->gemm_gflops) + " GFLOP/s";
+  return line;
+}
+
+}  // namespace poseidon::dist

@@ -1,0 +1,459 @@
+// The discrete-event engine behind dist/sim/simulate.h: events in time order
+// (ties in the order they were scheduled), each rank's compute thread a small
+// state machine, links reserved first come, first served.
+#include "dist/sim/simulate.h"
+
+#include <algorithm>
+#include <functional>
+#include <map>
+#include <memory>
+
+#include "core/error.h"
+#include "dist/plan/collective_costs.h"
+#include "dist/plan/compression_plan.h"
+#include "dist/sim/device_costs.h"
+#include "dist/plan/priority.h"
+
+namespace poseidon::dist {
+
+double SimResult::mean_utilisation() const {
+  if (links.empty() || iteration_s <= 0) return 0;
+  double busy = 0;
+  for (const LinkBusy& l : links) busy += l.send_s + l.recv_s;
+  return busy / (2.0 * static_cast<double>(links.size())) / iteration_s;
+}
+
+double SimResult::max_utilisation() const {
+  double busiest = 0;
+  for (const LinkBusy& l : links) busiest = std::max({busiest, l.send_s, l.recv_s});
+  return iteration_s > 0 ? busiest / iteration_s : 0;
+}
+
+CommPlan simulation_plan(Net& net, const DistConfig& config, int workers, const LinkModel& link, int64_t batch) {
+  if (config.scheme != SchemeChoice::hybrid || batch == net.batch()) return plan_for_config(net, config, workers, link);
+  // plan_for_config asks the planner at the Net's own batch; this Net holds
+  // another (shapes only), so the same per-layer choice is made at `batch`.
+  std::map<size_t, Scheme> chosen;
+  std::vector<LayerPlan> layers = plan_layers(net, batch, workers, link, config);
+  plan_compression(layers, net, workers, link, config);
+  for (const LayerPlan& lp : layers) chosen[lp.layer] = lp.scheme;
+  std::vector<PlannedParam> params = backward_order(net);
+  for (PlannedParam& p : params) {
+    p.scheme = chosen.at(p.layer);
+    p.wire = config.wire;
+  }
+  return make_comm_plan(net, std::move(params), config, workers, link);
+}
+
+namespace {
+
+class Simulation {
+ public:
+  Simulation(const Net& net, const CommPlan& plan, const ComputeProfile& profile, const SimConfig& config);
+  void run();
+  // The steady-state iteration, the links' busy time and the bytes moved.
+  void fill(SimResult& result) const;
+
+ private:
+  using Action = std::function<void()>;
+  struct Event {
+    double time;
+    uint64_t sequence;
+    Action action;
+  };
+  struct Rank {
+    // Compute thread.
+    int iteration = 0;
+    size_t layer = 0;
+    bool backward = false, computing = false;
+    std::vector<double> backward_end;  // per iteration
+    // Communication thread.
+    std::vector<size_t> reported;  // per unit: parameters backward reported this iteration
+    std::vector<bool> ready;       // per unit: all reported, not yet started
+    size_t next_unit = 0;
+    std::vector<int> started, done;  // per unit: iterations started, finished
+    std::vector<int> pending;        // per unit: operations of its running iteration
+    double device_free = 0;          // updates, sums and SFB rebuilds run one at a time
+    std::unique_ptr<PrioritySends> sends;
+    // Links.
+    double send_free = 0, recv_free = 0;
+    double bytes = 0;            // sent plus received, all iterations
+    std::vector<LinkBusy> busy;  // per iteration
+  };
+  struct UnitCost {
+    double numel = 0;
+    double update_s = 0;    // the solver update of its parameters
+    int64_t priority = 0;   // its layer: PrioritySends sends lower layers first
+    double hold_s = 0;      // collectives: the steps' transfers and latencies
+    double busy_s = 0;      // collectives: each host link's busy time, each way
+    double bytes = 0;       // collectives: sent plus received per rank
+    double sums_s = 0;      // all-reduce: the sums after the reduce-scatter's steps
+    double rebuild_s = 0;   // sfb: the GEMM that rebuilds the gradient
+  };
+
+  static bool later(const Event& a, const Event& b);  // the heap's order: earliest first
+  void at(double time, Action action);
+  void advance(int n);
+  void forward_done(int n);
+  void backward_done(int n);
+  bool gate_open(const Rank& r, size_t layer) const;
+  void start_ready(int n);
+  void start_unit(int n, size_t u);
+  void push_arrived(size_t u, size_t b, int round);
+  void operation_done(int n, size_t u);
+  void send(int from, int to, size_t u, size_t b, int round, Action on_arrival);
+  void transmit(int from, int to, double bytes, int round, Action on_arrival);
+  void run_collective(size_t u, int round);
+  // The rank whose Rank holds the link of `n`'s host: ranks of a host share one.
+  int link_of(int n) const { return n - n % per_host_; }
+
+  const CommPlan& plan_;
+  const ComputeProfile& profile_;
+  const DeviceCosts device_;
+  const SimConfig& config_;
+  const int ranks_count_;
+  const int iterations_;
+  const double seconds_per_byte_;
+  const double latency_s_;
+  const int per_host_;
+  std::vector<Rank> ranks_;
+  std::vector<UnitCost> costs_;
+  std::vector<std::vector<size_t>> reports_;  // per layer: the unit of each parameter backward reports
+  std::vector<std::vector<int>> pushes_;      // per PS unit and block: gradients at the owner
+  std::vector<int> collective_started_;       // per unit: ranks that started it
+  std::vector<Event> events_;                 // a heap, earliest on top
+  uint64_t sequence_ = 0;
+  double now_ = 0;
+};
+
+Simulation::Simulation(const Net& net, const CommPlan& plan, const ComputeProfile& profile, const SimConfig& config)
+    : plan_(plan),
+      profile_(profile),
+      device_(device_costs(profile, net, config.link.gemm_gflops)),
+      config_(config),
+      ranks_count_(config.workers),
+      iterations_(config.iterations),
+      seconds_per_byte_(8 / (config.link.bandwidth_gbps * 1e9)),
+      latency_s_(config.link.latency_us * 1e-6),
+      per_host_(std::clamp(config.dist.collective.ranks_per_host, 1, config.workers)),
+      ranks_(config.workers) {
+  const size_t units = plan.groups.size();
+  for (Rank& r : ranks_) {
+    r.backward_end.assign(iterations_, 0);
+    r.reported.assign(units, 0);
+    r.ready.assign(units, false);
+    r.started.assign(units, 0);
+    r.done.assign(units, 0);
+    r.pending.assign(units, 0);
+    r.busy.assign(iterations_, {});
+    if (config.dist.order == SendOrder::priority)
+      r.sends = std::make_unique<PrioritySends>(priority_window_bytes(config.dist.block_bytes, config.workers));
+  }
+  reports_.assign(net.num_layers(), {});
+  costs_.assign(units, {});
+  pushes_.assign(units, {});
+  collective_started_.assign(units, 0);
+  for (size_t u = 0; u < units; ++u)
+    for (size_t i : plan.groups[u].params) {
+      reports_[plan.params[i].layer].push_back(u);
+      costs_[u].numel += static_cast<double>(plan.params[i].param->value.numel());
+    }
+  const int p = ranks_count_;
+  const int64_t k = profile.batch;
+  const CollectiveOptions& options = config.dist.collective;
+  for (size_t u = 0; u < units; ++u) {
+    const SyncGroup& unit = plan.groups[u];
+    UnitCost& c = costs_[u];
+    c.update_s = device_.update_s(static_cast<int64_t>(c.numel));
+    c.priority = static_cast<int64_t>(plan.params[unit.params[0]].layer);
+    if (unit.scheme == Scheme::ps) {
+      pushes_[u].assign(unit.blocks.size(), 0);
+    } else if (unit.scheme == Scheme::allreduce) {
+      // The planner's bytes: the parameters, not any gaps of the bucket's range.
+      // On a 16-bit wire the transfers shrink, the latencies do not.
+      const double wire = static_cast<double>(wire_bytes(unit.wire)) / 4;
+      const auto steps = allreduce_steps(unit.algorithm, c.numel, p, config.link, options);
+      const double latencies =
+          steps_seconds(allreduce_steps(unit.algorithm, 0, p, config.link, options), config.link, options);
+      c.hold_s = latencies + (steps_seconds(steps, config.link, options) - latencies) * wire;
+      c.busy_s = steps_link_busy(steps, config.link) * wire;
+      c.bytes = steps_floats(steps) * 4 * wire;
+      // The chunks cut the bucket's whole range, padding included.
+      const double range = static_cast<double>(unit.end - unit.begin) / c.numel;
+      for (const CollectiveStep& s : steps)
+        if (s.summed > 0) c.sums_s += device_.sum_s(static_cast<int64_t>(s.summed * range), 2);
+    } else if (unit.scheme == Scheme::lowrank) {
+      // Two gathers of P - 1 steps; the rank-r GEMMs (6 n m r flops: three
+      // GEMMs of an n x m matrix by r columns) charged as a rebuild of 3 r rows.
+      const Shape& w = plan.params[unit.params[0]].param->shape;
+      const int64_t rows = w[0], cols = shape_numel(w) / rows;
+      const int rank = config.dist.lowrank_rank;
+      const int steps = 2 * (p - 1);
+      const double step_bytes =
+          lowrank_cost(rows, cols, static_cast<int64_t>(c.numel) - rows * cols, rank, p, config.link).bytes() / 2 /
+          steps;
+      c.busy_s = steps * step_bytes * seconds_per_byte_;
+      c.hold_s = c.busy_s + steps * latency_s_;
+      c.bytes = 2 * steps * step_bytes;
+      c.sums_s = 2 * device_.sum_s(rank * (rows + cols), p);
+      c.rebuild_s = device_.rebuild_s(rows, cols, 3 * rank, false);
+    } else {
+      const Shape& w = plan.params[unit.params[0]].param->shape;
+      const int steps = p - 1;
+      const double step_bytes = sfb_cost(w[0], w[1], k, p, config.link).bytes() / 2 / steps;
+      c.busy_s = steps * step_bytes * seconds_per_byte_;
+      c.hold_s = c.busy_s + steps * latency_s_;
+      c.bytes = 2 * steps * step_bytes;
+      c.rebuild_s = device_.rebuild_s(w[0], w[1], p * k, unit.params.size() > 1);
+    }
+  }
+}
+
+bool Simulation::later(const Event& a, const Event& b) {
+  return a.time != b.time ? a.time > b.time : a.sequence > b.sequence;
+}
+
+void Simulation::at(double time, Action action) {
+  events_.push_back(Event{time, sequence_++, std::move(action)});
+  std::push_heap(events_.begin(), events_.end(), later);
+}
+
+void Simulation::run() {
+  for (int n = 0; n < ranks_count_; ++n) advance(n);
+  while (!events_.empty()) {
+    std::pop_heap(events_.begin(), events_.end(), later);
+    Event e = std::move(events_.back());
+    events_.pop_back();
+    now_ = e.time;
+    e.action();
+  }
+  for (const Rank& r : ranks_) POSEIDON_CHECK(r.iteration == iterations_) << "simulation stalled";
+}
+
+void Simulation::advance(int n) {
+  Rank& r = ranks_[n];
+  if (r.computing || r.iteration == iterations_) return;
+  if (!r.backward) {
+    if (r.iteration > 0 && !gate_open(r, r.layer)) return;  // a finishing unit calls again
+    r.computing = true;
+    at(now_ + profile_.forward_s[r.layer], [this, n] { forward_done(n); });
+  } else {
+    r.computing = true;
+    at(now_ + profile_.backward_s[r.layer], [this, n] { backward_done(n); });
+  }
+}
+
+bool Simulation::gate_open(const Rank& r, size_t layer) const {
+  if (!config_.dist.wfbp) {
+    if (layer > 0) return true;
+    return std::all_of(r.done.begin(), r.done.end(), [&](int d) { return d >= r.iteration; });
+  }
+  for (size_t u : plan_.layer_groups[layer])
+    if (r.done[u] < r.iteration) return false;
+  return true;
+}
+
+void Simulation::forward_done(int n) {
+  Rank& r = ranks_[n];
+  r.computing = false;
+  if (++r.layer == profile_.forward_s.size()) {
+    r.backward = true;
+    --r.layer;
+  }
+  advance(n);
+}
+
+void Simulation::backward_done(int n) {
+  Rank& r = ranks_[n];
+  r.computing = false;
+  for (size_t u : reports_[r.layer])
+    if (++r.reported[u] == plan_.groups[u].params.size()) {
+      r.reported[u] = 0;
+      r.ready[u] = true;
+    }
+  if (config_.dist.wfbp) start_ready(n);
+  if (r.layer > 0) {
+    --r.layer;
+  } else {
+    r.backward_end[r.iteration++] = now_;
+    r.backward = false;
+    if (!config_.dist.wfbp) start_ready(n);  // backward_done hands everything over at once
+  }
+  advance(n);
+}
+
+void Simulation::start_ready(int n) {
+  Rank& r = ranks_[n];
+  if (r.ready.empty()) return;
+  while (r.ready[r.next_unit]) {
+    const size_t u = r.next_unit;
+    r.ready[u] = false;
+    r.next_unit = (u + 1) % r.ready.size();
+    at(now_, [this, n, u] { start_unit(n, u); });
+  }
+}
+
+void Simulation::start_unit(int n, size_t u) {
+  Rank& r = ranks_[n];
+  const int round = r.started[u]++;
+  POSEIDON_CHECK(r.pending[u] == 0 && r.done[u] == round) << "unit " << u << " restarted before it finished";
+  const SyncGroup& unit = plan_.groups[u];
+  if (unit.scheme != Scheme::ps) {
+    r.pending[u] = 1;
+    if (++collective_started_[u] == ranks_count_) {
+      collective_started_[u] = 0;
+      run_collective(u, round);
+    }
+    return;
+  }
+  for (size_t b = 0; b < unit.blocks.size(); ++b) {
+    const int owner = unit.blocks[b].owner;
+    if (owner == n) {
+      r.pending[u] += ranks_count_ - 1;  // its new values to every other rank
+      push_arrived(u, b, round);
+    } else {
+      r.pending[u] += 2;  // the push, and the new values back
+      send(n, owner, u, b, round, [this, n, u, b, round] {
+        operation_done(n, u);
+        push_arrived(u, b, round);
+      });
+    }
+  }
+}
+
+void Simulation::push_arrived(size_t u, size_t b, int round) {
+  if (++pushes_[u][b] < ranks_count_) return;
+  pushes_[u][b] = 0;
+  const PsBlock& block = plan_.groups[u].blocks[b];
+  Rank& owner = ranks_[block.owner];
+  owner.device_free =
+      std::max(now_, owner.device_free) + device_.sum_s(block.count, ranks_count_) + device_.update_s(block.count);
+  at(owner.device_free, [this, u, b, round, o = block.owner] {
+    for (int peer = 0; peer < ranks_count_; ++peer)
+      if (peer != o)
+        send(o, peer, u, b, round, [this, u, o, peer] {
+          operation_done(o, u);
+          operation_done(peer, u);
+        });
+  });
+}
+
+void Simulation::operation_done(int n, size_t u) {
+  Rank& r = ranks_[n];
+  if (--r.pending[u] > 0) return;
+  ++r.done[u];
+  advance(n);
+}
+
+void Simulation::send(int from, int to, size_t u, size_t b, int round, Action on_arrival) {
+  // A push (to the owner) travels on the group's wire format; values as fp32.
+  const SyncGroup& unit = plan_.groups[u];
+  const int64_t width = unit.blocks[b].owner == to ? wire_bytes(unit.wire) : 4;
+  const double bytes = static_cast<double>(unit.blocks[b].count) * static_cast<double>(width);
+  PrioritySends* queue = ranks_[from].sends.get();
+  if (!queue) return transmit(from, to, bytes, round, std::move(on_arrival));
+  queue->submit(costs_[u].priority, ps_send_sequence(b, plan_.groups[u].blocks[b].id, from, to, ranks_count_),
+                static_cast<int64_t>(bytes), [this, queue, from, to, bytes, round, on_arrival = std::move(on_arrival)] {
+                  transmit(from, to, bytes, round, [queue, bytes, on_arrival] {
+                    queue->sent(static_cast<int64_t>(bytes));
+                    queue->pump();
+                    on_arrival();
+                  });
+                });
+  queue->pump();
+}
+
+void Simulation::transmit(int from, int to, double bytes, int round, Action on_arrival) {
+  if (link_of(from) == link_of(to)) {  // inside a host: its own fabric, not the host's link
+    ranks_[from].bytes += bytes;
+    ranks_[to].bytes += bytes;
+    const CollectiveOptions& o = config_.dist.collective;
+    return at(now_ + bytes * 8 / (o.host_bandwidth_gbps * 1e9) + o.host_latency_us * 1e-6, std::move(on_arrival));
+  }
+  Rank& s = ranks_[link_of(from)];
+  const double busy = bytes * seconds_per_byte_;
+  // A send link sends its messages one after another. The switch buffers: a
+  // sender is never held by a busy receiver, and the receiver takes the bytes
+  // in once they are sent and its link is free, in the order their sending
+  // began (claimed then, not when queued: a message queued behind others on
+  // its sender must not hold the receiver's link idle meanwhile).
+  const double begin = std::max(now_, s.send_free);
+  s.send_free = begin + busy;
+  s.busy[round].send_s += busy;
+  ranks_[from].bytes += bytes;
+  at(begin, [this, to, busy, bytes, round, sent = begin + busy, on_arrival = std::move(on_arrival)]() mutable {
+    Rank& d = ranks_[link_of(to)];
+    const double received = std::max(sent, d.recv_free + busy);
+    d.recv_free = received;
+    d.busy[round].recv_s += busy;
+    ranks_[to].bytes += bytes;
+    at(received + latency_s_, std::move(on_arrival));
+  });
+}
+
+void Simulation::run_collective(size_t u, int round) {
+  const UnitCost& c = costs_[u];
+  double start = now_;
+  for (const Rank& r : ranks_) start = std::max({start, r.send_free, r.recv_free});
+  const double end = start + c.hold_s + c.sums_s;
+  for (int n = 0; n < ranks_count_; ++n) {
+    Rank& r = ranks_[n];
+    r.send_free = r.recv_free = end - latency_s_;
+    if (n == link_of(n)) {
+      r.busy[round].send_s += c.busy_s;
+      r.busy[round].recv_s += c.busy_s;
+    }
+    r.bytes += c.bytes;
+    r.device_free = std::max(end, r.device_free) + c.rebuild_s + c.update_s;
+    at(r.device_free, [this, n, u] { operation_done(n, u); });
+  }
+}
+
+void Simulation::fill(SimResult& result) const {
+  const int half = iterations_ / 2;
+  auto last_backward_end = [&](int iteration) {
+    double t = 0;
+    for (const Rank& r : ranks_) t = std::max(t, r.backward_end[iteration]);
+    return t;
+  };
+  const int measured = iterations_ - half;
+  result.iteration_s = (last_backward_end(iterations_ - 1) - last_backward_end(half - 1)) / measured;
+  double bytes = 0;
+  result.links.clear();
+  for (int n = 0; n < ranks_count_; ++n) {
+    const Rank& r = ranks_[n];
+    bytes += r.bytes;
+    if (link_of(n) != n) continue;  // its host's link is reported once
+    LinkBusy mean;
+    for (int i = half; i < iterations_; ++i) {
+      mean.send_s += r.busy[i].send_s / measured;
+      mean.recv_s += r.busy[i].recv_s / measured;
+    }
+    result.links.push_back(mean);
+  }
+  result.bytes_per_worker = bytes / ranks_count_ / iterations_;
+}
+
+}  // namespace
+
+SimResult simulate(Net& net, const ComputeProfile& profile, const SimConfig& config) {
+  POSEIDON_CHECK(config.workers >= 1 && config.iterations >= 2) << config.workers << " " << config.iterations;
+  POSEIDON_CHECK(profile.forward_s.size() == net.num_layers() && profile.backward_s.size() == net.num_layers())
+      << "profile of " << profile.forward_s.size() << " layers for " << net.num_layers();
+  SimResult result;
+  result.workers = config.workers;
+  result.single_s = profile.iteration_s();
+  const CommPlan plan = simulation_plan(net, config.dist, config.workers, config.link, profile.batch);
+  result.schemes = describe_schemes(plan, net);
+  if (config.workers == 1) {  // no scheduler on one rank: forward, backward, update
+    result.iteration_s = result.single_s;
+    result.links.assign(1, {});
+    return result;
+  }
+  Simulation simulation(net, plan, profile, config);
+  simulation.run();
+  simulation.fill(result);
+  return result;
+}
+
+}  // namespace poseidon::dist
