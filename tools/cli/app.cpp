@@ -143,6 +143,11 @@ int run_cli(int argc, char** argv) {
   sh->add_option("--seed", shard.seed, "shuffle the examples across shards with this seed (0: keep their order)");
   da->require_subcommand(1);
 
+  auto* it = app.add_subcommand("import-torch", "a torch.nn model (torch.fx) as a model YAML and safetensors weights; "
+                                                "see poseidon import-torch --help");
+  it->prefix_command();
+  it->set_help_flag();
+
   bool layers_json = false;
   auto* l = app.add_subcommand("layers", "list the registered layer types and their keys");
   l->add_flag("--json", layers_json, "machine-readable output");
@@ -189,6 +194,7 @@ int run_cli(int argc, char** argv) {
     if (*si) return cmd_simulate(sim);
     if (*po) return cmd_plot(plot);
     if (*sh) return cmd_data_shard(shard);
+    if (*it) return cmd_import_torch(it->remaining());
   } catch (const Error& e) {
     std::fprintf(stderr, "error: %s\n", e.what());
     return 2;

@@ -110,4 +110,7 @@ struct DataShardArgs {
 };
 int cmd_data_shard(const DataShardArgs& args);
 
+// Every argument goes to tools/import_torch.py, --help included.
+int cmd_import_torch(const std::vector<std::string>& args);
+
 }  // namespace poseidon

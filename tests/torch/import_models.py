@@ -1,0 +1,67 @@
+"""The torch.nn models that tests/tools/import_torch_test.cpp imports.
+
+Each callable builds its model under a fixed seed, so that
+import_torch_reference.py, calling it again, holds the very same weights as
+`poseidon import-torch tests/torch/import_models.py:NAME`. Batch norm layers
+get random affine parameters and running statistics (as in
+torchvision_forward.py), so that eval mode really normalises.
+"""
+
+import os
+import sys
+
+import torch
+import torch.nn as nn
+import torchvision
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from torchvision_forward import randomise_batch_norm  # noqa: E402
+
+SEED = 1
+
+
+def seeded(make, size):
+    torch.manual_seed(SEED)
+    model = make()
+    randomise_batch_norm(model, size)
+    return model.eval()
+
+
+def vgg19():
+    return seeded(lambda: torchvision.models.vgg19(weights=None), 32)
+
+
+def resnet50():
+    return seeded(lambda: torchvision.models.resnet50(weights=None), 32)
+
+
+def inception_v3():
+    """With its auxiliary head, which eval mode does not call: the importer leaves it out."""
+    return seeded(lambda: torchvision.models.inception_v3(weights=None, aux_logits=True, init_weights=True), 75)
+
+
+class Tagger(nn.Module):
+    """A recurrent model: poseidon has no LSTM layer."""
+
+    def __init__(self):
+        super().__init__()
+        self.embed = nn.Linear(8, 16)
+        self.rnn = nn.LSTM(16, 16, batch_first=True)
+        self.head = nn.Linear(16, 4)
+
+    def forward(self, x):
+        out, _ = self.rnn(self.embed(x))
+        return self.head(out[:, -1])
+
+
+class ReflectPadded(nn.Module):
+    """A convolution padding by reflection, which poseidon's conv (zeros) cannot reproduce."""
+
+    def __init__(self):
+        super().__init__()
+        self.features = nn.Sequential(
+            nn.Conv2d(3, 4, 3), nn.ReLU(), nn.Conv2d(4, 4, 3, padding=1, padding_mode="reflect")
+        )
+
+    def forward(self, x):
+        return self.features(x)
