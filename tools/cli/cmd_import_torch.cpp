@@ -1,7 +1,9 @@
 // The import-torch verb: a torch.nn model as a model YAML and a safetensors
-// file of its parameters. The work is tools/import_torch.py (torch.fx),
-// carried inside the binary as `poseidon plot` carries its script; its
-// arguments and --help are the script's own.
+// file of its parameters. The work is tools/import_torch.py and the module
+// tools/torch_graph.py (torch.fx), both carried inside the binary as
+// `poseidon plot` carries its script; the script receives the module in the
+// environment. Its arguments and --help are the script's own.
+#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -12,6 +14,7 @@
 namespace poseidon {
 
 int cmd_import_torch(const std::vector<std::string>& args) {
+  setenv("POSEIDON_TORCH_GRAPH", kTorchGraphModule, 1);
   return run_python_script(kImportTorchScript, args,
                            "poseidon import-torch needs python3 with PyTorch (Debian: python3-torch)");
 }
