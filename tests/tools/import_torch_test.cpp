@@ -1,8 +1,9 @@
 // `poseidon import-torch`: torchvision's VGG-19, ResNet-50 and Inception-V3
 // (random weights, batch norm with random running statistics, eval mode)
-// become a model YAML and a safetensors file; the engine's forward on them
-// must give PyTorch's output (tests/torch/import_torch_reference.py, float64
-// from the same float32 weights) within 1e-5 relative. Models with what no
+// and a small model of other mappings become a model YAML and a safetensors
+// file; the engine's forward on them must give PyTorch's output
+// (tests/torch/import_torch_reference.py, float64 from the same float32
+// weights) within 1e-5 relative. Models with what no
 // layer computes (an LSTM, reflection padding) are refused in one line naming
 // the module's path, and nothing is written.
 #include <gtest/gtest.h>
@@ -80,7 +81,7 @@ TEST_P(ImportTorchRoundTrip, ForwardMatchesPyTorch) {
   ASSERT_EQ(net.blob("data").value.shape(), input.shape);
   load_checkpoint(dir.file("weights.safetensors"), net, nullptr);
   std::copy(input.data.begin(), input.data.end(), net.blob("data").value.data());
-  net.blob("label").value.zero();
+  if (net.has_blob("label")) net.blob("label").value.zero();
   std::mt19937_64 rng(1);
   RunContext ctx{Phase::test, &rng, {}};
   net.forward(ctx);
@@ -96,12 +97,14 @@ TEST_P(ImportTorchRoundTrip, ForwardMatchesPyTorch) {
 
 // The smallest inputs each model takes: VGG-19 and ResNet-50 halve 32x32 five
 // times; Inception-V3 needs 75x75 (its auxiliary head, left out in eval
-// mode, would need 299x299).
+// mode, would need 299x299). mixed_layers holds the mappings those three do
+// not use (subtraction, products, 'same' padding, PReLU, ceil_mode, view).
 INSTANTIATE_TEST_SUITE_P(Torchvision, ImportTorchRoundTrip,
                          ::testing::Values(RoundTrip{"vgg19", 32, 1, "classifier.6", ""},
                                            RoundTrip{"resnet50", 32, 2, "fc", ""},
                                            RoundTrip{"inception_v3", 75, 2, "fc",
-                                                     "note: AuxLogits is not called by forward in eval mode"}),
+                                                     "note: AuxLogits is not called by forward in eval mode"},
+                                           RoundTrip{"mixed_layers", 10, 2, "softmax", ""}),
                          [](const auto& info) { return std::string(info.param.model); });
 
 struct Refusal {
