@@ -72,6 +72,7 @@ METHODS = {
 }
 # Calls that give shapes, not tensors: allowed where view/reshape read them.
 SHAPE_CALLS = {"size", "dim"}
+SHAPE_FUNCTIONS = {getattr, operator.getitem}  # x.shape[0]; on a tensor's values they are refused
 
 
 class ScopedTracer(torch.fx.Tracer):
@@ -117,6 +118,8 @@ class ShapeRecorder(torch.fx.Interpreter):
 
 
 class Importer:
+    """The model's layers (dicts of name, type, inputs, keys) and state (name -> tensor), after convert()."""
+
     def __init__(self, model, input_shape, batch=2):
         self.model = model
         self.graph = ScopedTracer().trace(model)
@@ -148,7 +151,7 @@ class Importer:
                 if self.module_calls[node.target] > 1 and any(True for _ in module.parameters()):
                     raise Refused(f"{node.target}: called {self.module_calls[node.target]} times; a poseidon layer "
                                   "owns its parameters, so shared weights cannot be imported")
-            elif node.op == "call_function" and node.target not in FUNCTIONS:
+            elif node.op == "call_function" and node.target not in FUNCTIONS and node.target not in SHAPE_FUNCTIONS:
                 raise Refused(f"{self.where(node)}: {getattr(node.target, '__name__', node.target)}() has no poseidon "
                               "layer type")
             elif node.op == "call_method" and node.target not in METHODS and node.target not in SHAPE_CALLS:
@@ -205,6 +208,10 @@ class Importer:
                 module = self.modules[node.target]
                 self.check_in_place(node, getattr(module, "inplace", False))
                 MODULES[type(module)](self, node, module)
+            elif node.op == "call_function" and node.target in SHAPE_FUNCTIONS:
+                if self.shape(node) is not None:
+                    raise Refused(f"{self.where(node)}: {node.target.__name__}() that makes a tensor (slicing) has "
+                                  "no poseidon layer type")
             elif node.op == "call_function":
                 params, op = FUNCTIONS[node.target]
                 args = bind(self.where(node), params, node.args, node.kwargs)
