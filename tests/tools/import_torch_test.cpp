@@ -13,6 +13,7 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <ostream>
 #include <random>
 
 #include "core/checkpoint.h"
@@ -40,15 +41,14 @@ double relative_error(const Tensor& ours, const SafetensorsTensor& ref) {
   return worst / std::max(largest, 1e-30);
 }
 
-// Fails (or, with POSEIDON_SKIP_TORCH=1, skips) unless torchvision imports too.
-#define REQUIRE_TORCHVISION()                                                                        \
-  do {                                                                                               \
-    POSEIDON_REQUIRE_TORCH();                                                                        \
-    const ScriptResult probe = run_torch_script("import_models.py", "");                             \
-    if (probe.status != 0) {                                                                         \
-      if (torch_skip_requested()) GTEST_SKIP() << "torchvision does not import:\n" << probe.output;  \
+// Fails (or, with POSEIDON_SKIP_TORCH=1, skips) unless torchvision (and so torch) imports.
+#define REQUIRE_TORCHVISION()                                                                          \
+  do {                                                                                                 \
+    const ScriptResult probe = run_torch_script("torchvision_forward.py", "--help");                   \
+    if (probe.status != 0) {                                                                           \
+      if (torch_skip_requested()) GTEST_SKIP() << "torchvision does not import:\n" << probe.output;    \
       FAIL() << "install python3-torchvision, or set POSEIDON_SKIP_TORCH=1 to skip:\n" << probe.output; \
-    }                                                                                                \
+    }                                                                                                  \
   } while (0)
 
 struct RoundTrip {
@@ -57,6 +57,8 @@ struct RoundTrip {
   const char* output;  // the blob holding the model's output: its module's path
   const char* note;    // what the importer must say it left out; empty: nothing
 };
+
+void PrintTo(const RoundTrip& c, std::ostream* os) { *os << c.model; }
 
 class ImportTorchRoundTrip : public ::testing::TestWithParam<RoundTrip> {};
 
@@ -113,10 +115,12 @@ struct Refusal {
   const char* message;  // the error line starts with this
 };
 
+void PrintTo(const Refusal& c, std::ostream* os) { *os << c.model; }
+
 class ImportTorchRefuses : public ::testing::TestWithParam<Refusal> {};
 
 TEST_P(ImportTorchRefuses, NamesTheModuleInOneLine) {
-  REQUIRE_TORCHVISION();
+  POSEIDON_REQUIRE_TORCH();
   const Refusal c = GetParam();
   TempDir dir;
   CliResult r = run_poseidon("import-torch " + shell_quoted(kModels + ":" + c.model) + " --input " + c.input +

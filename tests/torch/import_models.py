@@ -13,15 +13,15 @@ import sys
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
-import torchvision
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from torchvision_forward import randomise_batch_norm  # noqa: E402
 
 SEED = 1
 
 
 def seeded(make, size):
+    from torchvision_forward import randomise_batch_norm  # torchvision: only the models that need it
+
     torch.manual_seed(SEED)
     model = make()
     randomise_batch_norm(model, size)
@@ -29,16 +29,35 @@ def seeded(make, size):
 
 
 def vgg19():
+    import torchvision
+
     return seeded(lambda: torchvision.models.vgg19(weights=None), 32)
 
 
 def resnet50():
+    import torchvision
+
     return seeded(lambda: torchvision.models.resnet50(weights=None), 32)
 
 
 def inception_v3():
-    """With its auxiliary head, which eval mode does not call: the importer leaves it out."""
-    return seeded(lambda: torchvision.models.inception_v3(weights=None, aux_logits=True, init_weights=True), 75)
+    """With its auxiliary head, which eval mode does not call: the importer leaves it out.
+
+    The head needs 299x299 inputs, so it sits out the training-mode pass that
+    sets the batch norm statistics at 75x75 (its own keep their defaults)."""
+    import torchvision
+
+    head = None
+
+    def without_head():
+        nonlocal head
+        model = torchvision.models.inception_v3(weights=None, aux_logits=True, init_weights=True)
+        head, model.AuxLogits = model.AuxLogits, None
+        return model
+
+    model = seeded(without_head, 75)
+    model.AuxLogits = head
+    return model
 
 
 class Tagger(nn.Module):
