@@ -20,7 +20,7 @@ build="${ASAN_BUILD_DIR:-$root/build-asan}"
 cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DPOSEIDON_SANITIZE=ON -DPOSEIDON_CUDA=OFF >/dev/null
 cmake --build "$build" -j "$(nproc)"
 
-SLOW='^TorchReference\.|/Torchvision[A-Za-z]*\.|AgreesWithTorchvision|/ModelConfigs\.|^dist\.np[14]$|^fuzz_replay\.'
+SLOW='^TorchReference\.|/Torchvision[A-Za-z]*\.|/ImportTorch(RoundTrip|Refuses)\.|AgreesWithTorchvision|/ModelConfigs\.|^dist\.np[14]$|^fuzz_replay\.'
 reports="$build/sanitizer-reports"
 rm -rf "$reports"
 mkdir -p "$reports"
