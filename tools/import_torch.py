@@ -119,7 +119,10 @@ def load_model(spec, kwargs):
         fail(f"{spec}: {target} has no attribute '{attr}'")
     made = getattr(module, attr)
     if not isinstance(made, nn.Module):
-        made = made(**kwargs)
+        try:
+            made = made(**kwargs)
+        except Exception as e:  # the user's constructor: whatever it raises, in one line
+            fail(f"{spec}: {type(e).__name__}: {' '.join(str(e).split())}")
     if not isinstance(made, nn.Module):
         fail(f"{spec}: returned {type(made).__name__}, not a torch.nn.Module")
     return made
@@ -156,7 +159,7 @@ def main():
         try:
             model.load_state_dict(torch.load(args.state_dict, map_location="cpu"))
         except (OSError, RuntimeError) as e:
-            fail(f"{args.state_dict}: {e}")
+            fail(f"{args.state_dict}: {' '.join(str(e).split())}")
     model.eval()
     try:
         imp = torch_graph.Importer(model, input_shape).convert()
