@@ -31,7 +31,8 @@ std::string decode_transformed(const ImageTransform& t, const uint8_t* data, siz
   try {
     // EXIF orientation is ignored, as PIL (and so torchvision) ignores it.
     const cv::Mat encoded(1, static_cast<int>(size), CV_8UC1, const_cast<uint8_t*>(data));
-    if (size > 0 && size < (size_t{1} << 31)) image = cv::imdecode(encoded, cv::IMREAD_COLOR | cv::IMREAD_IGNORE_ORIENTATION);
+    if (size > 0 && size < (size_t{1} << 31))
+      image = cv::imdecode(encoded, cv::IMREAD_COLOR | cv::IMREAD_IGNORE_ORIENTATION);
   } catch (const cv::Exception& e) {
     return e.what();
   }

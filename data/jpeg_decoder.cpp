@@ -53,8 +53,8 @@ int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 // Returns false after a libjpeg error (its text in d.err.message), or with
 // `cmyk` set for colour spaces libjpeg-turbo cannot turn into BGR, or
 // `too_large`.
-bool run(Decompressor& d, const uint8_t* data, size_t size,
-         const std::function<JpegRequest(int64_t, int64_t)>& choose, DecodedRegion& out, bool& cmyk, bool& too_large) {
+bool run(Decompressor& d, const uint8_t* data, size_t size, const std::function<JpegRequest(int64_t, int64_t)>& choose,
+         DecodedRegion& out, bool& cmyk, bool& too_large) {
   jpeg_decompress_struct* cinfo = &d.cinfo;
   if (setjmp(d.err.jump)) return false;
   jpeg_mem_src(cinfo, data, static_cast<unsigned long>(size));
@@ -73,12 +73,12 @@ bool run(Decompressor& d, const uint8_t* data, size_t size,
   cinfo->scale_num = 1;
   cinfo->scale_denom = static_cast<unsigned>(request.scale_denom);
   jpeg_start_decompress(cinfo);
-  const int64_t d_ = request.scale_denom, rows = cinfo->output_height, cols = cinfo->output_width;
+  const int64_t denom = request.scale_denom, rows = cinfo->output_height, cols = cinfo->output_width;
   // One scaled pixel of margin: bilinear interpolation reads a neighbour.
-  const int64_t top = std::clamp<int64_t>(floor_div(request.top, d_) - 1, 0, rows - 1);
-  const int64_t bottom = std::clamp<int64_t>(ceil_div(request.top + request.height, d_) + 1, top + 1, rows);
-  const int64_t left = std::clamp<int64_t>(floor_div(request.left, d_) - 1, 0, cols - 1);
-  const int64_t right = std::clamp<int64_t>(ceil_div(request.left + request.width, d_) + 1, left + 1, cols);
+  const int64_t top = std::clamp<int64_t>(floor_div(request.top, denom) - 1, 0, rows - 1);
+  const int64_t bottom = std::clamp<int64_t>(ceil_div(request.top + request.height, denom) + 1, top + 1, rows);
+  const int64_t left = std::clamp<int64_t>(floor_div(request.left, denom) - 1, 0, cols - 1);
+  const int64_t right = std::clamp<int64_t>(ceil_div(request.left + request.width, denom) + 1, left + 1, cols);
   // The fancy (smooth) chroma upsampling of a cropped row lacks the
   // neighbour beyond each cut edge, so the outermost column there differs
   // from a full decode: one more column is decoded on each side and dropped.

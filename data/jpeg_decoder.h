@@ -9,8 +9,8 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
-#include <string>
 #include <opencv2/core.hpp>
+#include <string>
 
 namespace poseidon {
 
@@ -24,8 +24,8 @@ struct JpegRequest {
 
 // A decoded part of the image at 1/scale_denom, 8-bit BGR (as cv::imread).
 struct DecodedRegion {
-  cv::Mat bgr;      // a view into `decoded`, or the image itself
-  cv::Mat decoded;  // what libjpeg wrote
+  cv::Mat bgr;                // a view into `decoded`, or the image itself
+  cv::Mat decoded;            // what libjpeg wrote
   int64_t top = 0, left = 0;  // its first row and column in the scaled image
   int scale_denom = 1;
 };

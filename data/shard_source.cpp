@@ -22,7 +22,9 @@ namespace poseidon {
 namespace fs = std::filesystem;
 
 namespace {
-bool is_image_extension(const std::string& ext) { return ext == "jpg" || ext == "jpeg" || ext == "png" || ext == "bmp"; }
+bool is_image_extension(const std::string& ext) {
+  return ext == "jpg" || ext == "jpeg" || ext == "png" || ext == "bmp";
+}
 
 size_t pread_all(int fd, uint64_t offset, size_t size, uint8_t* dst) {
   size_t done = 0;
@@ -152,8 +154,10 @@ void ShardSource::index(Shard& shard) const {
           e.problem = "member '" + label_member + "': the label is not a non-negative integer";
       }
     }
-    if (e.image.empty()) e.problem = "example '" + g.key + "' has no .jpg, .jpeg, .png or .bmp member";
-    else if (label_member.empty()) e.problem = "example '" + g.key + "' has no .cls member (its label)";
+    if (e.image.empty())
+      e.problem = "example '" + g.key + "' has no .jpg, .jpeg, .png or .bmp member";
+    else if (label_member.empty())
+      e.problem = "example '" + g.key + "' has no .cls member (its label)";
     else if (e.problem.empty() && e.label >= num_classes_)
       e.problem = "member '" + label_member + "': label " + std::to_string(e.label) + " is outside [0, " +
                   std::to_string(num_classes_) + ")";

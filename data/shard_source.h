@@ -56,10 +56,10 @@ class ShardSource : public Source {
 
  private:
   struct Example {
-    std::string image;       // member name
+    std::string image;  // member name
     uint64_t offset = 0, size = 0;
     int64_t label = -1;
-    std::string problem;     // why it cannot be used ("" when it can)
+    std::string problem;  // why it cannot be used ("" when it can)
   };
   struct Shard {
     ShardFile file;

@@ -30,7 +30,8 @@ std::vector<std::string> write_shards(std::vector<ImageEntry> entries, const Sha
     std::vector<std::pair<std::string, std::string>> files;
     for (size_t i = begin; i < end; ++i) {
       const ImageEntry& e = entries[i];
-      if (const std::string problem = read_whole_file(e.path, bytes); !problem.empty()) throw Error(e.path + ": " + problem);
+      if (const std::string problem = read_whole_file(e.path, bytes); !problem.empty())
+        throw Error(e.path + ": " + problem);
       std::string ext = std::filesystem::path(e.path).extension().string();
       for (char& ch : ext) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
       char key[32];
@@ -43,8 +44,8 @@ std::vector<std::string> write_shards(std::vector<ImageEntry> entries, const Sha
     const std::string path = options.prefix + name;
     write_tar(path, files);
     written.push_back(path);
-    shardlist.push_back({{"url", std::filesystem::path(path).filename().string()},
-                         {"nsamples", static_cast<int64_t>(end - begin)}});
+    shardlist.push_back(
+        {{"url", std::filesystem::path(path).filename().string()}, {"nsamples", static_cast<int64_t>(end - begin)}});
   }
   const nlohmann::json index = {{"__kind__", "wids-shard-index-v1"},
                                 {"wids_version", 1},

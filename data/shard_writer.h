@@ -14,9 +14,9 @@
 namespace poseidon {
 
 struct ShardWriteOptions {
-  std::string prefix;           // e.g. out/train: out/train-000000.tar ..., out/train.json
-  int64_t per_shard = 1000;     // examples per shard (the last may hold fewer)
-  uint64_t shuffle_seed = 1;    // 0: the entries' order, else shuffled (folders list classes one after another)
+  std::string prefix;         // e.g. out/train: out/train-000000.tar ..., out/train.json
+  int64_t per_shard = 1000;   // examples per shard (the last may hold fewer)
+  uint64_t shuffle_seed = 1;  // 0: the entries' order, else shuffled (folders list classes one after another)
   int64_t num_classes = 0;
 };
 

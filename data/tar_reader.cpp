@@ -89,12 +89,15 @@ std::string list_tar(const ReadAt& read_at, uint64_t archive_size, std::vector<T
   uint64_t pax_size = 0;
   bool pax_has_size = false;
   uint64_t at = 0;
-  const auto where = [&](const std::string& name) { return "member '" + name + "' (at byte " + std::to_string(at) + ")"; };
+  const auto where = [&](const std::string& name) {
+    return "member '" + name + "' (at byte " + std::to_string(at) + ")";
+  };
   while (at + kBlock <= archive_size) {
     if (read_at(at, kBlock, header) != kBlock) return "cannot read the header at byte " + std::to_string(at);
     if (std::all_of(header, header + kBlock, [](uint8_t b) { return b == 0; })) return "";  // end of archive
     if (!checksum_matches(header))
-      return "the header at byte " + std::to_string(at) + " is damaged (bad checksum): not a tar file, or cut or corrupt";
+      return "the header at byte " + std::to_string(at) +
+             " is damaged (bad checksum): not a tar file, or cut or corrupt";
     std::string name = field_text(header, 100);
     const std::string prefix = field_text(header + 345, 155);
     // POSIX ustar ("ustar\0") has a name prefix there; GNU's ("ustar ") has times.
@@ -106,8 +109,9 @@ std::string list_tar(const ReadAt& read_at, uint64_t archive_size, std::vector<T
     if (pax_has_size && !extension) size = pax_size;  // the size a PAX header gave the member after it
     const uint64_t data = at + kBlock;
     if (size > archive_size || data + size > archive_size)
-      return where(name.empty() ? long_name : name) + " needs " + std::to_string(size) + " bytes but the file ends after " +
-             std::to_string(archive_size - std::min(archive_size, data)) + ": the tar is cut short";
+      return where(name.empty() ? long_name : name) + " needs " + std::to_string(size) +
+             " bytes but the file ends after " + std::to_string(archive_size - std::min(archive_size, data)) +
+             ": the tar is cut short";
     if (type == 'L' || type == 'x') {
       if (size > (uint64_t{1} << 20)) return where(name) + ": an extended header of more than 1 MiB";
       std::string text(size, '\0');
@@ -128,7 +132,8 @@ std::string list_tar(const ReadAt& read_at, uint64_t archive_size, std::vector<T
     }
     at = data + padded(size);
   }
-  if (at < archive_size) return "the file ends inside a header at byte " + std::to_string(at) + ": the tar is cut short";
+  if (at < archive_size)
+    return "the file ends inside a header at byte " + std::to_string(at) + ": the tar is cut short";
   return "";  // ends on a member boundary without the end-of-archive blocks, as some writers leave it
 }
 

@@ -29,7 +29,9 @@ double uniform(uint64_t& state, double low, double high) {
   return low + (high - low) * static_cast<double>(next_random(state) >> 11) * 0x1.0p-53;
 }
 
-int64_t below(uint64_t& state, int64_t n) { return static_cast<int64_t>(next_random(state) % static_cast<uint64_t>(n)); }
+int64_t below(uint64_t& state, int64_t n) {
+  return static_cast<int64_t>(next_random(state) % static_cast<uint64_t>(n));
+}
 
 std::string size_str(int64_t height, int64_t width) { return std::to_string(height) + "x" + std::to_string(width); }
 
@@ -159,7 +161,8 @@ ResamplePlan ImageTransform::plan(int64_t height, int64_t width, uint64_t seed, 
   }
   p.mirror = p.crop.mirror;
   if (may_scale && config_.jpeg_scaling) p.scale_denom = scale_for(p.height, p.width, p.out_h, p.out_w);
-  p.resize_whole = p.scale_denom == 1 && config_.rrc_h == 0;
+  p.exact = !(may_scale && config_.jpeg_scaling);
+  p.resize_whole = p.exact && config_.rrc_h == 0;
   return p;
 }
 
@@ -186,7 +189,7 @@ void ImageTransform::apply(const DecodedRegion& region, const ResamplePlan& p, f
     cv::Rect window(static_cast<int>(c.left), static_cast<int>(c.top), static_cast<int>(c.width),
                     static_cast<int>(c.height));
     write_planes<float>(pixels(window), p.mirror, config_, dst);
-  } else if (p.scale_denom == 1) {
+  } else if (p.exact) {
     // A crop of whole source pixels, then the resize: torchvision's resized_crop.
     cv::Rect window(static_cast<int>(p.crop.left - region.left), static_cast<int>(p.crop.top - region.top),
                     static_cast<int>(p.crop.width), static_cast<int>(p.crop.height));
@@ -200,8 +203,10 @@ void ImageTransform::apply(const DecodedRegion& region, const ResamplePlan& p, f
     // i d + (d - 1) / 2, so the source column s is decoded column (s + 0.5) / d - 0.5.
     const double d = p.scale_denom;
     const double ax = p.width / static_cast<double>(p.out_w) / d, ay = p.height / static_cast<double>(p.out_h) / d;
-    const double bx = (p.left + 0.5 * p.width / static_cast<double>(p.out_w)) / d - 0.5 - static_cast<double>(region.left);
-    const double by = (p.top + 0.5 * p.height / static_cast<double>(p.out_h)) / d - 0.5 - static_cast<double>(region.top);
+    const double bx =
+        (p.left + 0.5 * p.width / static_cast<double>(p.out_w)) / d - 0.5 - static_cast<double>(region.left);
+    const double by =
+        (p.top + 0.5 * p.height / static_cast<double>(p.out_h)) / d - 0.5 - static_cast<double>(region.top);
     cv::Matx23d map(ax, 0, bx, 0, ay, by);
     cv::Mat pixels;
     cv::warpAffine(region.bgr, pixels, map, out, cv::INTER_LINEAR | cv::WARP_INVERSE_MAP, cv::BORDER_REPLICATE);

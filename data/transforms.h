@@ -35,8 +35,9 @@ struct ImageTransformConfig {
   int64_t rrc_h = 0, rrc_w = 0;
   std::array<double, 2> rrc_scale{0.08, 1.0};
   std::array<double, 2> rrc_ratio{3.0 / 4.0, 4.0 / 3.0};
-  // Decode a JPEG at 1/2, 1/4 or 1/8 when the output still gets at least one
-  // decoded pixel per output pixel; false: always at full size.
+  // JPEGs: decode at 1/2, 1/4 or 1/8 when the output still gets at least
+  // one decoded pixel per output pixel, only the crop's region, and resample
+  // on 8-bit pixels; false: full-size decodes and torchvision's arithmetic.
   bool jpeg_scaling = true;
 };
 
@@ -54,8 +55,11 @@ struct ResamplePlan {
   int64_t out_h = 0, out_w = 0;
   int scale_denom = 1;  // the image may be decoded at 1/scale_denom
   bool mirror = false;
-  // At full size, a fixed resize runs on the whole image and then `crop` is
-  // cut, exactly torchvision's order.
+  // Exact: torchvision's arithmetic on float pixels (a fixed resize of the
+  // whole image and then `crop` cut, or the random resized crop's window
+  // resized). Otherwise (a JPEG with jpeg_scaling) the output is resampled
+  // from the decoded part on 8-bit pixels, at any scale.
+  bool exact = true;
   bool resize_whole = false;
   CropChoice crop;
   int64_t source_h = 0, source_w = 0;

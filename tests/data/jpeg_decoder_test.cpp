@@ -32,8 +32,8 @@ std::vector<uint8_t> encode(const cv::Mat& image) {
 
 DecodedRegion decode(const std::vector<uint8_t>& bytes, JpegRequest request) {
   DecodedRegion out;
-  const std::string problem =
-      decode_jpeg(bytes.data(), bytes.size(), [&](int64_t, int64_t) { return request; }, out);
+  const std::string problem = decode_jpeg(
+      bytes.data(), bytes.size(), [&](int64_t, int64_t) { return request; }, out);
   EXPECT_EQ(problem, "");
   return out;
 }
@@ -73,11 +73,20 @@ TEST(JpegDecoder, DataCutShortIsAnErrorNotGrey) {
   std::vector<uint8_t> bytes = encode(photo(64, 64, 3));
   bytes.resize(bytes.size() / 2);
   DecodedRegion out;
-  const std::string problem =
-      decode_jpeg(bytes.data(), bytes.size(), [](int64_t h, int64_t w) { return JpegRequest{1, 0, 0, h, w}; }, out);
+  const std::string problem = decode_jpeg(
+      bytes.data(), bytes.size(),
+      [](int64_t h, int64_t w) {
+        return JpegRequest{1, 0, 0, h, w};
+      },
+      out);
   EXPECT_NE(problem.find("Premature end of JPEG file"), std::string::npos) << problem;
   const std::vector<uint8_t> junk = {0xFF, 0xD8, 0xFF, 0x00, 0x12};
-  EXPECT_NE(decode_jpeg(junk.data(), junk.size(), [](int64_t h, int64_t w) { return JpegRequest{1, 0, 0, h, w}; }, out),
+  EXPECT_NE(decode_jpeg(
+                junk.data(), junk.size(),
+                [](int64_t h, int64_t w) {
+                  return JpegRequest{1, 0, 0, h, w};
+                },
+                out),
             "");
 }
 

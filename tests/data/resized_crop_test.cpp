@@ -1,15 +1,15 @@
 // The random resized crop: torchvision's sampling rule (bounds, the centre
 // crop after ten failed tries), and the pixels of decode + transform against
 // torchvision's resized_crop / Resize + CenterCrop on the same JPEG, exactly
-// at full size and within the stated tolerance when the JPEG is decoded at
-// 1/2, 1/4 or 1/8 (docs/CONFIG.md).
+// with jpeg_scaling off and within the stated tolerance with it, at full
+// size and when the JPEG is decoded at 1/2, 1/4 or 1/8 (docs/CONFIG.md).
 #include <gtest/gtest.h>
 #include <unistd.h>
 
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
-#include <cstdio>
 #include <fstream>
 #include <map>
 #include <opencv2/imgcodecs.hpp>
@@ -110,7 +110,8 @@ class AgainstTorchvision : public ::testing::Test {
           m.ptr<uint8_t>(y)[3 * x + c] = cv::saturate_cast<uint8_t>(
               128 + 70 * std::sin(x * 0.021 + 2 * c) * std::cos(y * 0.017 - c) + 20 * std::sin((x - 2 * y) * 0.15 + c));
     ASSERT_TRUE(cv::imencode(".jpg", m, jpeg_, {cv::IMWRITE_JPEG_QUALITY, 92}));
-    std::ofstream(dir_ / "photo.jpg", std::ios::binary).write(reinterpret_cast<const char*>(jpeg_.data()), jpeg_.size());
+    std::ofstream(dir_ / "photo.jpg", std::ios::binary)
+        .write(reinterpret_cast<const char*>(jpeg_.data()), jpeg_.size());
     std::ofstream(dir_ / "reference.py") << kTorchvisionScript;
   }
   void TearDown() override { fs::remove_all(dir_); }
@@ -128,7 +129,7 @@ class AgainstTorchvision : public ::testing::Test {
     return ref;
   }
 
-  // Differences from torchvision per DCT scale: largest, sum, count.
+  // Differences from torchvision per DCT scale (0: jpeg_scaling off): largest, sum, count.
   struct Differences {
     double worst = 0, sum = 0;
     int64_t count = 0;
@@ -145,7 +146,7 @@ class AgainstTorchvision : public ::testing::Test {
       const ImageTransformConfig& c = t.config();
       for (int s = 0; s < n; ++s) {
         const ResamplePlan p = t.plan(375, 500, s, "photo.jpg", true);
-        outputs.emplace_back(p.scale_denom, numel);
+        outputs.emplace_back(c.jpeg_scaling ? p.scale_denom : 0, numel);
         ours.resize(ours.size() + numel);
         EXPECT_EQ(decode_transformed(t, jpeg_.data(), jpeg_.size(), ours.data() + ours.size() - numel, s, "photo.jpg"),
                   "");
@@ -188,15 +189,16 @@ TEST_F(AgainstTorchvision, ExactAtFullSizeWithinTheStatedToleranceScaled) {
   fixed.crop_h = fixed.crop_w = 56;
   const std::map<int, Differences> diff =
       compare({{ImageTransform(full), 16}, {ImageTransform(scaled), 40}, {ImageTransform(fixed), 1}});
-  for (int d : {1, 2, 4}) ASSERT_TRUE(diff.count(d)) << "no output was decoded at 1/" << d;
+  for (int d : {0, 1, 2, 4}) ASSERT_TRUE(diff.count(d)) << "no output was decoded at 1/" << d;
   for (const auto& [d, x] : diff) {
-    // At full size: single-precision source coordinates, computed in another
-    // order. Scaled: the tolerance of docs/CONFIG.md, in units of the [0, 1]
-    // pixel range.
+    // Without jpeg_scaling: single-precision source coordinates, computed in
+    // another order. With it: the tolerance of docs/CONFIG.md, in units of the
+    // [0, 1] pixel range (8-bit resampling at every scale).
     const double mean = x.sum / static_cast<double>(x.count);
-    EXPECT_LE(x.worst, d == 1 ? 5e-5 : 0.05) << "largest difference at 1/" << d;
-    EXPECT_LE(mean, d == 1 ? 5e-5 : 0.01) << "mean difference at 1/" << d;
-    std::printf("1/%d: largest %.4f, mean %.5f\n", d, x.worst, mean);
+    EXPECT_LE(x.worst, d == 0 ? 5e-5 : 0.05) << "largest difference at 1/" << d;
+    EXPECT_LE(mean, d == 0 ? 5e-5 : 0.01) << "mean difference at 1/" << d;
+    std::printf("%s: largest %.4f, mean %.5f\n", d == 0 ? "exact" : ("1/" + std::to_string(d)).c_str(), x.worst,
+                mean);
   }
 }
 

@@ -5,6 +5,8 @@
 // shards written by Python's tarfile (ustar, GNU and PAX forms) load, ours
 // read back in tarfile; a cut shard, a cut JPEG and a label out of range
 // stop with the shard and member named, or are skipped and counted.
+#include "data/shard_source.h"
+
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -18,7 +20,6 @@
 #include <sstream>
 
 #include "data/loader.h"
-#include "data/shard_source.h"
 #include "data/shard_writer.h"
 
 namespace poseidon {
@@ -48,8 +49,10 @@ class ShardFixture : public ::testing::Test {
   void TearDown() override { fs::remove_all(dir_); }
 
   std::shared_ptr<Source> source(const std::string& extra = "") {
-    const std::string yaml = "data:\n  train: {source: tar_shards, shards: shards/train.json, crop: 8, "
-                             "shuffle_buffer: 4" + extra + "}\n";
+    const std::string yaml =
+        "data:\n  train: {source: tar_shards, shards: shards/train.json, crop: 8, "
+        "shuffle_buffer: 4" +
+        extra + "}\n";
     return make_source(ConfigNode::parse(yaml, (dir_ / "train.yaml").string()).child("data").child("train"),
                        dir_.string());
   }
@@ -92,10 +95,13 @@ TEST_F(ShardFixture, FourRanksSeeEveryExampleOncePerEpochAndShardsMoveBetweenEpo
       std::vector<int> mine = epoch_images(s, rank, 4, epoch);
       EXPECT_EQ(mine.size(), 6u);
       seen.insert(mine.begin(), mine.end());
-      if (epoch == 0) first_epoch.emplace_back(mine.begin(), mine.end());
-      else if (std::set<int>(mine.begin(), mine.end()) != first_epoch[rank]) first_epoch[rank].clear();
+      if (epoch == 0)
+        first_epoch.emplace_back(mine.begin(), mine.end());
+      else if (std::set<int>(mine.begin(), mine.end()) != first_epoch[rank])
+        first_epoch[rank].clear();
     }
-    for (int image = 0; image < 24; ++image) EXPECT_EQ(seen.count(image), 1u) << "image " << image << " epoch " << epoch;
+    for (int image = 0; image < 24; ++image)
+      EXPECT_EQ(seen.count(image), 1u) << "image " << image << " epoch " << epoch;
   }
   int moved = 0;
   for (const auto& set : first_epoch) moved += set.empty();
@@ -147,19 +153,24 @@ std::string python_run(const fs::path& dir, const std::string& script) {
 
 TEST_F(ShardFixture, ShardsOfPythonsTarfileLoadAndOursReadInTarfile) {
   const std::string jpeg = (dir_ / "images/class1/4.jpg").string();
-  python_run(dir_, "import io, tarfile\n"
-                   "jpeg = open('" + jpeg + "', 'rb').read()\n"
-                   "for fmt, name in ((tarfile.GNU_FORMAT, 'gnu'), (tarfile.PAX_FORMAT, 'pax')):\n"
-                   "    with tarfile.open('" + (dir_ / "py-").string() + "' + name + '.tar', 'w', format=fmt) as tar:\n"
-                   "        for i, label in enumerate((2, 0)):\n"
-                   "            key = 'folder/' + 'long' * 40 + str(i)\n"
-                   "            for ext, data in (('.jpg', jpeg), ('.cls', str(label).encode())):\n"
-                   "                info = tarfile.TarInfo(key + ext)\n"
-                   "                info.size = len(data)\n"
-                   "                tar.addfile(info, io.BytesIO(data))\n");
+  python_run(dir_,
+             "import io, tarfile\n"
+             "jpeg = open('" +
+                 jpeg +
+                 "', 'rb').read()\n"
+                 "for fmt, name in ((tarfile.GNU_FORMAT, 'gnu'), (tarfile.PAX_FORMAT, 'pax')):\n"
+                 "    with tarfile.open('" +
+                 (dir_ / "py-").string() +
+                 "' + name + '.tar', 'w', format=fmt) as tar:\n"
+                 "        for i, label in enumerate((2, 0)):\n"
+                 "            key = 'folder/' + 'long' * 40 + str(i)\n"
+                 "            for ext, data in (('.jpg', jpeg), ('.cls', str(label).encode())):\n"
+                 "                info = tarfile.TarInfo(key + ext)\n"
+                 "                info.size = len(data)\n"
+                 "                tar.addfile(info, io.BytesIO(data))\n");
   for (const char* form : {"gnu", "pax"}) {
-    const std::string yaml = std::string("data:\n  train: {source: tar_shards, shards: [py-") + form +
-                             ".tar], num_classes: 3, crop: 8}\n";
+    const std::string yaml =
+        std::string("data:\n  train: {source: tar_shards, shards: [py-") + form + ".tar], num_classes: 3, crop: 8}\n";
     auto s = make_source(ConfigNode::parse(yaml, "t.yaml").child("data").child("train"), dir_.string());
     ASSERT_EQ(s->size(), 2) << form;
     std::vector<float> x(3 * 64);
@@ -168,16 +179,20 @@ TEST_F(ShardFixture, ShardsOfPythonsTarfileLoadAndOursReadInTarfile) {
     EXPECT_EQ(s->read(1, x.data(), 0), 0) << form;
   }
   const std::string listing = python_run(
-      dir_, "import tarfile\nwith tarfile.open('" + shards_[0] + "') as tar:\n"
-            "    for m in tar.getmembers(): print(m.name, tar.extractfile(m).read()[:2].hex() if m.name.endswith('.jpg') "
-            "else tar.extractfile(m).read().decode())\n");
+      dir_,
+      "import tarfile\nwith tarfile.open('" + shards_[0] +
+          "') as tar:\n"
+          "    for m in tar.getmembers(): print(m.name, tar.extractfile(m).read()[:2].hex() if m.name.endswith('.jpg') "
+          "else tar.extractfile(m).read().decode())\n");
   std::istringstream lines(listing);
   std::string name, content;
   int members = 0;
   while (lines >> name >> content) {
     ++members;
-    if (name.ends_with(".jpg")) EXPECT_EQ(content, "ffd8") << name;
-    else EXPECT_TRUE(name.ends_with(".cls") && content.size() == 1 && content[0] >= '0' && content[0] <= '2') << name;
+    if (name.ends_with(".jpg"))
+      EXPECT_EQ(content, "ffd8") << name;
+    else
+      EXPECT_TRUE(name.ends_with(".cls") && content.size() == 1 && content[0] >= '0' && content[0] <= '2') << name;
   }
   EXPECT_EQ(members, 6);
 }

@@ -21,8 +21,8 @@ TEST(DataShardCli, FolderBecomesShardsThatTrainingReads) {
     std::filesystem::create_directories(std::filesystem::path(path).parent_path());
     ASSERT_TRUE(cv::imwrite(path, cv::Mat(10, 10, CV_8UC3, cv::Scalar(i * 40, 0, 0))));
   }
-  CliResult r = run_poseidon("data shard --folder " + d.file("images") + " -o " + d.file("shards/train") +
-                             " --per-shard 2");
+  CliResult r =
+      run_poseidon("data shard --folder " + d.file("images") + " -o " + d.file("shards/train") + " --per-shard 2");
   ASSERT_EQ(r.status, 0) << r.err;
   nlohmann::json index = nlohmann::json::parse(std::ifstream(d.file("shards/train.json")));
   EXPECT_EQ(index["num_classes"], 2);
@@ -36,10 +36,11 @@ TEST(DataShardCli, FolderBecomesShardsThatTrainingReads) {
           "name: tiny\ninputs: {data: [3, 8, 8], label: []}\nlayers:\n"
           "  - {name: fc, type: fc, inputs: data, num_output: 2}\n"
           "  - {name: loss, type: softmax_loss, inputs: [fc, label]}\n");
-  d.write("train.yaml", "model: model.yaml\nseed: 1\nthreads: 1\n"
-                        "data:\n  train: {source: tar_shards, shards: shards/train.json, crop: 8, batch_size: 2}\n"
-                        "solver: {lr: 0.01, max_iter: 3}\ntrain: {display: 1, final_checkpoint: false, output_dir: " +
-                            d.file("out") + "}\n");
+  d.write("train.yaml",
+          "model: model.yaml\nseed: 1\nthreads: 1\n"
+          "data:\n  train: {source: tar_shards, shards: shards/train.json, crop: 8, batch_size: 2}\n"
+          "solver: {lr: 0.01, max_iter: 3}\ntrain: {display: 1, final_checkpoint: false, output_dir: " +
+              d.file("out") + "}\n");
   r = run_poseidon("train " + d.file("train.yaml"));
   ASSERT_EQ(r.status, 0) << r.err;
   EXPECT_NE(r.err.find("data wait "), std::string::npos) << r.err;

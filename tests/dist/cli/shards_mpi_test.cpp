@@ -21,19 +21,20 @@ TEST(MpiShards, FourRanksResumeBitForBit) {
     std::filesystem::create_directories(std::filesystem::path(path).parent_path());
     ASSERT_TRUE(cv::imwrite(path, cv::Mat(10, 10, CV_8UC3, cv::Scalar(i * 15, 255 - i * 15, (i % 2) * 200))));
   }
-  CliResult r = run_poseidon("data shard --folder " + dir.file("images") + " -o " + dir.file("shards/train") +
-                             " --per-shard 2");
+  CliResult r =
+      run_poseidon("data shard --folder " + dir.file("images") + " -o " + dir.file("shards/train") + " --per-shard 2");
   ASSERT_EQ(r.status, 0) << r.err;
   dir.write("model.yaml",
             "name: tiny\ninputs: {data: [3, 8, 8], label: []}\nlayers:\n"
             "  - {name: fc1, type: fc, inputs: data, num_output: 2}\n"
             "  - {name: loss, type: softmax_loss, inputs: [fc1, label]}\n");
   // 16 examples, 2 per rank a batch: 2 iterations an epoch; 6 cross two epoch boundaries.
-  const std::string config = dir.write(
-      "config.yaml", "model: model.yaml\nseed: 3\nthreads: 1\ndata:\n"
-                     "  train: {source: tar_shards, shards: shards/train.json, random_resized_crop: 8, mirror: true, "
-                     "shuffle_buffer: 3, batch_size: 2}\n"
-                     "solver: {lr: 0.1, momentum: 0.9, max_iter: 6}\ntrain: {display: 0, snapshot_interval: 3}\n");
+  const std::string config =
+      dir.write("config.yaml",
+                "model: model.yaml\nseed: 3\nthreads: 1\ndata:\n"
+                "  train: {source: tar_shards, shards: shards/train.json, random_resized_crop: 8, mirror: true, "
+                "shuffle_buffer: 3, batch_size: 2}\n"
+                "solver: {lr: 0.1, momentum: 0.9, max_iter: 6}\ntrain: {display: 0, snapshot_interval: 3}\n");
   r = run_mpi(4, "train " + config + " --quiet --set train.output_dir=" + dir.file("straight"));
   ASSERT_EQ(r.status, 0) << r.err;
   r = run_mpi(4, "train " + config + " --quiet --set train.output_dir=" + dir.file("resumed") + " --resume " +
