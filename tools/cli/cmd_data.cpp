@@ -15,7 +15,8 @@ namespace poseidon {
 
 int cmd_data_shard(const DataShardArgs& args) {
 #ifdef POSEIDON_HAVE_IMAGES
-  POSEIDON_REQUIRE(args.folder.empty() != args.list.empty()) << "poseidon data shard: give --folder or --list, one of them";
+  POSEIDON_REQUIRE(args.folder.empty() != args.list.empty())
+      << "poseidon data shard: give --folder or --list, one of them";
   ShardWriteOptions options;
   options.prefix = args.out;
   options.per_shard = args.per_shard;
@@ -26,7 +27,8 @@ int cmd_data_shard(const DataShardArgs& args) {
     entries = scan_image_folder(args.folder, classes);
     options.num_classes = static_cast<int64_t>(classes.size());
   } else {
-    entries = read_image_list(args.list, args.root.empty() ? std::filesystem::path(args.list).parent_path().string() : args.root,
+    entries = read_image_list(args.list,
+                              args.root.empty() ? std::filesystem::path(args.list).parent_path().string() : args.root,
                               "the command line (--list)");
     for (const ImageEntry& e : entries) options.num_classes = std::max(options.num_classes, e.label + 1);
   }
