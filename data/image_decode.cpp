@@ -3,6 +3,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <new>
 #include <opencv2/imgcodecs.hpp>
 
 #include "data/jpeg_decoder.h"
@@ -14,13 +15,21 @@ std::string decode_transformed(const ImageTransform& t, const uint8_t* data, siz
   if (looks_like_jpeg(data, size)) {
     ResamplePlan plan;
     DecodedRegion region;
-    const std::string problem = decode_jpeg(
-        data, size,
-        [&](int64_t height, int64_t width) {
-          plan = t.plan(height, width, seed, name, true);
-          return ImageTransform::request(plan);
-        },
-        region);
+    std::string problem;
+    try {
+      problem = decode_jpeg(
+          data, size,
+          [&](int64_t height, int64_t width) {
+            plan = t.plan(height, width, seed, name, true);
+            return ImageTransform::request(plan);
+          },
+          region);
+    } catch (const std::exception& e) {
+      // Memory for the decoded region (a header may claim any size): cv::Exception or std::bad_alloc.
+      if (!dynamic_cast<const cv::Exception*>(&e) && !dynamic_cast<const std::bad_alloc*>(&e)) throw;
+      return "a JPEG of " + std::to_string(plan.source_h) + "x" + std::to_string(plan.source_w) +
+             " pixels, too large to decode here";
+    }
     if (problem.empty()) {
       t.apply(region, plan, dst);
       return "";
@@ -35,6 +44,8 @@ std::string decode_transformed(const ImageTransform& t, const uint8_t* data, siz
       image = cv::imdecode(encoded, cv::IMREAD_COLOR | cv::IMREAD_IGNORE_ORIENTATION);
   } catch (const cv::Exception& e) {
     return e.what();
+  } catch (const std::bad_alloc&) {
+    return "too large to decode here";
   }
   if (image.empty()) return "cannot be decoded as an image (corrupt, or not JPEG, PNG or BMP)";
   t.apply(image, dst, seed, name);
