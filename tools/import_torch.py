@@ -23,22 +23,24 @@ def fail(message):
     sys.exit(2)
 
 
-try:
-    import torch
-    import torch.nn as nn
-except ImportError as e:
-    fail(f"poseidon import-torch needs PyTorch (Debian: python3-torch): {e}")
+torch = torch_graph = None  # imported once the arguments are read: --help and bad arguments need no PyTorch
 
-# The CLI hands tools/torch_graph.py over in the environment; run from the
-# source tree, it lies beside this file.
-_carried = os.environ.pop("POSEIDON_TORCH_GRAPH", None)
-if _carried is None:
-    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-    import torch_graph
-else:
-    torch_graph = types.ModuleType("torch_graph")
-    exec(compile(_carried, "tools/torch_graph.py", "exec"), torch_graph.__dict__)
-    sys.modules["torch_graph"] = torch_graph
+
+def import_torch():
+    """torch, and tools/torch_graph.py: handed over by the CLI in the environment, else beside this file."""
+    global torch, torch_graph
+    try:
+        import torch
+    except ImportError as e:
+        fail(f"poseidon import-torch needs PyTorch (Debian: python3-torch): {e}")
+    carried = os.environ.pop("POSEIDON_TORCH_GRAPH", None)
+    if carried is None:
+        sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+        import torch_graph
+    else:
+        torch_graph = types.ModuleType("torch_graph")
+        exec(compile(carried, "tools/torch_graph.py", "exec"), torch_graph.__dict__)
+        sys.modules["torch_graph"] = torch_graph
 
 
 def yaml_value(value):
@@ -118,12 +120,12 @@ def load_model(spec, kwargs):
     if not hasattr(module, attr):
         fail(f"{spec}: {target} has no attribute '{attr}'")
     made = getattr(module, attr)
-    if not isinstance(made, nn.Module):
+    if not isinstance(made, torch.nn.Module):
         try:
             made = made(**kwargs)
         except Exception as e:  # the user's constructor: whatever it raises, in one line
             fail(f"{spec}: {type(e).__name__}: {' '.join(str(e).split())}")
-    if not isinstance(made, nn.Module):
+    if not isinstance(made, torch.nn.Module):
         fail(f"{spec}: returned {type(made).__name__}, not a torch.nn.Module")
     return made
 
@@ -154,6 +156,7 @@ def main():
             raise ValueError
     except ValueError:
         fail(f"--kwargs {args.kwargs}: expected a JSON object, e.g. '{{\"num_classes\": 10}}'")
+    import_torch()
     model = load_model(args.model, kwargs)
     if args.state_dict:
         try:

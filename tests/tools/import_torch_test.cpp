@@ -157,5 +157,22 @@ TEST(ImportTorch, SaysWhenPyTorchIsMissing) {
   EXPECT_EQ(std::count(output.begin(), output.end(), '\n'), 1) << output;
 }
 
+// The CLI hands every argument to the script, --help included; arguments are
+// checked before PyTorch is imported.
+TEST(ImportTorch, HelpAndBadArgumentsThroughTheCli) {
+  if (!std::filesystem::exists("/usr/bin/python3")) GTEST_SKIP() << "no /usr/bin/python3";
+  CliResult help = run_poseidon("import-torch --help");
+  EXPECT_EQ(help.status, 0) << help.err;
+  EXPECT_EQ(help.out.rfind("usage: poseidon import-torch ", 0), 0u) << help.out;
+  EXPECT_NE(help.out.find("--state-dict"), std::string::npos) << help.out;
+
+  TempDir dir;
+  CliResult bad = run_poseidon("import-torch torchvision.models:vgg19 --input 3,x -o " + dir.file("m.yaml") +
+                               " --weights " + dir.file("w.safetensors"));
+  EXPECT_EQ(bad.status, 2);
+  EXPECT_EQ(bad.err, "error: --input 3,x: expected positive integers separated by commas, e.g. 3,224,224\n");
+  EXPECT_FALSE(std::filesystem::exists(dir.file("m.yaml")));
+}
+
 }  // namespace
 }  // namespace poseidon::testing
