@@ -42,13 +42,13 @@ double relative_error(const Tensor& ours, const SafetensorsTensor& ref) {
 }
 
 // Fails (or, with POSEIDON_SKIP_TORCH=1, skips) unless torchvision (and so torch) imports.
-#define REQUIRE_TORCHVISION()                                                                          \
-  do {                                                                                                 \
-    const ScriptResult probe = run_torch_script("torchvision_forward.py", "--help");                   \
-    if (probe.status != 0) {                                                                           \
-      if (torch_skip_requested()) GTEST_SKIP() << "torchvision does not import:\n" << probe.output;    \
+#define REQUIRE_TORCHVISION()                                                                           \
+  do {                                                                                                  \
+    const ScriptResult probe = run_torch_script("torchvision_forward.py", "--help");                    \
+    if (probe.status != 0) {                                                                            \
+      if (torch_skip_requested()) GTEST_SKIP() << "torchvision does not import:\n" << probe.output;     \
       FAIL() << "install python3-torchvision, or set POSEIDON_SKIP_TORCH=1 to skip:\n" << probe.output; \
-    }                                                                                                  \
+    }                                                                                                   \
   } while (0)
 
 struct RoundTrip {
@@ -71,9 +71,9 @@ TEST_P(ImportTorchRoundTrip, ForwardMatchesPyTorch) {
                                             std::string("--model ") + c.model + " --size " + size + " --batch " +
                                                 std::to_string(c.batch) + " --workdir " + shell_quoted(dir.path()));
   ASSERT_EQ(reference.status, 0) << reference.output;
-  CliResult imported = run_poseidon("import-torch " + shell_quoted(kModels + ":" + c.model) + " --input 3," + size +
-                                    "," + size + " -o " + dir.file("model.yaml") + " --weights " +
-                                    dir.file("weights.safetensors"));
+  CliResult imported =
+      run_poseidon("import-torch " + shell_quoted(kModels + ":" + c.model) + " --input 3," + size + "," + size +
+                   " -o " + dir.file("model.yaml") + " --weights " + dir.file("weights.safetensors"));
   ASSERT_EQ(imported.status, 0) << imported.out << imported.err;
   EXPECT_EQ(imported.out.find("note:") != std::string::npos, *c.note != 0) << imported.out;
   EXPECT_NE(imported.out.find(c.note), std::string::npos) << imported.out;
@@ -101,13 +101,12 @@ TEST_P(ImportTorchRoundTrip, ForwardMatchesPyTorch) {
 // times; Inception-V3 needs 75x75 (its auxiliary head, left out in eval
 // mode, would need 299x299). mixed_layers holds the mappings those three do
 // not use (subtraction, products, 'same' padding, PReLU, ceil_mode, view).
-INSTANTIATE_TEST_SUITE_P(Torchvision, ImportTorchRoundTrip,
-                         ::testing::Values(RoundTrip{"vgg19", 32, 1, "classifier.6", ""},
-                                           RoundTrip{"resnet50", 32, 2, "fc", ""},
-                                           RoundTrip{"inception_v3", 75, 2, "fc",
-                                                     "note: AuxLogits is not called by forward in eval mode"},
-                                           RoundTrip{"mixed_layers", 10, 2, "softmax", ""}),
-                         [](const auto& info) { return std::string(info.param.model); });
+INSTANTIATE_TEST_SUITE_P(
+    Torchvision, ImportTorchRoundTrip,
+    ::testing::Values(RoundTrip{"vgg19", 32, 1, "classifier.6", ""}, RoundTrip{"resnet50", 32, 2, "fc", ""},
+                      RoundTrip{"inception_v3", 75, 2, "fc", "note: AuxLogits is not called by forward in eval mode"},
+                      RoundTrip{"mixed_layers", 10, 2, "softmax", ""}),
+    [](const auto& info) { return std::string(info.param.model); });
 
 struct Refusal {
   const char* model;
@@ -123,8 +122,8 @@ TEST_P(ImportTorchRefuses, NamesTheModuleInOneLine) {
   POSEIDON_REQUIRE_TORCH();
   const Refusal c = GetParam();
   TempDir dir;
-  CliResult r = run_poseidon("import-torch " + shell_quoted(kModels + ":" + c.model) + " --input " + c.input +
-                             " -o " + dir.file("model.yaml") + " --weights " + dir.file("weights.safetensors"));
+  CliResult r = run_poseidon("import-torch " + shell_quoted(kModels + ":" + c.model) + " --input " + c.input + " -o " +
+                             dir.file("model.yaml") + " --weights " + dir.file("weights.safetensors"));
   EXPECT_EQ(r.status, 2);
   EXPECT_EQ(r.err.rfind(c.message, 0), 0u) << r.err;
   EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;

@@ -143,8 +143,9 @@ int run_cli(int argc, char** argv) {
   sh->add_option("--seed", shard.seed, "shuffle the examples across shards with this seed (0: keep their order)");
   da->require_subcommand(1);
 
-  auto* it = app.add_subcommand("import-torch", "a torch.nn model (torch.fx) as a model YAML and safetensors weights; "
-                                                "see poseidon import-torch --help");
+  auto* it = app.add_subcommand("import-torch",
+                                "a torch.nn model (torch.fx) as a model YAML and safetensors weights; "
+                                "see poseidon import-torch --help");
   it->prefix_command();
   it->set_help_flag();
 

@@ -14,7 +14,8 @@ int cmd_plot(const PlotArgs& args) {
   std::vector<std::string> argv = args.runs;
   if (!args.output.empty()) argv.insert(argv.end(), {"--output", args.output});
   if (!args.labels.empty()) argv.insert(argv.end(), {"--labels", args.labels});
-  return run_python_script(kPlotScript, argv, "poseidon plot needs python3 with matplotlib (Debian: python3-matplotlib)");
+  return run_python_script(kPlotScript, argv,
+                           "poseidon plot needs python3 with matplotlib (Debian: python3-matplotlib)");
 }
 
 }  // namespace poseidon
