@@ -15,6 +15,11 @@ constexpr int64_t kParallelFrom = int64_t(1) << 18;
 
 // The first non-finite tensor that `view` picks from a parameter, visiting
 // layers last to first when `backward_order`, first to last otherwise.
+int64_t first_non_finite_in(const Tensor& t) {
+  return t.is_cuda() ? device_memory::gpu_first_non_finite(t.device(), t.data(), t.numel())
+                     : first_non_finite(t.data(), t.numel());
+}
+
 template <class Pick>
 std::optional<NonFinite> scan(Net& net, bool backward_order, Pick view) {
   const size_t n = net.num_layers();
@@ -23,8 +28,7 @@ std::optional<NonFinite> scan(Net& net, bool backward_order, Pick view) {
     for (Param& p : layer.params()) {
       const Tensor* t = view(p);
       if (!t || !t->defined()) continue;
-      int64_t at = t->is_cuda() ? device_memory::gpu_first_non_finite(t->device(), t->data(), t->numel())
-                                : first_non_finite(t->data(), t->numel());
+      const int64_t at = first_non_finite_in(*t);
       if (at >= 0) return NonFinite{layer.name(), p.name, at, t->item(at)};
     }
   }
@@ -114,6 +118,33 @@ std::optional<NonFinite> find_non_finite_gradient(Net& net) {
 
 std::optional<NonFinite> find_non_finite_value(Net& net) {
   return scan(net, false, [](Param& p) { return &p.value; });
+}
+
+std::optional<NonFinite> find_non_finite_output(Net& net) {
+  auto first_in = [&](const std::string& layer, const std::string& blob) -> std::optional<NonFinite> {
+    const Tensor& t = net.blob(blob).value;
+    if (!t.defined() || t.numel() == 0) return std::nullopt;
+    const int64_t at = first_non_finite_in(t);
+    if (at < 0) return std::nullopt;
+    return NonFinite{layer, blob, at, t.item(at)};
+  };
+  for (const std::string& input : net.input_names())
+    if (auto bad = first_in("", input)) return bad;
+  for (size_t i = 0; i < net.num_layers(); ++i) {
+    if (net.fused(i)) continue;
+    for (const std::string& output : net.layer(i).outputs())
+      if (auto bad = first_in(net.layer(i).name(), output)) return bad;
+  }
+  return std::nullopt;
+}
+
+std::string describe_non_finite_loss(float loss, Net& net) {
+  std::string text = "non-finite loss (" + non_finite_text(loss) + ")";
+  const std::optional<NonFinite> bad = find_non_finite_output(net);
+  if (!bad) return text;
+  const std::string at = "first at index " + std::to_string(bad->index) + ": " + non_finite_text(bad->value) + ")";
+  if (bad->layer.empty()) return text + ", first in the input '" + bad->tensor + "' (" + at;
+  return text + ", first in the output of layer '" + bad->layer + "' (blob '" + bad->tensor + "', " + at;
 }
 
 }  // namespace poseidon

@@ -56,4 +56,16 @@ std::optional<NonFinite> find_non_finite_gradient(Net& net);
 // an infinity.
 std::optional<NonFinite> find_non_finite_value(Net& net);
 
+// Where the last forward's values first turned non-finite: the first net
+// input holding a NaN or an infinity (NonFinite::layer empty), else the first
+// layer, in forward order, one of whose outputs does (tensor: the blob). A
+// fused ReLU's output is its producer's, so that producer is named. Read
+// only once the loss is found non-finite: it reads every blob.
+std::optional<NonFinite> find_non_finite_output(Net& net);
+// "non-finite loss (nan)", followed by where find_non_finite_output places
+// the first non-finite value when it finds one:
+// "non-finite loss (nan), first in the output of layer 'fc2' (blob 'fc2',
+// first at index 7: inf)" or "..., first in the input 'data' (first at ...)".
+std::string describe_non_finite_loss(float loss, Net& net);
+
 }  // namespace poseidon

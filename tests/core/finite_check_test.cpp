@@ -20,6 +20,7 @@
 
 #include "core/registry.h"
 #include "core/safetensors.h"
+#include "gpu_required.h"
 #include "tools/cli/app.h"
 
 namespace poseidon {
@@ -203,6 +204,70 @@ TEST(FiniteCheck, ReadsEveryGradientALayerDidNotProveFinite) {
     EXPECT_EQ(bad->tensor, name);
     p.grad[p.grad.numel() - 1] = 0.f;
   }
+}
+
+// A non-finite loss is traced to the first layer, in forward order, whose
+// output turned non-finite, or to the net input that already was; the same
+// on the GPU (CudaFiniteCheck below) as on the CPU.
+void expect_first_non_finite_output_named(const Device& device) {
+  const char* model = R"(name: traced
+inputs: {data: [2, 5, 5], label: []}
+layers:
+  - {name: conv1, type: conv, inputs: data, num_output: 3, kernel_size: 3}
+  - {name: relu1, type: relu}
+  - {name: fc1, type: fc, num_output: 6}
+  - {name: relu2, type: relu}
+  - {name: fc2, type: fc, num_output: 3}
+  - {name: loss, type: softmax_loss, inputs: [fc2, label]}
+)";
+  Net net(ConfigNode::parse(model, "model.yaml"), 2, device);
+  net.init_params(3);
+  Tensor data({2, 2, 5, 5}), label({2});
+  for (int64_t i = 0; i < data.numel(); ++i) data[i] = float(i % 7) - 3.f;
+  label[1] = 2.f;
+  net.blob("data").value.copy_from(data);
+  net.blob("label").value.copy_from(label);
+  std::mt19937_64 rng(1);
+  RunContext ctx{Phase::train, &rng, device};
+  ASSERT_TRUE(std::isfinite(net.forward(ctx)));
+  EXPECT_FALSE(find_non_finite_output(net));
+
+  // An infinite bias of fc1 makes fc1's output infinite, then every later one.
+  Param& bias = *net.find_param("fc1.bias");
+  Tensor poisoned = bias.value.to(Device{});
+  poisoned[4] = kInf;
+  bias.value.copy_from(poisoned);
+  float loss = net.forward(ctx);
+  ASSERT_FALSE(std::isfinite(loss));
+  EXPECT_EQ(describe_non_finite_loss(loss, net), "non-finite loss (" + non_finite_text(loss) +
+                                                     "), first in the output of layer 'fc1' (blob 'fc1', first at "
+                                                     "index 4: inf)");
+  // Earlier in the net, the earlier layer is named: conv1's output is NaN
+  // from a NaN weight however relu1 treats it.
+  Param& weight = *net.find_param("conv1.weight");
+  poisoned = weight.value.to(Device{});
+  poisoned[0] = kNan;
+  weight.value.copy_from(poisoned);
+  net.forward(ctx);
+  auto bad = find_non_finite_output(net);
+  ASSERT_TRUE(bad);
+  EXPECT_EQ(bad->layer, "conv1");
+  EXPECT_EQ(bad->tensor, "conv1");
+  EXPECT_EQ(bad->index, 0);
+  EXPECT_TRUE(std::isnan(bad->value));
+
+  data[13] = -kInf;
+  net.blob("data").value.copy_from(data);
+  loss = net.forward(ctx);
+  EXPECT_EQ(describe_non_finite_loss(loss, net), "non-finite loss (" + non_finite_text(loss) +
+                                                     "), first in the input 'data' (first at index 13: -inf)");
+}
+
+TEST(FiniteCheck, NamesTheFirstLayerWhoseOutputTurnedNonFinite) { expect_first_non_finite_output_named(Device{}); }
+
+TEST(CudaFiniteCheck, NamesTheFirstLayerWhoseOutputTurnedNonFiniteAsTheCpuDoes) {
+  POSEIDON_SKIP_WITHOUT_GPU();
+  expect_first_non_finite_output_named(Device::cuda(0));
 }
 
 class NumericGuard : public ::testing::Test {

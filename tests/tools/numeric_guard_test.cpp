@@ -1,6 +1,7 @@
 // The numeric guard through the poseidon binary: a learning rate that makes
 // training diverge stops it with exit status 2 and a message naming the
-// iteration, and the state saved from before that iteration is a training
+// iteration and the first layer whose output turned non-finite, and the
+// state saved from before that iteration is a training
 // checkpoint that --resume accepts and from which the same failure repeats. (tests/core/finite_check_test.cpp injects
 // a NaN into one layer's gradient and checks layer, tensor and resumed numbers.)
 #include <gtest/gtest.h>
@@ -37,17 +38,19 @@ layers:
   std::smatch m;
   ASSERT_TRUE(
       std::regex_search(r.err, m,
-                        std::regex("iteration ([0-9]+) \\(epoch 0\\): non-finite loss \\((nan|inf|-inf)\\); the "
-                                   "state before this iteration is saved in (\\S+iter_([0-9]+)\\.safetensors)")))
+                        std::regex("iteration ([0-9]+) \\(epoch 0\\): non-finite loss \\((nan|inf|-inf)\\), first "
+                                   "in the output of layer '(conv1|relu1|pool1|fc1|relu2|fc2|loss)' \\(blob '\\w+', "
+                                   "first at index [0-9]+: (nan|inf|-inf)\\); the state before this iteration is "
+                                   "saved in (\\S+iter_([0-9]+)\\.safetensors)")))
       << r.err;
-  EXPECT_EQ(std::stoi(m[1]), std::stoi(m[4]) + 1);
+  EXPECT_EQ(std::stoi(m[1]), std::stoi(m[6]) + 1);
   EXPECT_FALSE(std::filesystem::exists(d.file("out/final.safetensors")));
 
-  const std::string saved = m[3];
+  const std::string saved = m[5];
   SafetensorsFile f = read_safetensors(saved);
-  EXPECT_EQ(f.metadata.at("iteration"), m[4].str());
+  EXPECT_EQ(f.metadata.at("iteration"), m[6].str());
   CliResult resumed =
-      run_poseidon("train " + config + " --quiet --resume " + saved + " --set solver.max_iter=" + m[4].str() +
+      run_poseidon("train " + config + " --quiet --resume " + saved + " --set solver.max_iter=" + m[6].str() +
                    " --set train.output_dir=" + d.file("resumed"));
   EXPECT_EQ(resumed.status, 0) << resumed.err;
   EXPECT_TRUE(std::filesystem::exists(d.file("resumed/final.safetensors")));
@@ -56,7 +59,8 @@ layers:
   CliResult again =
       run_poseidon("train " + config + " --quiet --resume " + saved + " --set train.output_dir=" + d.file("again"));
   EXPECT_EQ(again.status, 2) << again.err;
-  EXPECT_NE(again.err.find("iteration " + m[1].str() + " (epoch 0): non-finite loss (" + m[2].str() + ")"),
+  EXPECT_NE(again.err.find("iteration " + m[1].str() + " (epoch 0): non-finite loss (" + m[2].str() +
+                           "), first in the output of layer '" + m[3].str() + "'"),
             std::string::npos)
       << again.err;
 }

@@ -421,7 +421,7 @@ EvalResult Trainer::run() {
       progress.finish();
       if (hold_updates) net_->flat_buffers().copy_from(buffers_before);
       stop_non_finite(bad_gradient ? bad_gradient->describe("non-finite gradient")
-                                   : "non-finite loss (" + non_finite_text(loss) + ")",
+                                   : describe_non_finite_loss(loss, *net_),
                       epoch, position, rng_before);
     }
     if (hold_updates) on_lane(dist::Timeline::update, "update", [&] { local_sink.apply_held(); });
