@@ -1,9 +1,10 @@
 // Dropout: in training each element is zeroed with probability `ratio` and the
 // survivors are scaled by 1 / (1 - ratio) (inverted dropout, as PyTorch), so
 // the test phase is the identity. The mask comes from one draw of the run's
-// RNG per forward, spread over the elements by integer arithmetic alone, so
-// a seed reproduces it on any platform and with any thread count. Declared
-// here so that the GPU implementation (dropout.cu) applies the same mask.
+// RNG per forward, spread over the elements by integer arithmetic alone
+// (layers/dropout_mask.h), so a seed reproduces it on any platform, with any
+// thread count, and on the GPU (dropout.cu), which computes the same
+// function of the same draw on the device.
 #pragma once
 
 #include "core/layer.h"
@@ -20,11 +21,13 @@ class DropoutLayer : public Layer {
   int64_t forward_flops(const std::vector<Shape>& in) const override { return shape_numel(in[0]); }
 
  protected:
-  // Fills mask_ (on the host) for one training forward from ctx.rng.
-  void draw_mask(RunContext& ctx);
+  // The one draw from ctx.rng that a training forward's mask is made from.
+  uint64_t draw_seed(RunContext& ctx);
+  // What survivors are multiplied by: 1 / (1 - ratio).
+  float mask_scale() const { return static_cast<float>(1.0 / (1.0 - ratio_)); }
 
   double ratio_;
-  Tensor mask_;          // 0 or 1 / (1 - ratio) per element, from the last training forward
+  Tensor mask_;          // on the CPU: 0 or 1 / (1 - ratio) per element, from the last training forward
   bool masked_ = false;  // whether the last forward applied the mask
 };
 

@@ -1,10 +1,18 @@
 // Dropout: gradient cases in both phases, the mask's statistics (the share
 // dropped, neighbours independent, a new mask each forward), its
-// reproducibility with any thread count, and the ratio check.
+// reproducibility with any thread count, and the ratio check. The mask's
+// counter function (layers/dropout_mask.h) against SplitMix64's published
+// outputs, the CPU layer's mask made of it element for element, and the GPU
+// layer's, which computes the same function on the device, equal to the
+// CPU's bit for bit (DropoutMask.GpuMatchesCpuBitForBit).
 #include <gtest/gtest.h>
 #include <omp.h>
 
+#include <cstring>
+
 #include "core/registry.h"
+#include "gpu_required.h"
+#include "layers/dropout_mask.h"
 #include "layers/grad_check.h"
 
 namespace poseidon::testing {
@@ -130,6 +138,58 @@ TEST(Dropout, BackwardAppliesTheForwardMaskAndAccumulates) {
   dx.fill(1.f);
   layer->backward(io, ctx);
   for (int64_t i = 0; i < x.numel(); ++i) ASSERT_FLOAT_EQ(dx[i], 1.f + y[i] / x[i]) << i;
+}
+
+TEST(DropoutMask, CounterFunctionIsSplitMix64) {
+  // SplitMix64 started at 0 (Vigna's reference generator) outputs these
+  // three first; element i of seed 0 is the generator's output i + 1.
+  const uint64_t published[] = {0xe220a8397b1dcdafULL, 0x6e789e6aa1b965f4ULL, 0x06c45d188009454fULL};
+  for (uint64_t i = 0; i < 3; ++i) EXPECT_EQ(dropout_mask::element_bits(0, i), published[i] >> 11) << i;
+  EXPECT_EQ(dropout_mask::drop_threshold(0.5), uint64_t(1) << 52);
+  EXPECT_EQ(dropout_mask::drop_threshold(0.0), 0u);
+}
+
+TEST(DropoutMask, CpuLayerAppliesTheCounterFunctionOfItsOneDraw) {
+  auto layer = make_dropout("{name: d, type: dropout, ratio: 0.3}");
+  const Tensor x = nonzero_input(5000);
+  const Tensor y = run(*layer, x, Phase::train, 17);
+  const uint64_t draw = std::mt19937_64(17)();
+  const uint64_t threshold = dropout_mask::drop_threshold(0.3);
+  const float scale = static_cast<float>(1.0 / (1.0 - 0.3));
+  for (int64_t i = 0; i < x.numel(); ++i)
+    ASSERT_EQ(y[i], x[i] * dropout_mask::element(draw, uint64_t(i), threshold, scale)) << i;
+}
+
+// Forward and backward (adding into a nonzero input gradient) of the GPU
+// layer against the CPU layer's, from the same draw: bitwise equal, over
+// more elements than one pass of the kernels' grid covers.
+TEST(DropoutMask, GpuMatchesCpuBitForBit) {
+  POSEIDON_SKIP_WITHOUT_GPU();
+  const int64_t n = (int64_t(1) << 23) + 13;
+  Tensor x({n}), dy({n}), dx0({n});
+  for (int64_t i = 0; i < n; ++i) {
+    x[i] = 0.25f * float(i % 13) - 1.f;
+    dy[i] = 0.5f * float(i % 7) - 1.5f;
+    dx0[i] = float(i % 5);
+  }
+  auto pass = [&](const Device& device, Tensor& y, Tensor& dx) {
+    auto layer = LayerRegistry::instance().create(ConfigNode::parse("{name: d, type: dropout, ratio: 0.4}", "test"),
+                                                  device);
+    Tensor dev_x = x.to(device), dev_y(x.shape(), device), dev_dy = dy.to(device), dev_dx = dx0.to(device);
+    layer->reshape({x.shape()});
+    std::mt19937_64 rng(23);
+    RunContext ctx{Phase::train, &rng, device};
+    LayerIO io{{&dev_x}, {&dev_y}, {&dev_dy}, {&dev_dx}};
+    layer->forward(io, ctx);
+    layer->backward(io, ctx);
+    y = dev_y.to(Device{});
+    dx = dev_dx.to(Device{});
+  };
+  Tensor cpu_y, cpu_dx, gpu_y, gpu_dx;
+  pass(Device{}, cpu_y, cpu_dx);
+  pass(Device::cuda(0), gpu_y, gpu_dx);
+  EXPECT_EQ(0, std::memcmp(cpu_y.data(), gpu_y.data(), n * sizeof(float))) << "forward";
+  EXPECT_EQ(0, std::memcmp(cpu_dx.data(), gpu_dx.data(), n * sizeof(float))) << "backward";
 }
 
 TEST(Dropout, RejectsRatioOutsideZeroToOne) {
