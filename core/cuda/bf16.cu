@@ -2,6 +2,7 @@
 #include "core/cuda/bf16.h"
 
 #include "core/bf16.h"
+#include "core/channel_walk.h"
 #include "core/cuda/check.h"
 #include "core/cuda/context.h"
 
@@ -24,15 +25,14 @@ __global__ void widen_kernel(float* dst, const uint16_t* src, size_t n, bool acc
 // One block per channel (grid-stride over channels): each thread sums a
 // strided share of the channel's outer * inner values, then the block adds
 // the shares in a fixed tree, so the result does not vary from run to run.
+// The share's elements are walked without a 64-bit division each
+// (core/channel_walk.h), in the same order.
 __global__ void channel_sums_kernel(float* sums, const uint16_t* x, size_t outer, size_t channels, size_t inner) {
   __shared__ float shares[kThreads];
-  const size_t per_channel = outer * inner;
   for (size_t c = blockIdx.x; c < channels; c += gridDim.x) {
     float share = 0.f;
-    for (size_t t = threadIdx.x; t < per_channel; t += blockDim.x) {
-      const size_t i = t / inner, j = t % inner;
-      share += from_bf16(x[(i * channels + c) * inner + j]);
-    }
+    for (ChannelWalk w(threadIdx.x, blockDim.x, inner); w.inside(outer); w.next())
+      share += from_bf16(x[w.offset(c, channels)]);
     shares[threadIdx.x] = share;
     __syncthreads();
     for (unsigned half = blockDim.x / 2; half > 0; half /= 2) {
