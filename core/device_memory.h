@@ -10,6 +10,7 @@
 #include <string>
 
 #include "core/device.h"
+#include "core/update_groups.h"
 #include "core/update_rules.h"
 
 namespace poseidon::device_memory {
@@ -54,6 +55,8 @@ void set_deterministic(const Device& device, bool on);
 // solver's step (core/solver.h) and the finite check (core/finite_check.h).
 void gpu_solver_update(const Device& device, const UpdateStep& step, float* value, const float* grad, float* state,
                        size_t count);
+// The update of a group of parameters (core/update_groups.h), one launch.
+void gpu_update_group(const Device& device, const UpdateGroup& group);
 // Index of the first NaN or infinity, or -1; waits for the compute stream.
 int64_t gpu_first_non_finite(const Device& device, const float* ptr, size_t count);
 

@@ -65,6 +65,8 @@ void gpu_solver_update(const Device& device, const UpdateStep&, float*, const fl
   require(Device::cuda(device.index));
 }
 
+void gpu_update_group(const Device& device, const UpdateGroup&) { require(Device::cuda(device.index)); }
+
 int64_t gpu_first_non_finite(const Device& device, const float*, size_t) {
   require(Device::cuda(device.index));
   return -1;

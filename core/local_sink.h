@@ -24,9 +24,10 @@ class LocalGradSink : public GradSink {
       solver_.update(param);
   }
 
-  // Applies the held updates in the order backward reported them.
+  // Applies the held updates in the order backward reported them (those on
+  // a GPU in a few launches: Solver::update_all).
   void apply_held() {
-    for (Param* p : held_) solver_.update(*p);
+    solver_.update_all(held_);
     held_.clear();  // keeps the capacity: later iterations do not allocate
   }
 

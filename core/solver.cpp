@@ -143,16 +143,38 @@ void Solver::drop_state(const std::string& name) {
   steps_.erase(name);
 }
 
+float* Solver::state_of(Param& p) {
+  if (!keeps_state_) return nullptr;
+  Tensor& buf = state_[p.name];
+  POSEIDON_CHECK(shape_numel(p.shape) == p.value.numel())
+      << "parameter '" << p.name << "' declares " << shape_numel(p.shape) << " values but holds " << p.value.numel();
+  if (!buf.defined()) buf = Tensor(state_shape(p.shape), p.value.device());
+  return buf.data();
+}
+
+void Solver::update_all(const std::vector<Param*>& params) {
+  groups_.clear();  // keeps the capacity
+  Device device;
+  for (Param* p : params) {
+    if (!p->learnable) continue;
+    if (!p->value.is_cuda()) {
+      update(*p);
+      continue;
+    }
+    POSEIDON_CHECK(groups_.empty() || p->value.device() == device)
+        << "parameter '" << p->name << "' is on " << p->value.device().str() << ", the others on " << device.str();
+    device = p->value.device();
+    float* state = state_of(*p);
+    const int64_t step = counts_steps() ? ++steps_[p->name] : 1;
+    add_update_slice(groups_, step_numbers(p->lr_mult, p->decay_mult, step), p->value.data(), p->grad.data(), state,
+                     p->value.numel());
+  }
+  for (const UpdateGroup& g : groups_) device_memory::gpu_update_group(device, g);
+}
+
 void Solver::update(Param& p) {
   if (!p.learnable) return;
-  float* state = nullptr;
-  if (keeps_state_) {
-    Tensor& buf = state_[p.name];
-    POSEIDON_CHECK(shape_numel(p.shape) == p.value.numel())
-        << "parameter '" << p.name << "' declares " << shape_numel(p.shape) << " values but holds " << p.value.numel();
-    if (!buf.defined()) buf = Tensor(state_shape(p.shape), p.value.device());
-    state = buf.data();
-  }
+  float* state = state_of(p);
   const int64_t step = counts_steps() ? ++steps_[p.name] : 1;
   if (p.value.is_cuda()) {
     device_memory::gpu_solver_update(p.value.device(), step_numbers(p.lr_mult, p.decay_mult, step), p.value.data(),

@@ -20,6 +20,7 @@
 #include "core/config_node.h"
 #include "core/layer.h"
 #include "core/lr_schedule.h"
+#include "core/update_groups.h"
 #include "core/update_rules.h"
 
 namespace poseidon {
@@ -55,6 +56,9 @@ class Solver {
 
   // Applies the update to the whole parameter, with state kept under its name.
   void update(Param& param);
+  // update() of each parameter, the same numbers; those on a GPU in one
+  // launch per UpdateGroup (core/update_groups.h) rather than one each.
+  void update_all(const std::vector<Param*>& params);
   // Applies the update to n contiguous elements. `state` holds their state,
   // slot after slot in state_names() order, n floats each (null when
   // keeps_state() is false); `step` is the number of this update of the
@@ -86,6 +90,9 @@ class Solver {
 
  private:
   UpdateStep step_numbers(float lr_mult, float decay_mult, int64_t step) const;
+  // The parameter's packed state (created on first use), null where the
+  // rule keeps none.
+  float* state_of(Param& p);
 
   SolverConfig config_;
   UpdateRule rule_;
@@ -94,6 +101,7 @@ class Solver {
   int64_t iter_ = 0;
   std::map<std::string, Tensor> state_;
   std::map<std::string, int64_t> steps_;
+  std::vector<UpdateGroup> groups_;  // update_all's, kept so that it allocates once
 };
 
 }  // namespace poseidon

@@ -115,6 +115,10 @@ void gpu_solver_update(const Device& device, const UpdateStep& step, float* valu
   cuda::solver_update(step, value, grad, state, count, cuda::Context::get(device.index).compute());
 }
 
+void gpu_update_group(const Device& device, const UpdateGroup& group) {
+  cuda::update_group(group, cuda::Context::get(device.index).compute());
+}
+
 void set_deterministic(const Device& device, bool on) {
   if (device.is_cuda()) cuda::Context::get(device.index).set_deterministic(on);
 }

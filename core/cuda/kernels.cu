@@ -38,6 +38,18 @@ __global__ void solver_kernel(UpdateStep s, float* w, const float* g, float* sta
   }
 }
 
+// A launch carries at most 4 KiB of arguments.
+static_assert(sizeof(UpdateGroup) <= 4096, "an UpdateGroup must fit a kernel's arguments");
+
+// The group's range in a grid-stride loop; __grid_constant__ lets every
+// thread read the table where the launch put it, without a copy of its own.
+__global__ void update_group_kernel(const __grid_constant__ UpdateGroup group) {
+  const int64_t total = group.total();
+  int slice = 0;
+  for (int64_t t = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; t < total; t += int64_t(gridDim.x) * blockDim.x)
+    update_group_element(group, t, slice);
+}
+
 // Smallest index of a non-finite value, through atomicMin.
 __global__ void non_finite_kernel(const float* p, size_t n, unsigned long long* first) {
   for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x)
@@ -66,6 +78,13 @@ void solver_update(const UpdateStep& step, float* value, const float* grad, floa
                    cudaStream_t stream) {
   if (!n) return;
   solver_kernel<<<blocks_for(n), 256, 0, stream>>>(step, value, grad, state, n);
+  POSEIDON_CUDA_CHECK_LAUNCH();
+}
+
+void update_group(const UpdateGroup& group, cudaStream_t stream) {
+  const int64_t total = group.total();
+  if (!total) return;
+  update_group_kernel<<<blocks_for(size_t(total)), 256, 0, stream>>>(group);
   POSEIDON_CUDA_CHECK_LAUNCH();
 }
 

@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "core/update_groups.h"
 #include "core/update_rules.h"
 
 namespace poseidon::cuda {
@@ -18,6 +19,8 @@ void axpy(float* y, const float* x, size_t n, float alpha, cudaStream_t stream);
 // state slots, n floats each, and is null for SGD without momentum.
 void solver_update(const UpdateStep& step, float* value, const float* grad, float* state, size_t n,
                    cudaStream_t stream);
+// The update of every parameter of `group` in one launch.
+void update_group(const UpdateGroup& group, cudaStream_t stream);
 // Index of the first NaN or infinity in ptr[0..n), or -1; waits for the stream.
 int64_t first_non_finite(const float* ptr, size_t n, cudaStream_t stream);
 

@@ -140,6 +140,45 @@ TEST(CudaSolver, UpdateMatchesTheCpu) {
   for (int64_t i = 0; i < 257; ++i) EXPECT_NEAR(back[i], cpu.value[i], 1e-6 * std::max(1.f, std::abs(cpu.value[i])));
 }
 
+// Solver::update_all's launches per group of parameters (core/
+// update_groups.h) against the CPU's per-parameter update, over more
+// parameters than one group holds, in each rule that keeps state.
+TEST(CudaSolver, UpdateAllMatchesTheCpu) {
+  POSEIDON_SKIP_WITHOUT_GPU();
+  for (const char* config : {"{lr: 0.1, momentum: 0.9, nesterov: true, weight_decay: 0.01}",
+                             "{type: adamw, lr: 0.01, weight_decay: 0.1}",
+                             "{type: rmsprop, lr: 0.01, momentum: 0.5, centered: true}"}) {
+    SCOPED_TRACE(config);
+    Solver cpu_solver(SolverConfig::parse(ConfigNode::parse(config, "solver")));
+    Solver gpu_solver(SolverConfig::parse(ConfigNode::parse(config, "solver")));
+    std::vector<Param> cpu(45), gpu(45);
+    std::vector<Param*> gpu_list;
+    std::mt19937_64 rng(3);
+    std::uniform_real_distribution<float> uni(-1.f, 1.f);
+    for (size_t k = 0; k < cpu.size(); ++k) {
+      const int64_t n = k == 7 ? 0 : int64_t(k * 977 % 3001 + 1);
+      cpu[k].name = gpu[k].name = "p" + std::to_string(k);
+      cpu[k].shape = gpu[k].shape = {n};
+      cpu[k].lr_mult = gpu[k].lr_mult = k % 2 ? 1.f : 2.f;
+      cpu[k].value = Tensor({n});
+      cpu[k].grad = Tensor({n});
+      for (int64_t i = 0; i < n; ++i) cpu[k].value[i] = uni(rng), cpu[k].grad[i] = uni(rng);
+      gpu[k].value = cpu[k].value.to(Device::cuda(0));
+      gpu[k].grad = cpu[k].grad.to(Device::cuda(0));
+      gpu_list.push_back(&gpu[k]);
+    }
+    for (int step = 0; step < 3; ++step) {
+      for (Param& p : cpu) cpu_solver.update(p);
+      gpu_solver.update_all(gpu_list);
+    }
+    for (size_t k = 0; k < cpu.size(); ++k) {
+      Tensor back = gpu[k].value.to(Device{});
+      for (int64_t i = 0; i < back.numel(); ++i)
+        ASSERT_NEAR(back[i], cpu[k].value[i], 1e-6 * std::max(1.f, std::abs(cpu[k].value[i]))) << cpu[k].name << "[" << i << "]";
+    }
+  }
+}
+
 TEST(CudaFiniteCheck, FindsTheFirstNaN) {
   POSEIDON_SKIP_WITHOUT_GPU();
   Tensor host({5000});
