@@ -3,7 +3,10 @@
 # the GPU tests (every layer's forward and backward against its CPU version,
 # the allocator, the staging streams, the GEMM, NCCL; no GPU where one is
 # expected is a failure, not a skip; precision bf16's layers against the
-# CPU's and a bf16 training step against float32), times vgg19, vgg19_22k and
+# CPU's and a bf16 training step against float32; nets whose blobs fan out
+# into ReLU, pooling and dropout against the CPU; dropout's device-drawn mask
+# bit for bit against the CPU's; the first non-finite layer output named as on
+# the CPU), times vgg19, vgg19_22k and
 # inception_v3 training steps at batch 32 on the GPU beside PyTorch's on the
 # same GPU (when python3 has torch with CUDA), in float32 with TF32 off on
 # both sides (ours with cuDNN's deterministic backward algorithms, then with
