@@ -10,7 +10,10 @@ PyTorch runs forward and loss under torch.autocast("cpu", dtype=torch.bfloat16)
 and the engine gets `poseidon time --precision bf16`; in fp32 the engine is
 called without the flag. --baseline times a second engine binary (say, one
 built before a change) in the same rounds, so that before and after meet
-the same machine."""
+the same machine. --compile also times PyTorch with the model under
+torch.compile (inductor, its default backend) in the same rounds, beside
+eager PyTorch: the model is compiled, and its first steps (which compile it)
+run, before any round starts."""
 
 import argparse
 import contextlib
@@ -65,6 +68,8 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--precision", choices=["fp32", "bf16"], default="fp32",
                    help="bf16: mixed precision on both sides (PyTorch autocast, the engine's --precision bf16)")
     p.add_argument("--json", type=Path, help="also write every measurement here")
+    p.add_argument("--compile", action="store_true",
+                   help="also time PyTorch with torch.compile (inductor) beside eager PyTorch")
     p.add_argument("--passive-peer", action="store_true",
                    help="PyTorch waits passively too (for cores shared with other work)")
     p.add_argument("--baseline", type=Path,
@@ -76,15 +81,20 @@ def parse_args() -> argparse.Namespace:
 class TorchTrainer:
     """One model with synthetic data and its optimizer, ready to step."""
 
-    def __init__(self, name: str, batch: int, precision: str):
+    def __init__(self, name: str, batch: int, precision: str, compiled: bool = False):
         bench = MODELS[name]
         torch.manual_seed(1)
         self.model = bench.build().train()
+        self.optimizer = torch.optim.SGD(self.model.parameters(), lr=LEARNING_RATE, momentum=MOMENTUM)
+        if compiled:
+            self.model = torch.compile(self.model, backend="inductor")
         self.data = torch.randn(batch, *bench.sample_shape)
         self.label = torch.randint(0, bench.classes, (batch,))
         self.has_accuracy = bench.has_accuracy
-        self.optimizer = torch.optim.SGD(self.model.parameters(), lr=LEARNING_RATE, momentum=MOMENTUM)
         self.precision = precision
+        if compiled:
+            for _ in range(2):  # the first steps compile forward and backward
+                self.step()
 
     def autocast(self):
         if self.precision == "bf16":
@@ -157,10 +167,15 @@ def log(msg: str) -> None:
 def measure(args: argparse.Namespace) -> dict:
     results = {}
     trainers = {}
+    compiled = {}
     batch = {name: MODELS[name].batch or args.batch for name in args.models}
     for name in args.models:
         trainers[name] = TorchTrainer(name, batch[name], args.precision)
         results[name] = {"ours": [], "torch": [], "ours_json": [], "error": None}
+        if args.compile:
+            log(f"{name}: compiling PyTorch's model (torch.compile, inductor)")
+            compiled[name] = TorchTrainer(name, batch[name], args.precision, compiled=True)
+            results[name]["torch_compiled"] = []
         try:
             probe = run_engine(args.poseidon, name, batch[name], args.threads, iters=2, warmup=1,
                                precision=args.precision)
@@ -178,13 +193,14 @@ def measure(args: argparse.Namespace) -> dict:
         for name in args.models:
             entry = results[name]
             # Alternate who goes first so neither always runs on a warmer machine.
-            sides = list(engines) + ["torch"]
+            sides = list(engines) + ["torch"] + (["torch_compiled"] if args.compile else [])
             if r % 2:
                 sides.reverse()
             for side in sides:
-                if side == "torch":
-                    ms = trainers[name].iteration_ms(args.seconds, args.min_iters, warmup=2)
-                    entry["torch"].append(batch[name] * 1000.0 / ms)
+                if side in ("torch", "torch_compiled"):
+                    trainer = trainers[name] if side == "torch" else compiled[name]
+                    ms = trainer.iteration_ms(args.seconds, args.min_iters, warmup=2)
+                    entry[side].append(batch[name] * 1000.0 / ms)
                 elif entry["error"] is None:
                     fastest = "fastest_ms" if side == "ours" else "baseline_fastest_ms"
                     # The engine takes an iteration count: sized from its fastest run
@@ -203,8 +219,9 @@ def measure(args: argparse.Namespace) -> dict:
                         entry["ours_json"].append(out)
             ours = f"{entry['ours'][-1]:.1f}" if entry["ours"] else "n/a"
             baseline = f", baseline {entry['baseline'][-1]:.1f} img/s" if entry.get("baseline") else ""
+            compiled_text = f", compiled {entry['torch_compiled'][-1]:.1f} img/s" if args.compile else ""
             log(f"round {r + 1}/{args.rounds} {name}: ours {ours} img/s{baseline}, "
-                f"PyTorch {entry['torch'][-1]:.1f} img/s")
+                f"PyTorch {entry['torch'][-1]:.1f} img/s{compiled_text}")
     return results
 
 
@@ -214,26 +231,38 @@ def engine_waits() -> str:
     return ", ".join(chosen) if chosen else "GOMP_SPINCOUNT=3000, its default"
 
 
+def ratio_range(ours: list, theirs: list) -> str:
+    """The median of the per-round ratios ours / theirs, and their range."""
+    per_round = [o / t for o, t in zip(ours, theirs)]
+    return f"{statistics.median(per_round):.2f} ({min(per_round):.2f} to {max(per_round):.2f})"
+
+
 def print_table(args: argparse.Namespace, results: dict) -> None:
     print(f"date {datetime.datetime.now(datetime.timezone.utc).date()}, {os.cpu_count()} CPUs ({cpu_model()}), "
           f"torch {torch.__version__} ({torch_source()}), batch {args.batch} unless the table says, "
           f"{args.threads} threads (PyTorch's waits: {'passive, --passive-peer' if PASSIVE_PEER else 'its default'}; "
           f"the engine's: {engine_waits()}), {args.precision}"
           f"{' (PyTorch: autocast bf16)' if args.precision == 'bf16' else ''}, "
-          f"fastest of {args.rounds} rounds")
+          f"fastest of {args.rounds} rounds"
+          f"{'; PyTorch compiled: torch.compile, inductor' if args.compile else ''}")
     print()
-    print("| model | batch | ours img/s | PyTorch img/s | ours / PyTorch | per-round ratio: median (range) |")
-    print("|---|---:|---:|---:|---:|---:|")
+    compiled_head = " PyTorch compiled img/s | ours / compiled | per-round ratio: median (range) |" if args.compile else ""
+    print(f"| model | batch | ours img/s | PyTorch img/s | ours / PyTorch | per-round ratio: median (range) |{compiled_head}")
+    print("|---|---:|---:|---:|---:|---:|" + ("---:|---:|---:|" if args.compile else ""))
     for name, entry in results.items():
         batch = MODELS[name].batch or args.batch
         theirs = max(entry["torch"])
+        compiled = max(entry["torch_compiled"]) if args.compile else 0.0
         if entry["ours"]:
             ours = max(entry["ours"])
-            per_round = [o / t for o, t in zip(entry["ours"], entry["torch"])]
-            print(f"| {name} | {batch} | {ours:.1f} | {theirs:.1f} | {ours / theirs:.2f} | "
-                  f"{statistics.median(per_round):.2f} ({min(per_round):.2f} to {max(per_round):.2f}) |")
+            line = f"| {name} | {batch} | {ours:.1f} | {theirs:.1f} | {ours / theirs:.2f} | " + \
+                ratio_range(entry["ours"], entry["torch"]) + " |"
+            if args.compile:
+                line += f" {compiled:.1f} | {ours / compiled:.2f} | " + ratio_range(entry["ours"], entry["torch_compiled"]) + " |"
+            print(line)
         else:
-            print(f"| {name} | {batch} | failed: {entry['error']} | {theirs:.1f} | n/a | |")
+            print(f"| {name} | {batch} | failed: {entry['error']} | {theirs:.1f} | n/a | |" +
+                  (f" {compiled:.1f} | n/a | |" if args.compile else ""))
     if args.baseline:
         print()
         print(f"Baseline {args.baseline}, in the same rounds:")
@@ -277,6 +306,9 @@ def main() -> int:
     if not args.poseidon.is_file():
         log(f"error: engine binary {args.poseidon} not found (build it, or pass --poseidon)")
         return 2
+    if args.compile and not hasattr(torch, "compile"):
+        log(f"error: --compile needs torch 2.0 or later, this is torch {torch.__version__} ({torch_source()})")
+        return 2
     torch.set_num_threads(args.threads)
     load_before = os.getloadavg()[0]
     results = measure(args)
@@ -287,7 +319,8 @@ def main() -> int:
     print_layers(results)
     if args.json:
         args.json.write_text(json.dumps({"torch": torch.__version__, "batch": args.batch, "precision": args.precision,
-                                         "threads": args.threads, "results": results}, indent=2))
+                                         "threads": args.threads, "compile": args.compile, "results": results},
+                                        indent=2))
     return 0 if all(e["error"] is None for e in results.values()) else 1
 
 
