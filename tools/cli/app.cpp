@@ -42,6 +42,14 @@ int run_cli(int argc, char** argv) {
   te->add_option("--set", test.overrides, "override a key");
   te->add_flag("--json", test.json, "machine-readable output");
 
+  GradientsArgs grads;
+  auto* gr = app.add_subcommand(
+      "gradients", "one forward and backward on the first training batch; write every parameter's gradient");
+  gr->add_option("config", grads.config, "training config (YAML)")->required();
+  gr->add_option("--weights", grads.weights, "parameters (safetensors; default: the config's initialisation)");
+  gr->add_option("-o,--output", grads.output, "safetensors file to write")->required();
+  gr->add_option("--set", grads.overrides, "override a key");
+
   TimeArgs time;
   auto* ti = app.add_subcommand("time", "per-layer forward and backward time on synthetic data");
   ti->add_option("file", time.file, "model or training config (YAML)")->required();
@@ -186,6 +194,7 @@ int run_cli(int argc, char** argv) {
     for (const auto& p : plugins) load_plugin(p);
     if (*t) return cmd_train(train);
     if (*te) return cmd_test(test);
+    if (*gr) return cmd_gradients(grads);
     if (*ti) return cmd_time(time);
     if (*s) return cmd_summary(summary);
     if (*l) return cmd_layers(layers_json);

@@ -4,28 +4,12 @@
 
 #include "core/checkpoint.h"
 #include "core/math.h"
-#include "core/model_summary.h"
 #include "dist/runtime/comm.h"
 #include "tools/cli/commands.h"
 #include "tools/cli/stop_signal.h"
 #include "tools/cli/trainer.h"
 
 namespace poseidon {
-
-namespace {
-// Everything about the config and the machine that can be known before any
-// work: the memory the model needs and the output directory (each rank
-// checks its own memory; rank 0, which writes, the directory).
-void check_before_training(const TrainConfig& config, bool writer, bool quiet) {
-  const ModelSummary summary =
-      summarize_model(config.model, config.train_data.batch_size, config.solver.momentum != 0);
-  require_memory(summary, config.device, device_memory_bytes(config.device));
-  if (!writer) return;
-  for (const std::string& w : config.warnings) std::fprintf(stderr, "warning: %s\n", w.c_str());
-  for (const std::string& path : prepare_output_dir(config))
-    if (!quiet) std::printf("removed %s, a checkpoint left unfinished by a run that was stopped while writing it\n", path.c_str());
-}
-}  // namespace
 
 int cmd_train(const TrainArgs& args) {
   catch_stop_signals();  // before MPI's threads and ours, which then never take the signals

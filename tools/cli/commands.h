@@ -27,6 +27,12 @@ struct TestArgs {
 };
 int cmd_test(const TestArgs& args);
 
+struct GradientsArgs {
+  std::string config, weights, output;
+  std::vector<std::string> overrides;
+};
+int cmd_gradients(const GradientsArgs& args);
+
 struct TimeArgs {
   std::string file;  // a model or a training config
   std::vector<std::string> overrides;

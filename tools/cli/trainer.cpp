@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <charconv>
 #include <cmath>
+#include <cstdio>
 #include <filesystem>
 #include <sstream>
 
@@ -12,6 +13,7 @@
 #include "core/finite_check.h"
 #include "core/local_sink.h"
 #include "core/math.h"
+#include "core/model_summary.h"
 #include "core/units.h"
 #include "dist/runtime/device_choice.h"
 #include "tools/cli/label_check.h"
@@ -31,6 +33,17 @@ std::string comm_summary(const dist::CommStats& s) {
   return out;
 }
 }  // namespace
+
+void check_before_training(const TrainConfig& config, bool writer, bool quiet) {
+  const ModelSummary summary = summarize_model(config.model, config.train_data.batch_size, config.solver.momentum != 0);
+  require_memory(summary, config.device, device_memory_bytes(config.device));
+  if (!writer) return;
+  for (const std::string& w : config.warnings) std::fprintf(stderr, "warning: %s\n", w.c_str());
+  for (const std::string& path : prepare_output_dir(config))
+    if (!quiet)
+      std::printf("removed %s, a checkpoint left unfinished by a run that was stopped while writing it\n",
+                  path.c_str());
+}
 
 void check_sample_shape(Net& net, const Source& source, const ConfigNode& where) {
   const std::string& input = net.input_names().front();
@@ -102,17 +115,19 @@ Trainer::Trainer(TrainConfig config, TrainOptions options)
     net_->fuse_relus();
   solver_ = std::make_unique<Solver>(config_.solver);
 
-  auto train_source = make_source(config_.train_data.node, config_.base_dir);
-  check_sample_shape(*net_, *train_source, config_.train_data.node);
-  LoaderConfig lc;
-  lc.batch_size = config_.train_data.batch_size;
-  lc.shuffle = config_.train_data.shuffle;
-  lc.seed = config_.seed;
-  lc.drop_last = true;
-  lc.rank = rank_;
-  lc.world_size = world_size_;
-  read_loader_keys(config_.train_data.node, lc);
-  train_loader_ = std::make_unique<Loader>(train_source, lc);
+  if (!options_.feed) {
+    auto train_source = make_source(config_.train_data.node, config_.base_dir);
+    check_sample_shape(*net_, *train_source, config_.train_data.node);
+    LoaderConfig lc;
+    lc.batch_size = config_.train_data.batch_size;
+    lc.shuffle = config_.train_data.shuffle;
+    lc.seed = config_.seed;
+    lc.drop_last = true;
+    lc.rank = rank_;
+    lc.world_size = world_size_;
+    read_loader_keys(config_.train_data.node, lc);
+    train_loader_ = std::make_unique<Loader>(train_source, lc);
+  }
   if (config_.test_data) {
     auto test_source = make_source(config_.test_data->node, config_.base_dir);
     check_sample_shape(*net_, *test_source, config_.test_data->node);
@@ -126,7 +141,13 @@ Trainer::Trainer(TrainConfig config, TrainOptions options)
     test_loader_ = std::make_unique<Loader>(test_source, tc);
   }
   if (!options_.weights.empty()) load_checkpoint(options_.weights, *net_, nullptr);
-  if (!options_.resume.empty()) restore(options_.resume);
+  if (!options_.resume.empty()) {
+    if (options_.feed)
+      throw Error(options_.resume +
+                  ": a run fed batches by its caller cannot resume (only data.train's loader "
+                  "can be positioned)");
+    restore(options_.resume);
+  }
   if (world_size_ > 1) {
     dist::SessionOptions session;
     session.config = config_.dist;
@@ -157,6 +178,28 @@ Trainer::Trainer(TrainConfig config, TrainOptions options)
 }
 
 Trainer::~Trainer() = default;
+
+void Trainer::next_train_batch() {
+  if (!options_.feed) {
+    feed_batch(*net_, *train_loader_, staged_data_, staged_labels_);
+    return;
+  }
+  Tensor& data = net_->blob(net_->input_names()[0]).value;
+  Tensor& labels = net_->blob(net_->input_names()[1]).value;
+  if (!data.is_cuda()) {
+    options_.feed->next(data, labels);
+    return;
+  }
+  staged_data_.resize(data.shape());
+  staged_labels_.resize(labels.shape());
+  options_.feed->next(staged_data_, staged_labels_);
+  data.copy_from(staged_data_);
+  labels.copy_from(staged_labels_);
+}
+
+LoaderPosition Trainer::train_position() const {
+  return options_.feed ? options_.feed->position() : train_loader_->position();
+}
 
 std::string Trainer::plan_record_path() const {
   return (std::filesystem::path(config_.output_dir) / "plan.json").string();
@@ -222,12 +265,12 @@ void Trainer::save(const std::string& path) {
     const Solver full = session_->solver_snapshot();
     session_->save_with_compression_state([&](const std::vector<StreamedTensor>& compression) {
       std::filesystem::create_directories(std::filesystem::path(path).parent_path());
-      save_checkpoint(path, *net_, &full, checkpoint_metadata(iter_, train_loader_->position(), rng_), compression);
+      save_checkpoint(path, *net_, &full, checkpoint_metadata(iter_, train_position(), rng_), compression);
     });
     return;
   }
   std::filesystem::create_directories(std::filesystem::path(path).parent_path());
-  save_checkpoint(path, *net_, solver_.get(), checkpoint_metadata(iter_, train_loader_->position(), rng_));
+  save_checkpoint(path, *net_, solver_.get(), checkpoint_metadata(iter_, train_position(), rng_));
 }
 
 void Trainer::restore(const std::string& path) {
@@ -390,13 +433,17 @@ EvalResult Trainer::run() {
   // and its buffers (forward updates running statistics before the guard looks)
   Tensor buffers_before = hold_updates ? Tensor(net_->flat_buffers().shape(), config_.device) : Tensor();
   while (iter_ < max_iter) {
-    const LoaderPosition position = train_loader_->position();
+    const LoaderPosition position = train_position();
     const int64_t epoch = position.epoch;
     rng_before = rng_;
     if (hold_updates) buffers_before.copy_from(net_->flat_buffers());
-    const double waited_before = train_loader_->waited_s();
-    on_lane(dist::Timeline::data, "batch", [&] { feed_batch(*net_, *train_loader_, staged_data_, staged_labels_); });
-    progress.add_data_wait(train_loader_->waited_s() - waited_before);
+    // A caller's feed is waited for all the time it takes to give a batch.
+    const auto data_begin = std::chrono::steady_clock::now();
+    const double waited_before = train_loader_ ? train_loader_->waited_s() : 0;
+    on_lane(dist::Timeline::data, "batch", [&] { next_train_batch(); });
+    double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - data_begin).count();
+    if (train_loader_) waited = train_loader_->waited_s() - waited_before;
+    progress.add_data_wait(waited);
     // The scheduler sets the solver's iteration itself, on its own thread.
     if (!session_) solver_->set_iteration(iter_);
     const double lr = config_.solver.lr.at(iter_);
@@ -446,7 +493,7 @@ EvalResult Trainer::run() {
           {"images_per_sec", progress.images_per_sec()},
           {"elapsed_s", elapsed},
           {"unix_time", std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count()},
-          {"skipped_images", train_loader_->skipped()}};
+          {"skipped_images", train_loader_ ? train_loader_->skipped() : 0}};
       if (comm) {
         const double n = static_cast<double>(std::max<int64_t>(1, comm->iterations));
         record["comm_bytes_sent"] = comm->bytes_sent / n;

@@ -46,6 +46,21 @@ void check_sample_shape(Net& net, const Source& source, const ConfigNode& where)
 // `staged_labels`, which are then copied up.
 void feed_batch(Net& net, Loader& loader, Tensor& staged_data, Tensor& staged_labels);
 
+// Batches from the caller in place of data.train's loader (the Python
+// package's data sources). next() fills host tensors shaped as the net's
+// first two inputs; position() counts epochs and batches as the loader's does.
+class BatchFeed {
+ public:
+  virtual ~BatchFeed() = default;
+  virtual void next(Tensor& data, Tensor& labels) = 0;
+  virtual LoaderPosition position() const = 0;
+};
+
+// What `poseidon train` checks before any work: the memory the model needs
+// (each rank its own) and, on the rank that writes (`writer`), the output
+// directory; prints the config's warnings there.
+void check_before_training(const TrainConfig& config, bool writer, bool quiet);
+
 struct TrainOptions {
   std::string resume;   // checkpoint to continue from
   std::string weights;  // initial parameters (e.g. exported from PyTorch)
@@ -55,6 +70,7 @@ struct TrainOptions {
   std::string emulate_compute;         // profile whose per-layer times replace computing ("" : compute)
   double emulate_scale = 1;            // multiplies those times
   bool replan = false;                 // hybrid: probe the link anew rather than reuse recorded figures
+  std::shared_ptr<BatchFeed> feed;     // training batches from the caller; null: data.train's loader
 };
 
 class Trainer {
@@ -72,6 +88,8 @@ class Trainer {
  private:
   Tensor staged_data_, staged_labels_;  // host side of a GPU net's inputs (feed_batch)
   EvalResult test();
+  void next_train_batch();                // from the feed or data.train's loader
+  LoaderPosition train_position() const;  // of the batch next_train_batch gives
   std::map<std::string, std::string> checkpoint_metadata(int64_t iter, const LoaderPosition& pos,
                                                          const std::mt19937_64& rng) const;
   void restore(const std::string& path);
