@@ -5,7 +5,7 @@
 
 #include <cstdio>
 
-#include "dist/comm.h"
+#include "dist/runtime/comm.h"
 #include "python/src/bindings.h"
 #include "tools/cli/trainer.h"
 
