@@ -3,7 +3,8 @@
 // GPU against the CPU, in float32 and in bf16: one forward and backward from
 // the same parameters, data and RNG (so dropout drops the same elements),
 // and the loss, every parameter gradient and c1's output gradient must
-// agree. The CPU side is checked against PyTorch (tests/tools/
+// agree, after a second backward over the first one's gradients. The CPU
+// side is checked against PyTorch (tests/tools/
 // torch_fanout_test.cpp), so a GPU layer that overwrote its input gradient
 // instead of adding to it, dropping the other branch's share (tens of
 // percent of c1's gradient), fails here.
@@ -79,6 +80,9 @@ Outcome run(const std::string& branch, Precision precision, const Device& device
   NoUpdate sink;
   Outcome out;
   out.loss = net.forward(ctx);
+  // Twice: the second backward finds the first one's gradients in the blobs,
+  // which a first writer that overwrites (conv and fc) must not add to.
+  net.backward(ctx, sink);
   net.backward(ctx, sink);
   out.grads.emplace_back("c1 output gradient", net.blob("c1").grad.to(Device{}));
   for (Param* p : net.params()) out.grads.emplace_back(p->name + " gradient", p->grad.to(Device{}));

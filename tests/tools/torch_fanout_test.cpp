@@ -4,8 +4,10 @@
 // (tests/torch/fanout_reference.py). A layer that overwrote its input
 // gradient rather than adding to it would drop the other branch's share; a
 // unit test of the layer alone cannot see that, a net can. Each net runs one
-// forward and backward in float32 and in bf16 on the CPU, and its loss, its
-// parameters' gradients and c1's output gradient must match PyTorch's:
+// forward and two backwards (the second over the first one's gradients,
+// which each blob's first writer must overwrite) in float32 and in bf16 on
+// the CPU, and its loss, its parameters' gradients and c1's output gradient
+// must match PyTorch's:
 //  - float32 against float64 PyTorch: every element within 1e-4 of the
 //    tensor's largest magnitude (float32 rounding leaves some 1e-6);
 //  - bf16 against float64 PyTorch, with PyTorch's own bfloat16 autocast
@@ -92,6 +94,9 @@ TEST(TorchFanOut, GradientsOfABlobFeedingTwoLayersMatchPyTorch) {
       RunContext ctx{Phase::train, &rng, {}};
       NoUpdate sink;
       const float loss = net.forward(ctx);
+      // Twice: the second backward finds the first one's gradients in the
+      // blobs, which every blob's first writer must overwrite or zero.
+      net.backward(ctx, sink);
       net.backward(ctx, sink);
 
       std::vector<std::pair<std::string, const Tensor*>> ours = {{"grad.c1", &net.blob("c1").grad}};
