@@ -165,7 +165,8 @@ size_t find_workspace(int count, WorkspaceOf workspace_of) {
 class ConvCudaLayer : public ConvLayer {
  public:
   using ConvLayer::ConvLayer;
-  bool writes_input_grads() const override { return false; }  // the CPU class's backward only
+  // dX overwrites where the Net says so (beta 0), as the CPU's does.
+  bool writes_input_grads() const override { return true; }
   // Every precision: bf16 was checked against the GPU's compute capability.
   bool supports_precision(Precision) const override { return true; }
 
@@ -212,10 +213,12 @@ class ConvCudaLayer : public ConvLayer {
     cuda::Context& gpu = cuda::Context::get(ctx.device.index);
     float* dw = param(0).grad.data();
     float* db = has_bias_ ? param(1).grad.data() : nullptr;
+    const bool overwrite_dx = io.in_grad[0] && io.overwrites_input_grad(0);
     if (io.in[0]->empty() || io.out_grad[0]->empty()) {
       // No products to sum: the overwritten gradients are zero.
       param(0).grad.zero();
       if (db) param(1).grad.zero();
+      if (overwrite_dx) io.in_grad[0]->zero();
       return;
     }
     const Operands op = operands(io, gpu);
@@ -243,16 +246,18 @@ class ConvCudaLayer : public ConvLayer {
         name() + " backward filter");
     if (op.bf16) cuda::widen_bf16(dw, bf16_bits(op.result), param(0).grad.numel(), false, stream);
     if (!io.in_grad[0]) return;
-    // In bf16 the product goes to staging (beta = 0) and its widening adds.
+    // In bf16 the product goes to staging (beta = 0) and its widening adds,
+    // or writes where this layer is the first to write dX (as beta 0 does).
     void* dx_out = op.bf16 ? op.result : io.in_grad[0]->data();
     run_ranked(
         backward_data_, gpu, conv_desc_,
         [&](const auto& c, void* ws) {
           return cudnnConvolutionBackwardData(h, &one, w_desc_, op.w, y_desc_, dy, conv_desc_, c.algo, ws,
-                                              c.workspace, op.bf16 ? &zero : &one, x_desc_, dx_out);
+                                              c.workspace, op.bf16 || overwrite_dx ? &zero : &one, x_desc_, dx_out);
         },
         name() + " backward data");
-    if (op.bf16) cuda::widen_bf16(io.in_grad[0]->data(), bf16_bits(op.result), io.in_grad[0]->numel(), true, stream);
+    if (op.bf16)
+      cuda::widen_bf16(io.in_grad[0]->data(), bf16_bits(op.result), io.in_grad[0]->numel(), !overwrite_dx, stream);
   }
 
  private:

@@ -59,7 +59,8 @@ void gemm(cublasHandle_t h, bool bf16, cublasOperation_t op_a, cublasOperation_t
 class FcCudaLayer : public FcLayer {
  public:
   using FcLayer::FcLayer;
-  bool writes_input_grads() const override { return false; }  // the CPU class's backward only
+  // dX's product overwrites where the Net says so (beta 0), as the CPU's does.
+  bool writes_input_grads() const override { return true; }
   // Every precision: bf16 was checked against the GPU's compute capability.
   bool supports_precision(Precision) const override { return true; }
 
@@ -114,10 +115,15 @@ class FcCudaLayer : public FcLayer {
       POSEIDON_CUDA_CHECK_LAUNCH();
     }
     // dX [N, F] += dY W, asked for as dX^T (F x N) += W^T (F x O) dY^T (O x N):
-    // both memories already are those column-major matrices (op N).
-    if (io.in_grad[0] && n > 0 && f > 0)
+    // both memories already are those column-major matrices (op N). Where
+    // this layer is the first to write dX it overwrites it (beta 0; with no
+    // output, a product of nothing: zero).
+    const bool overwrite = io.overwrites_input_grad(0);
+    if (io.in_grad[0] && n > 0 && f > 0 && o > 0)
       gemm(cuda_ctx.cublas(), op.bf16, CUBLAS_OP_N, CUBLAS_OP_N, f, n, o, op.read(Slot::weight, param(0).value), f, dy,
-           o, 1.f, io.in_grad[0]->data(), f);
+           o, overwrite ? 0.f : 1.f, io.in_grad[0]->data(), f);
+    else if (io.in_grad[0] && overwrite)
+      io.in_grad[0]->zero();
   }
 
  private:
