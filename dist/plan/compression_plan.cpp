@@ -21,28 +21,11 @@ SchemeCost lowrank_cost(int64_t rows, int64_t cols, int64_t others, int rank, in
   return c;
 }
 
-SchemeCost wire_cost(const SchemeCost& cost, Scheme scheme, Wire wire, const LinkModel& link) {
-  if (wire == Wire::fp32 || (scheme != Scheme::ps && scheme != Scheme::allreduce)) return cost;
-  // PS: half its numbers are pushes (halved), half pulls (kept); all-reduce: all halved.
-  const double share = scheme == Scheme::ps ? 0.75 : 0.5;
-  SchemeCost c = cost;
-  const double saved = cost.numbers * (1 - share);
-  c.numbers = cost.numbers * share;
-  c.seconds = cost.seconds - link_seconds(saved, link);
-  return c;
-}
-
 void plan_compression(std::vector<LayerPlan>& layers, Net& net, int ranks, const LinkModel& link,
                       const DistConfig& config) {
   for (LayerPlan& lp : layers) {
     int64_t elements = 0;
     for (const Shape& s : lp.shapes) elements += shape_numel(s);
-    if (config.wire != Wire::fp32 && lp.scheme != Scheme::sfb) {
-      lp.ps = wire_cost(ps_cost(elements, ranks, link), Scheme::ps, config.wire, link);
-      const SchemeCost ar = wire_cost(allreduce_cost(elements, ranks, link), Scheme::allreduce, config.wire, link);
-      lp.scheme = ar.seconds < lp.ps.seconds ? Scheme::allreduce : Scheme::ps;
-      lp.cost = lp.scheme == Scheme::ps ? lp.ps : ar;
-    }
     if (!config.lowrank || !lowrank_applicable(net, lp.layer, config.lowrank_rank)) continue;
     const Shape& w = lp.shapes[0];
     const int64_t rows = w[0], cols = shape_numel(w) / rows;

@@ -117,7 +117,8 @@ CommPlan make_comm_plan(Net& net, std::vector<PlannedParam> params, const DistCo
   }
   for (SyncGroup& u : plan.groups)
     if (u.scheme == Scheme::allreduce)
-      u.algorithm = choose_algorithm(static_cast<double>(u.end - u.begin), world_size, link, config.collective);
+      u.algorithm = choose_algorithm(static_cast<double>(u.end - u.begin) * static_cast<double>(wire_bytes(u.wire)) / 4,
+                                     world_size, link, config.collective);
   for (size_t u = 0; u < plan.groups.size(); ++u)
     for (size_t i : plan.groups[u].params) {
       auto& lu = plan.layer_groups[plan.params[i].layer];

@@ -48,25 +48,32 @@ SchemeCost allreduce_cost(int64_t elements, int ranks, const LinkModel& link) {
   return c;
 }
 
-SchemeCost ps_cost(int64_t elements, int ranks, const LinkModel& link, int servers, int64_t block_elements) {
+SchemeCost ps_cost(int64_t elements, int ranks, const LinkModel& link, int servers, int64_t block_elements,
+                   Wire wire) {
   SchemeCost c = ps_cost(elements, ranks, link);
   if (ranks < 2) return c;
+  // Half the numbers are pushes, on the wire format; half are pulls, fp32.
+  const double share = (static_cast<double>(wire_bytes(wire)) / 4 + 1) / 2;
+  c.numbers *= share;
   const double spread = static_cast<double>(ranks) / std::clamp(servers, 1, ranks);
   // A block's values go back only once its owner has all P - 1 pushes
   // (block_elements 0: not counted).
   const double block = static_cast<double>(std::min(elements, block_elements));
-  const double incast = transfer_seconds(2 * block * (ranks - 1), link);
+  const double incast = transfer_seconds(2 * block * (ranks - 1) * share, link);
   c.seconds = std::max(transfer_seconds(c.numbers, link) * spread, incast) + 2 * link.latency_us * 1e-6;
   return c;
 }
 
 SchemeCost allreduce_cost(int64_t elements, int ranks, const LinkModel& link, const CollectiveOptions& options,
-                          int64_t bucket_bytes) {
+                          int64_t bucket_bytes, Wire wire) {
   SchemeCost c;
   if (ranks < 2 || elements == 0) return c;
   const double bucket = options.fusion_auto ? std::max(static_cast<double>(elements), bucket_bytes / 4.0)
                                             : static_cast<double>(elements);
-  const auto steps = allreduce_steps(choose_algorithm(bucket, ranks, link, options), bucket, ranks, link, options);
+  // The steps of the bytes that travel, counted in fp32 numbers.
+  const double travelling = bucket * static_cast<double>(wire_bytes(wire)) / 4;
+  const auto steps =
+      allreduce_steps(choose_algorithm(travelling, ranks, link, options), travelling, ranks, link, options);
   const double share = static_cast<double>(elements) / bucket;
   c.numbers = steps_floats(steps) * share;
   c.seconds = steps_seconds(steps, link, options) * share;
@@ -106,10 +113,10 @@ std::vector<LayerPlan> plan_layers(Net& net, int64_t batch, int ranks, const Lin
         elements += shape_numel(p.shape);
       }
     if (lp.shapes.empty()) continue;
-    lp.ps = ps_cost(elements, ranks, link, servers, at_scale ? block / 4 : 0);
+    lp.ps = ps_cost(elements, ranks, link, servers, at_scale ? block / 4 : 0, config.wire);
     lp.scheme = Scheme::ps;
     lp.cost = lp.ps;
-    const SchemeCost ar = allreduce_cost(elements, ranks, link, config.collective, bucket);
+    const SchemeCost ar = allreduce_cost(elements, ranks, link, config.collective, bucket, config.wire);
     // All-reduce only when faster beyond rounding: its step-by-step sum and
     // PS's closed form tie exactly where they move the same bytes (no
     // latency), and a tie keeps PS, as the plans of earlier runs did.

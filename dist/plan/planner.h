@@ -11,7 +11,9 @@
 // push and pull; all-reduce and SFB: one per ring step), plus for SFB the
 // 2 * M * N * P * K flops that rebuild the gradient at the given GEMM rate.
 // Non-FC layers use PS unless all-reduce is strictly faster; an FC layer uses
-// SFB when that is not slower than PS.
+// SFB when that is not slower than the better of the two. dist.wire bf16
+// enters those costs (the PS and all-reduce bytes that shrink), so that the
+// choice is made on what the plan will move.
 #pragma once
 
 #include <cstdint>
@@ -54,9 +56,14 @@ SchemeCost allreduce_cost(int64_t elements, int ranks, const LinkModel& link);
 // steps, latencies included. That share needs dist.fusion auto, whose
 // buckets fill up to their size; with fixed buckets a layer pays a whole
 // bucket's latencies, as a lone layer does.
-SchemeCost ps_cost(int64_t elements, int ranks, const LinkModel& link, int servers, int64_t block_elements);
+// With the gradients on a bf16 `wire`, PS pushes (and the incast) take half
+// their bytes and its pulls stay fp32; every all-reduce step moves half its
+// bytes and keeps its latency, and the algorithm is the one that is fastest
+// for the bytes that travel.
+SchemeCost ps_cost(int64_t elements, int ranks, const LinkModel& link, int servers, int64_t block_elements,
+                   Wire wire = Wire::fp32);
 SchemeCost allreduce_cost(int64_t elements, int ranks, const LinkModel& link, const CollectiveOptions& options,
-                          int64_t bucket_bytes);
+                          int64_t bucket_bytes, Wire wire = Wire::fp32);
 SchemeCost sfb_cost(int64_t outputs, int64_t inputs, int64_t batch, int ranks, const LinkModel& link);
 
 // The planner's choice for one layer with learnable parameters.

@@ -125,6 +125,52 @@ TEST(CompressionPlan, PlannerChoosesLowRankOnlyWhenAskedAndFaster) {
   EXPECT_DOUBLE_EQ(dist::lowrank_cost(500, 800, 500, 4, 4, slow).numbers, 2.0 * 3 * (4 * (500 + 800) + 500));
 }
 
+// The bf16 wire is charged by the same model as fp32, the large-cluster one
+// included (fused all-reduce of the fastest algorithm, the incast of spread
+// PS blocks): halving the bytes never sends a layer from all-reduce, which
+// bf16 halves, to PS, whose pulls it keeps at fp32; and the simulated
+// iteration is not slower. (Charged apart, with a lone ring's 2 (P - 1)
+// latencies against PS without its incast, bf16 put every layer on PS at 512
+// ranks and was slower than fp32.)
+TEST(CompressionPlan, Bf16IsPlannedWithTheLargeClusterModel) {
+  Net net(lenet_config(), 1);
+  const dist::ComputeProfile profile = dist::flops_profile(net, 64, 5);
+  dist::SimConfig c;
+  c.workers = 512;
+  c.iterations = 4;
+  c.link = dist::LinkModel{100, 20, 50};
+  c.dist.collective.allreduce = dist::AllreduceAlgorithm::automatic;
+  c.dist.collective.fusion_auto = true;
+  c.dist.collective.spread_blocks = true;
+  auto plan = [&](dist::Wire wire) {
+    c.dist.wire = wire;
+    std::map<std::string, dist::Scheme> out;
+    for (const dist::PlannedParam& p : dist::simulation_plan(net, c.dist, c.workers, c.link, profile.batch).params)
+      out[net.layer(p.layer).name()] = p.scheme;
+    return out;
+  };
+  const auto fp32 = plan(dist::Wire::fp32), bf16 = plan(dist::Wire::bf16);
+  int on_allreduce = 0;
+  for (const auto& [layer, scheme] : fp32)
+    if (scheme == dist::Scheme::allreduce) {
+      ++on_allreduce;
+      EXPECT_EQ(bf16.at(layer), dist::Scheme::allreduce) << layer;
+    }
+  EXPECT_GT(on_allreduce, 0) << "at 512 ranks the large-cluster model puts layers on all-reduce";
+  c.dist.wire = dist::Wire::fp32;
+  const dist::SimResult slow = dist::simulate(net, profile, c);
+  c.dist.wire = dist::Wire::bf16;
+  const dist::SimResult fast = dist::simulate(net, profile, c);
+  EXPECT_LT(fast.bytes_per_worker, slow.bytes_per_worker);
+  EXPECT_LE(fast.iteration_s, slow.iteration_s);
+  // The costs: PS pushes halved, its pulls kept; every all-reduce step halved.
+  const dist::LinkModel link{100, 0, 50};
+  EXPECT_DOUBLE_EQ(dist::ps_cost(1 << 20, 512, link, 64, 4096, dist::Wire::bf16).numbers,
+                   dist::ps_cost(1 << 20, 512, link, 64, 4096).numbers * 3 / 4);
+  EXPECT_DOUBLE_EQ(dist::allreduce_cost(1 << 20, 512, link, c.dist.collective, 4 << 20, dist::Wire::bf16).numbers,
+                   dist::allreduce_cost(1 << 20, 512, link, c.dist.collective, 4 << 20).numbers / 2);
+}
+
 // The simulator moves the bytes the planner charges: bf16 halves an
 // all-reduce and a quarter of PS; low-rank moves its factors.
 TEST(CompressionSimulation, BytesPerWorkerAreThePlanners) {
