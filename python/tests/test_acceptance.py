@@ -25,21 +25,20 @@ def sets(overrides):
     return [word for o in overrides for word in ("--set", o)]
 
 
-def run_cli_and_script(tmp_path, launcher=()):
+def run_cli_and_script(tmp_path, launcher=(), python=sys.executable, env=None):
     cli_dir, py_dir = str(tmp_path / "cli"), str(tmp_path / "python")
     cli_run = [*launcher, BINARY, "train", "configs/fashion_mnist_lenet.yaml", "--quiet",
                *sets(SHORT_RUN + ["data.train.shuffle=false", "train.output_dir=" + cli_dir])]
     subprocess.run(cli_run, check=True, capture_output=True)
     grad_file = str(tmp_path / "fc1_grad.npy")
-    script = [*launcher, sys.executable, SCRIPT, grad_file, *SHORT_RUN, "train.output_dir=" + py_dir]
-    done = subprocess.run(script, capture_output=True, text=True)
+    script = [*launcher, python, SCRIPT, grad_file, *SHORT_RUN, "train.output_dir=" + py_dir]
+    done = subprocess.run(script, capture_output=True, text=True, env=env)
     assert done.returncode == 0, done.stderr
     return cli_dir, py_dir, grad_file
 
 
-@requires_fashion_mnist
-def test_the_script_trains_as_the_cli_does(tmp_path):
-    cli_dir, py_dir, grad_file = run_cli_and_script(tmp_path)
+def check_script_against_cli(tmp_path, python=sys.executable, env=None):
+    cli_dir, py_dir, grad_file = run_cli_and_script(tmp_path, python=python, env=env)
     cli_losses = [(r["iter"], r["loss"]) for r in records(cli_dir, "train")]
     assert len(cli_losses) == 12
     assert [(r["iter"], r["loss"]) for r in records(py_dir, "train")] == cli_losses
@@ -54,3 +53,8 @@ def test_the_script_trains_as_the_cli_does(tmp_path):
     got = np.load(grad_file)
     assert got.shape == (500, 800) and np.abs(got).max() > 0
     np.testing.assert_array_equal(got, expected)
+
+
+@requires_fashion_mnist
+def test_the_script_trains_as_the_cli_does(tmp_path):
+    check_script_against_cli(tmp_path)

@@ -1,11 +1,13 @@
 """The wheel (python/make_wheel.sh) installs with pip into a fresh venv,
-offline, and the installed package, not the build's, imports and runs a
-training step."""
+offline, and the installed package, not the build's, imports, runs a
+training step, and runs examples/python/train_fashion_mnist.py to the CLI's
+losses and fc1 gradient."""
 import os
 import subprocess
 import sys
 
-from conftest import SOURCE_DIR
+from conftest import FASHION_MNIST, SOURCE_DIR
+from test_acceptance import check_script_against_cli
 
 BUILD_DIR = os.environ.get("POSEIDON_BUILD_DIR", os.path.join(SOURCE_DIR, "build"))
 
@@ -39,3 +41,5 @@ def test_the_wheel_installs_in_a_fresh_venv_and_runs_a_step(tmp_path):
     done = subprocess.run([python, "-c", STEP], capture_output=True, text=True, env=env, cwd=SOURCE_DIR)
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith("ok ")
+    if os.path.isdir(FASHION_MNIST):
+        check_script_against_cli(tmp_path, python=python, env=env)
