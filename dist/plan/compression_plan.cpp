@@ -14,10 +14,10 @@ SchemeCost lowrank_cost(int64_t rows, int64_t cols, int64_t others, int rank, in
   SchemeCost c;
   if (ranks < 2) return c;
   const double factors = static_cast<double>(rank) * static_cast<double>(rows + cols) + static_cast<double>(others);
-  c.numbers = 2.0 * (ranks - 1) * factors;
-  const double flops = 6.0 * rows * cols * rank + 2.0 * rows * rank * rank + ranks * factors;
+  c.numbers = 4.0 * (ranks - 1) / ranks * factors;
+  const double flops = 6.0 * rows * cols * rank + 2.0 * rows * rank * rank + factors;
   c.seconds =
-      link_seconds(c.numbers, link) + 2.0 * (ranks - 1) * link.latency_us * 1e-6 + flops / (link.gemm_gflops * 1e9);
+      link_seconds(c.numbers, link) + 4.0 * (ranks - 1) * link.latency_us * 1e-6 + flops / (link.gemm_gflops * 1e9);
   return c;
 }
 

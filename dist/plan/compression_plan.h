@@ -2,14 +2,15 @@
 // hybrid planner (dist/plan/planner.h, which charges the bf16 wire format
 // itself) can choose it per layer.
 //
-// Low-rank compression (dist/schemes/lowrank.h) of a layer whose weight reads as an
-// n x m matrix, at rank r, on P ranks, moves per rank per iteration (in plus
-// out; every rank gathers every other's factors, as SFB does)
-//   2 * (P - 1) * (r * (n + m) + b)      numbers (b: the layer's other parameters)
-// in two gathers of P - 1 ring steps each, and computes on every rank
+// Low-rank compression (dist/schemes/lowrank.h) of a layer whose weight
+// reads as an n x m matrix, at rank r, on P ranks, moves per rank per
+// iteration (in plus out; two ring all-reduces, of P and the other
+// parameters, then of Q)
+//   4 * (P - 1) / P * (r * (n + m) + b)      numbers (b: the layer's other parameters)
+// in 4 (P - 1) ring steps, and computes on every rank
 //   6 * n * m * r       flops (M Q, M^T P, and P Q^T for the error memory)
 //   2 * n * r * r       flops (orthogonalising P)
-//   P * (r (n + m) + b) additions (the gathered factors summed in rank order)
+//   r (n + m) + b       additions (the reduce-scatters' sums, about)
 // at the GEMM rate of the link model.
 #pragma once
 

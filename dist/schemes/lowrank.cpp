@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <random>
 
 #include "core/checkpoint.h"
@@ -56,14 +57,6 @@ void lowrank_decompress(LowRankState& s, const float* m, const float* p, float* 
   for (int64_t i = 0; i < n; ++i) s.error[i] = m[i] - grad[i];
 }
 
-void sum_in_order(const std::vector<const float*>& parts, int64_t n, float scale, float* out) {
-  for (int64_t i = 0; i < n; ++i) out[i] = parts[0][i];
-  for (size_t r = 1; r < parts.size(); ++r)
-    for (int64_t i = 0; i < n; ++i) out[i] += parts[r][i];
-  if (scale != 1.f)
-    for (int64_t i = 0; i < n; ++i) out[i] *= scale;
-}
-
 LowRankExchange::LowRankExchange(Comm comm, Solver& solver, ExchangeCompute& compute, std::vector<Param*> params,
                                  int rank, std::string label)
     : comm_(std::move(comm)), solver_(solver), compute_(compute), params_(std::move(params)), label_(std::move(label)) {
@@ -75,7 +68,9 @@ LowRankExchange::LowRankExchange(Comm comm, Solver& solver, ExchangeCompute& com
   p_.resize(rows * rank);
   const int64_t largest = std::max(rows * rank + others_, cols * rank);
   send_.resize(largest);
-  gathered_.resize(largest * comm_.size());
+  incoming_.resize(largest);
+  if (largest > std::numeric_limits<int>::max())
+    throw CommError("the low-rank factors of " + label_ + " are more than one MPI call can move");
 }
 
 void LowRankExchange::start(InFlight& in_flight) {
@@ -91,47 +86,73 @@ void LowRankExchange::start(InFlight& in_flight) {
       state_.rows, state_.cols, state_.rank, {in_flight, *this, projected});
 }
 
-void LowRankExchange::complete(int slot, InFlight& in_flight) {
-  const int ranks = comm_.size();
-  const int64_t p_count = state_.rows * state_.rank, q_count = state_.cols * state_.rank;
+void LowRankExchange::allreduce(float* data, int64_t count, int then, InFlight& in_flight) {
+  reduced_ = data;
+  then_ = then;
+  step_ = 0;
+  schedule_ = allreduce_schedule(AllreduceAlgorithm::ring, count, comm_.size(), comm_.rank());
+  if (schedule_.empty()) return complete(then_, in_flight);  // alone: the sum is the mean
+  post_step(in_flight);
+}
+
+void LowRankExchange::post_step(InFlight& in_flight) {
+  const ScheduleStep& s = schedule_[step_];
+  step_pending_ = 0;
   MPI_Request req;
+  // The send first, as AllreduceExchange posts it (dist/schemes/allreduce.cpp says why).
+  if (s.send_to >= 0) {
+    POSEIDON_MPI(MPI_Isend(reduced_ + s.send_begin, static_cast<int>(s.send_count), MPI_FLOAT, s.send_to, s.tag,
+                           comm_.handle(), &req));
+    in_flight.post(req, *this, kSteps + 2 * step_ + 1, s.send_count * 4, 0);
+    ++step_pending_;
+  }
+  if (s.receive_from >= 0) {
+    float* into = s.add ? incoming_.data() : reduced_ + s.receive_begin;
+    POSEIDON_MPI(MPI_Irecv(into, static_cast<int>(s.receive_count), MPI_FLOAT, s.receive_from, s.tag,
+                           comm_.handle(), &req));
+    in_flight.post(req, *this, kSteps + 2 * step_, 0, s.receive_count * 4);
+    ++step_pending_;
+  }
+}
+
+void LowRankExchange::step_over(InFlight& in_flight) {
+  const ScheduleStep& s = schedule_[step_];
+  if (s.add) return compute_.add(reduced_ + s.receive_begin, incoming_.data(), s.receive_count, s.scale,
+                                 {in_flight, *this, summed});
+  complete(summed, in_flight);
+}
+
+void LowRankExchange::complete(int slot, InFlight& in_flight) {
+  if (slot >= kSteps) {
+    if (--step_pending_ == 0) step_over(in_flight);
+    return;
+  }
+  const int64_t p_count = state_.rows * state_.rank, q_count = state_.cols * state_.rank;
   switch (slot) {
-    case projected: {
-      const int n = static_cast<int>(p_count + others_);
-      POSEIDON_MPI(MPI_Iallgather(send_.data(), n, MPI_FLOAT, gathered_.data(), n, MPI_FLOAT, comm_.handle(), &req));
-      in_flight.post(req, *this, gathered_p, int64_t{n} * 4 * (ranks - 1), int64_t{n} * 4 * (ranks - 1));
-      return;
-    }
-    case gathered_p:
+    case summed:
+      if (++step_ < static_cast<int>(schedule_.size())) return post_step(in_flight);
+      return complete(then_, in_flight);
+    case projected:
+      return allreduce(send_.data(), p_count + others_, reduced_p, in_flight);
+    case reduced_p:
       return compute_.compress(
-          [this, ranks, p_count] {
-            const int64_t stride = p_count + others_;
-            std::vector<const float*> parts(ranks);
-            for (int r = 0; r < ranks; ++r) parts[r] = gathered_.data() + r * stride;
-            sum_in_order(parts, p_count, 1.f, p_.data());
+          [this, p_count] {
+            std::copy(send_.data(), send_.data() + p_count, p_.data());
             orthogonalise_columns(p_.data(), state_.rows, state_.rank);
-            int64_t offset = p_count;
+            const float* at = send_.data() + p_count;
             for (size_t i = 1; i < params_.size(); ++i) {
-              for (int r = 0; r < ranks; ++r) parts[r] = gathered_.data() + r * stride + offset;
-              const int64_t n = params_[i]->value.numel();
-              sum_in_order(parts, n, 1.f / static_cast<float>(ranks), params_[i]->grad.data());
-              offset += n;
+              std::copy(at, at + params_[i]->value.numel(), params_[i]->grad.data());
+              at += params_[i]->value.numel();
             }
             lowrank_back_project(state_, m_.data(), p_.data(), send_.data());
           },
           state_.rows, state_.cols, state_.rank, {in_flight, *this, back_projected});
-    case back_projected: {
-      const int n = static_cast<int>(q_count);
-      POSEIDON_MPI(MPI_Iallgather(send_.data(), n, MPI_FLOAT, gathered_.data(), n, MPI_FLOAT, comm_.handle(), &req));
-      in_flight.post(req, *this, gathered_q, int64_t{n} * 4 * (ranks - 1), int64_t{n} * 4 * (ranks - 1));
-      return;
-    }
-    case gathered_q:
+    case back_projected:
+      return allreduce(send_.data(), q_count, reduced_q, in_flight);
+    case reduced_q:
       return compute_.compress(
-          [this, ranks, q_count] {
-            std::vector<const float*> parts(ranks);
-            for (int r = 0; r < ranks; ++r) parts[r] = gathered_.data() + r * q_count;
-            sum_in_order(parts, q_count, 1.f / static_cast<float>(ranks), state_.q.data());
+          [this, q_count] {
+            std::copy(send_.data(), send_.data() + q_count, state_.q.data());
             lowrank_decompress(state_, m_.data(), p_.data(), params_[0]->grad.data());
           },
           state_.rows, state_.cols, state_.rank, {in_flight, *this, decompressed});
@@ -196,13 +217,18 @@ void LowRankExchange::stream_error(int root, const StreamedTensor::Writer& write
 }
 
 std::string LowRankExchange::describe(int slot) const {
+  if (slot >= kSteps) {
+    const int step = (slot - kSteps) / 2;
+    const ScheduleStep& s = schedule_[step];
+    const std::string what = "step " + std::to_string(step + 1) + " of " + std::to_string(schedule_.size()) +
+                             " of the all-reduce of the " + (then_ == reduced_p ? "P" : "Q") + " factors of " +
+                             label_ + " (";
+    if ((slot - kSteps) % 2 == 0) return what + "the chunk from rank " + std::to_string(s.receive_from) + ")";
+    return what + "rank " + std::to_string(s.send_to) + " to take this rank's chunk)";
+  }
   switch (slot) {
-    case gathered_p:
-      return "the gather of the P factors of " + label_ +
-             " (a collective: a rank that never joins it stalls every other)";
-    case gathered_q:
-      return "the gather of the Q factors of " + label_ +
-             " (a collective: a rank that never joins it stalls every other)";
+    case summed:
+      return "the sum of a chunk of the factors of " + label_;
     case updated:
       return "the update of " + label_;
     default:

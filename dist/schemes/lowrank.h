@@ -3,15 +3,19 @@
 // layer's weight reads as an n x m matrix (rows: its first dimension). Each
 // iteration, on every rank:
 //   M  = gradient + error memory
-//   P  = sum over ranks of M Q            (n x r; Q is the last iteration's, warm start)
+//   P  = mean over ranks of M Q           (n x r; Q is the last iteration's, warm start)
 //   P  = P with orthonormal columns       (Gram-Schmidt)
 //   Q  = mean over ranks of M^T P         (m x r)
 //   gradient = P Q^T,  error memory = M - P Q^T
 // then the Solver update. The layer's other parameters (a bias) travel
-// uncompressed beside P and are averaged. Sums over ranks are gathers
-// (MPI_Iallgather) summed on every rank in rank order, so every rank holds
-// the same P, Q and gradient: replicas stay bitwise identical. The error
-// memory differs per rank (it is what that rank's own gradient lost).
+// uncompressed beside P and are averaged. The sums over ranks are ring
+// all-reduces (dist/schemes/allreduce_schedule.h: a reduce-scatter and an
+// all-gather over point-to-point messages, each chunk summed by one rank in
+// one order), which average: P's scale does not matter to its
+// orthonormalised columns. A rank moves 2 (P - 1) / P of the factors each
+// way, whatever P, and every rank holds the same P, Q and gradient: replicas
+// stay bitwise identical. The error memory differs per rank (it is what that
+// rank's own gradient lost).
 // The arithmetic is in the free functions below, which a single-process
 // simulation of the same exchange calls in the same order.
 #pragma once
@@ -27,6 +31,7 @@
 #include "core/solver.h"
 #include "dist/runtime/comm.h"
 #include "dist/runtime/exchange.h"
+#include "dist/schemes/allreduce_schedule.h"
 #include "dist/schemes/exchange_compute.h"
 
 namespace poseidon::dist {
@@ -53,8 +58,6 @@ void orthogonalise_columns(float* p, int64_t rows, int rank);
 void lowrank_back_project(const LowRankState& s, const float* m, const float* p, float* q_local);
 // Step 3, with s.q the mean of the q_local: grad = p q^T, error = m - grad.
 void lowrank_decompress(LowRankState& s, const float* m, const float* p, float* grad);
-// out = sum over `parts` (n floats each, summed in the order given) times scale.
-void sum_in_order(const std::vector<const float*>& parts, int64_t n, float scale, float* out);
 
 class LowRankExchange : public Exchange {
  public:
@@ -83,7 +86,15 @@ class LowRankExchange : public Exchange {
   void stream_error(int root, const StreamedTensor::Writer& write);
 
  private:
-  enum Slot { projected, gathered_p, back_projected, gathered_q, decompressed, updated };
+  // Slots of the arithmetic; a step's transfers take kSteps + 2 * step (+ 1 for its send).
+  enum Slot { projected, reduced_p, back_projected, reduced_q, decompressed, updated, summed };
+  static constexpr int kSteps = 16;
+
+  // The ring all-reduce (the mean) of `count` floats at `data`, which calls
+  // complete(`then`) when every rank holds the result.
+  void allreduce(float* data, int64_t count, int then, InFlight& in_flight);
+  void post_step(InFlight& in_flight);
+  void step_over(InFlight& in_flight);
 
   Comm comm_;
   Solver& solver_;
@@ -93,7 +104,12 @@ class LowRankExchange : public Exchange {
   LowRankState state_;
   int64_t others_ = 0;                  // numbers of the other parameters
   std::vector<float> m_, p_;            // M, and the summed P
-  std::vector<float> send_, gathered_;  // a gather's contribution and result (P and the others; or Q)
+  std::vector<float> send_;             // P and the others, or Q, as this rank computed them, then their mean
+  // The all-reduce under way: its buffer, this rank's steps, a chunk received to be added.
+  float* reduced_ = nullptr;
+  int then_ = 0, step_ = 0, step_pending_ = 0;
+  std::vector<ScheduleStep> schedule_;
+  std::vector<float> incoming_;
 };
 
 }  // namespace poseidon::dist

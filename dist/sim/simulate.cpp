@@ -183,19 +183,21 @@ Simulation::Simulation(const Net& net, const CommPlan& plan, const ComputeProfil
       for (const CollectiveStep& s : steps)
         if (s.summed > 0) c.sums_s += device_.sum_s(static_cast<int64_t>(s.summed * range), 2);
     } else if (unit.scheme == Scheme::lowrank) {
-      // Two gathers of P - 1 steps; the rank-r GEMMs (6 n m r flops: three
-      // GEMMs of an n x m matrix by r columns) charged as a rebuild of 3 r rows.
+      // Two ring all-reduces of 2 (P - 1) steps each, the first P - 1 of
+      // each followed by a sum; the rank-r GEMMs (6 n m r flops: three GEMMs
+      // of an n x m matrix by r columns) charged as a rebuild of 3 r rows.
       const Shape& w = plan.params[unit.params[0]].param->shape;
       const int64_t rows = w[0], cols = shape_numel(w) / rows;
       const int rank = config.dist.lowrank_rank;
-      const int steps = 2 * (p - 1);
+      const int steps = 4 * (p - 1);
       const double step_bytes =
           lowrank_cost(rows, cols, static_cast<int64_t>(c.numel) - rows * cols, rank, p, config.link).bytes() / 2 /
           steps;
       c.busy_s = steps * step_bytes * seconds_per_byte_;
       c.hold_s = c.busy_s + steps * latency_s_;
       c.bytes = 2 * steps * step_bytes;
-      c.sums_s = 2 * device_.sum_s(rank * (rows + cols), p);
+      const double factors = static_cast<double>(rank * (rows + cols)) + c.numel - static_cast<double>(rows * cols);
+      c.sums_s = (p - 1) * device_.sum_s(static_cast<int64_t>(factors / p), 2);
       c.rebuild_s = device_.rebuild_s(rows, cols, 3 * rank, false);
     } else {
       const Shape& w = plan.params[unit.params[0]].param->shape;

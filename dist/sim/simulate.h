@@ -28,6 +28,8 @@
 //  - with dist.ranks_per_host G, the G consecutive ranks of a host share one
 //    send and one receive link; a message between two of them takes the
 //    host's own bandwidth and latency instead;
+//  - low-rank layer: two ring all-reduces of its factors, 2 (P - 1) steps
+//    each, and its GEMMs at the profile's rate;
 //    SFB layer: a ring all-gather of the factors, P-1 steps, then the
 //    rebuild GEMM at the link's GEMM rate and the update. A collective starts
 //    when every rank has started it and holds every rank's links until it ends.

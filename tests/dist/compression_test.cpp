@@ -121,8 +121,10 @@ TEST(CompressionPlan, PlannerChoosesLowRankOnlyWhenAskedAndFaster) {
   // Its GEMMs are charged: at 1 MFLOP/s they cost more than the bytes save.
   const dist::LinkModel slow_gemm{0.1, 20, 1e-3};
   for (const auto& [layer, scheme] : schemes(config, slow_gemm)) EXPECT_NE(scheme, dist::Scheme::lowrank) << layer;
-  // The traffic: 2 (P - 1) (r (n + m) + b) numbers.
-  EXPECT_DOUBLE_EQ(dist::lowrank_cost(500, 800, 500, 4, 4, slow).numbers, 2.0 * 3 * (4 * (500 + 800) + 500));
+  // The traffic: 4 (P - 1) / P (r (n + m) + b) numbers, two ring all-reduces.
+  EXPECT_DOUBLE_EQ(dist::lowrank_cost(500, 800, 500, 4, 4, slow).numbers, 4.0 * 3 / 4 * (4 * (500 + 800) + 500));
+  // Per rank, about the same at any P: less than twice the factors, never growing past it.
+  EXPECT_LT(dist::lowrank_cost(500, 800, 500, 4, 512, slow).numbers, 4.0 * (4 * (500 + 800) + 500));
 }
 
 // The bf16 wire is charged by the same model as fp32, the large-cluster one
@@ -190,7 +192,7 @@ TEST(CompressionSimulation, BytesPerWorkerAreThePlanners) {
   EXPECT_NEAR(bytes(dist::SchemeChoice::allreduce, dist::Wire::bf16, false), ar / 2, ar * 1e-9);
   const double ps = bytes(dist::SchemeChoice::ps, dist::Wire::fp32, false);
   EXPECT_NEAR(bytes(dist::SchemeChoice::ps, dist::Wire::bf16, false), ps * 3 / 4, ps * 1e-9);
-  // Hybrid with low-rank: the low-rank layers move 2 (P - 1) (r (n + m) + b)
+  // Hybrid with low-rank: the low-rank layers move 4 (P - 1) / P (r (n + m) + b)
   // numbers each, the others what their scheme moves.
   const double hybrid = bytes(dist::SchemeChoice::hybrid, dist::Wire::fp32, true);
   const dist::CommPlan plan = dist::simulation_plan(net, c.dist, 4, c.link, profile.batch);
@@ -339,31 +341,36 @@ std::vector<float> simulate_training(const Compression& c, int ranks) {
         std::vector<dist::LowRankState>& states = lowrank.at(u);
         const dist::PlannedParam& w = plan.params[g.params[0]];
         const int64_t rows = states[0].rows, cols = states[0].cols;
+        // P and the other parameters' gradients, then Q: each a ring all-reduce (the mean).
+        int64_t others = 0;
+        for (size_t k = 1; k < g.params.size(); ++k) others += plan.params[g.params[k]].param->value.numel();
         std::vector<std::vector<float>> m(ranks, std::vector<float>(rows * cols)),
-            p(ranks, std::vector<float>(rows * kRank)), q(ranks, std::vector<float>(cols * kRank));
-        std::vector<const float*> parts(ranks);
+            factors(ranks, std::vector<float>(rows * kRank + others)), q(ranks, std::vector<float>(cols * kRank));
         for (int r = 0; r < ranks; ++r) {
-          dist::lowrank_project(states[r], grads[r].data() + w.offset, m[r].data(), p[r].data());
-          parts[r] = p[r].data();
+          dist::lowrank_project(states[r], grads[r].data() + w.offset, m[r].data(), factors[r].data());
+          float* at = factors[r].data() + rows * kRank;
+          for (size_t k = 1; k < g.params.size(); ++k) {
+            const dist::PlannedParam& other = plan.params[g.params[k]];
+            at = std::copy(grads[r].begin() + other.offset,
+                           grads[r].begin() + other.offset + other.param->value.numel(), at);
+          }
         }
-        std::vector<float> summed(rows * kRank);
-        dist::sum_in_order(parts, rows * kRank, 1.f, summed.data());
-        dist::orthogonalise_columns(summed.data(), rows, kRank);
+        std::vector<float> mean(rows * kRank + others);
+        simulate_ring(factors, 0, static_cast<int64_t>(mean.size()), dist::Wire::fp32, mean.data());
+        std::vector<float> p(mean.begin(), mean.begin() + rows * kRank);
+        dist::orthogonalise_columns(p.data(), rows, kRank);
+        const float* at = mean.data() + rows * kRank;
         for (size_t k = 1; k < g.params.size(); ++k) {
-          const dist::PlannedParam& other = plan.params[g.params[k]];
-          for (int r = 0; r < ranks; ++r) parts[r] = grads[r].data() + other.offset;
-          dist::sum_in_order(parts, other.param->value.numel(), 1.f / static_cast<float>(ranks),
-                             other.param->grad.data());
+          Param& other = *plan.params[g.params[k]].param;
+          std::copy(at, at + other.value.numel(), other.grad.data());
+          at += other.value.numel();
         }
-        for (int r = 0; r < ranks; ++r) {
-          dist::lowrank_back_project(states[r], m[r].data(), summed.data(), q[r].data());
-          parts[r] = q[r].data();
-        }
+        for (int r = 0; r < ranks; ++r) dist::lowrank_back_project(states[r], m[r].data(), p.data(), q[r].data());
         std::vector<float> mean_q(cols * kRank);
-        dist::sum_in_order(parts, cols * kRank, 1.f / static_cast<float>(ranks), mean_q.data());
+        simulate_ring(q, 0, cols * kRank, dist::Wire::fp32, mean_q.data());
         for (int r = 0; r < ranks; ++r) {
           states[r].q = mean_q;
-          dist::lowrank_decompress(states[r], m[r].data(), summed.data(), w.param->grad.data());
+          dist::lowrank_decompress(states[r], m[r].data(), p.data(), w.param->grad.data());
         }
         for (size_t i : g.params) solver.update(*plan.params[i].param);
       }
