@@ -12,10 +12,17 @@ dpkg's installed package data: of alternatives "a | b" the first installed
 one counts, as apt would pick it on a fresh machine. Files under
 /usr/local/cuda (the CUDA toolkit, not a Debian package) are skipped.
 
-Prints each missing package with the file that needs it and exits 1; 0 when
-nothing is missing; 2 on bad usage.
+With --scripts, also every program the given scripts run (the first word of
+each command of a shell script, the program a Python script hands to
+subprocess) that is installed in Debian's own folders (/usr/bin, /usr/sbin,
+/bin, /sbin): its package must be in the closure too. Programs a shell
+script tests for first (`command -v X`) are optional and not checked.
 
-  tools/check_packages.py --list tools/packages.txt [--build-dir build] BINARY...
+Prints each missing package with the file that needs it and exits 1; 0 when
+nothing is missing; 2 on bad usage. --list may be given several times (the
+test job installs two lists).
+
+  tools/check_packages.py --list tools/packages.txt [--build-dir build] [--scripts SCRIPT...] [BINARY...]
 """
 import argparse
 import os
@@ -126,6 +133,76 @@ class UsageError(Exception):
     pass
 
 
+SHELL_WORDS = set("""
+if then else elif fi for while until do done case esac in function select time { } [[ ]] [ ] ( ) ;; !
+alias bg bind break builtin caller cd command compgen complete compopt continue declare dirs disown echo enable
+eval exec exit export false fc fg getopts hash help history jobs kill let local logout mapfile popd printf pushd
+pwd read readarray readonly return set shift shopt source suspend test times trap true type typeset ulimit umask
+unalias unset wait . :
+""".split())
+COMMAND_PREFIXES = {"exec", "time", "nohup", "env", "command", "builtin", "!", "then", "do", "else", "elif", "if",
+                    "while", "until"}
+COMMAND_SEPARATORS = re.compile(r"\|\||&&|;;|[;|&(){}`]|\$\(")
+DEBIAN_PROGRAM_DIRS = ("/usr/bin", "/usr/sbin", "/bin", "/sbin")
+
+
+def shell_programs(text):
+    """{program: line} of the first word of each command of a shell script, but builtins, keywords, the
+    script's own functions, programs it looks for first (optional ones) and words computed at run time."""
+    functions = set(re.findall(r"^\s*(?:function\s+)?([\w.-]+)\s*\(\)", text, re.M))
+    optional = set(re.findall(r"(?:command\s+-v|type\s+-p|hash|which)\s+([\w.+-]+)", text))
+    found, heredoc = {}, None
+    for number, line in enumerate(text.replace("\\\n", " ").split("\n"), 1):
+        if heredoc:  # a here-document's body: data, not commands (its $(...) aside)
+            if line.strip() == heredoc:
+                heredoc = None
+            continue
+        m = re.search(r"(?<!<)<<-?\s*['\"]?([A-Za-z_]\w*)['\"]?", line)
+        if m:
+            heredoc = m.group(1)
+        if re.match(r"^\s*(local|declare|typeset|readonly|export)\s", line):
+            continue  # declarations: their words are names and values
+        line = re.sub(r"'[^']*'", "''", line)
+        line = re.sub(r'"[^"$`]*"', '""', line)
+        line = re.sub(r"(^|\s)#.*", "", line)
+        for segment in COMMAND_SEPARATORS.split(line):
+            words = segment.split()
+            while words and (re.match(r"^\w+=", words[0]) or words[0] in COMMAND_PREFIXES):
+                words.pop(0)
+            if words and words[0] == "timeout":
+                words = [w for w in words[1:] if not re.match(r"^(-\S+|[\d.]+[smhd]?)$", w)]
+            if not words:
+                continue
+            word = words[0]
+            if word in SHELL_WORDS or word in functions or word in optional or not re.match(r"^[\w.+-]+$", word):
+                continue
+            found.setdefault(word, number)
+    return found
+
+
+def python_programs(text):
+    """{program: line} of the programs a Python script runs through subprocess."""
+    found = {}
+    for m in re.finditer(r"subprocess\.\w+\(\s*\[\s*[\"']([\w.+-]+)[\"']", text):
+        found.setdefault(m.group(1), text[:m.start()].count("\n") + 1)
+    return found
+
+
+def script_programs(scripts):
+    """{program path: "script:line" that runs it}, for programs found in Debian's own folders."""
+    needed = {}
+    for script in scripts:
+        text = open(script).read()
+        is_python = script.endswith(".py") or text.startswith("#!") and "python" in text.split("\n", 1)[0]
+        for word, line in (python_programs(text) if is_python else shell_programs(text)).items():
+            for folder in DEBIAN_PROGRAM_DIRS:
+                path = os.path.join(folder, word)
+                if os.path.isfile(path) and os.access(path, os.X_OK):
+                    needed.setdefault(path, f"{script}:{line}")
+                    break
+    return needed
+
+
 def linked_libraries(binaries):
     """{library path: first binary that loads it}, and [(name, binary)] of those ldd finds no file for."""
     needed, unresolved = {}, []
@@ -181,10 +258,11 @@ def check(files, allowed):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--list", required=True, help="the package list (tools/packages.txt)")
+    ap.add_argument("--list", required=True, action="append", help="a package list (tools/packages.txt); repeatable")
     ap.add_argument("--build-dir", help="a Ninja build folder: also check the headers its objects include")
     ap.add_argument("--source-dir", default=os.path.dirname(os.path.dirname(os.path.realpath(__file__))))
-    ap.add_argument("binaries", nargs="+")
+    ap.add_argument("--scripts", nargs="+", default=[], help="scripts whose programs to check")
+    ap.add_argument("binaries", nargs="*")
     args = ap.parse_args()
 
     try:
@@ -195,11 +273,11 @@ def main():
 
 
 def run(args):
-    listed = read_list(args.list)
+    listed = [name for path in args.list for name in read_list(path)]
     packages = installed_packages()
     not_installed = [n for n in listed if n not in packages]
     allowed = closure(listed, packages)
-    print(f"{args.list}: {len(listed)} packages; with their Depends closure and the base system, "
+    print(f"{' + '.join(args.list)}: {len(listed)} packages; with their Depends closure and the base system, "
           f"{len(allowed)} of the {len(packages)} installed here")
     failed = False
     if not_installed:
@@ -207,7 +285,9 @@ def run(args):
         failed = True
 
     libraries, unresolved = linked_libraries(args.binaries)
-    kinds = [("library", "loaded by", libraries)]
+    kinds = [("library", "loaded by", libraries)] if args.binaries else []
+    if args.scripts:
+        kinds.append(("program", "run by", script_programs(args.scripts)))
     if args.build_dir:
         if os.path.exists(os.path.join(args.build_dir, ".ninja_deps")):
             kinds.append(("header", "included by", included_headers(args.build_dir, args.source_dir)))
