@@ -3,6 +3,7 @@
 
 #include <cstdlib>
 #include <utility>
+#include <vector>
 
 namespace poseidon::dist {
 
@@ -33,8 +34,35 @@ bool launched_by_mpi() {
   return false;
 }
 
+LauncherTasks launcher_tasks() {
+  std::vector<const char*> said_by = {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE"};
+  if (std::getenv("SLURM_PROCID")) said_by.insert(said_by.end(), {"SLURM_STEP_NUM_TASKS", "SLURM_NTASKS"});
+  for (const char* var : said_by) {
+    const char* text = std::getenv(var);
+    if (!text) continue;
+    char* end = nullptr;
+    const long tasks = std::strtol(text, &end, 10);
+    if (end != text && *end == '\0' && tasks > 0) return {static_cast<int>(tasks), var};
+  }
+  return {};
+}
+
+void require_launcher_agrees(int world_size) {
+  const LauncherTasks launcher = launcher_tasks();
+  if (launcher.tasks == 0 || launcher.tasks == world_size) return;
+  throw CommError("the launcher started " + std::to_string(launcher.tasks) + " tasks (" + launcher.variable + "=" +
+                  std::to_string(launcher.tasks) + "), but MPI joins " + std::to_string(world_size) +
+                  (world_size == 1 ? " (this process alone)" : "") +
+                  ": the tasks are not connected through MPI and would each train alone. Under Slurm, start them "
+                  "with srun --mpi=pmix (or set MpiDefault=pmix in slurm.conf); else use mpirun -np " +
+                  std::to_string(launcher.tasks));
+}
+
 World::World(Start start) {
-  if (start == Start::when_launched && !launched_by_mpi()) return;
+  if (start == Start::when_launched && !launched_by_mpi()) {
+    require_launcher_agrees(size_);
+    return;
+  }
   int initialized = 0;
   POSEIDON_MPI(MPI_Initialized(&initialized));
   POSEIDON_CHECK(!initialized) << "MPI is initialised already: one World per process";
@@ -51,6 +79,7 @@ World::World(Start start) {
   if (thread_level_ < MPI_THREAD_SERIALIZED)
     throw CommError("the MPI library provides thread level " + std::to_string(thread_level_) +
                     "; the communication thread needs at least MPI_THREAD_SERIALIZED");
+  require_launcher_agrees(size_);
 }
 
 World::~World() {

@@ -39,6 +39,22 @@ namespace poseidon::dist {
 // as srun) started this process.
 bool launched_by_mpi();
 
+// The number of tasks the launcher that started this process says the job
+// has, and the variable that says so: Open MPI's OMPI_COMM_WORLD_SIZE, else
+// PMI_SIZE, else, for a task srun started (SLURM_PROCID set),
+// SLURM_STEP_NUM_TASKS or SLURM_NTASKS. Zero tasks when none says.
+struct LauncherTasks {
+  int tasks = 0;
+  std::string variable;
+};
+LauncherTasks launcher_tasks();
+
+// Throws CommError when the launcher's task count disagrees with MPI's world
+// size, naming the fix: `srun -n 2` without an MPI plug-in (Slurm's own
+// default, --mpi=none) starts two unconnected processes that would each
+// train alone into the same output directory.
+void require_launcher_agrees(int world_size);
+
 // The process group. Under a launcher it initialises MPI (requesting
 // MPI_THREAD_MULTIPLE; at least MPI_THREAD_SERIALIZED is required, since one
 // communication thread makes the calls) and finalises it when destroyed.
