@@ -131,7 +131,39 @@ void save_checkpoint(const std::string& path, Net& net, const Solver* solver,
     POSEIDON_CHECK(starts_with(entry.name, kCompressionPrefix)) << entry.name;
   std::vector<std::pair<std::string, const Tensor*>> entries;
   for (const auto& [name, tensor] : host) entries.emplace_back(name, &tensor);
-  write_safetensors(path, entries, metadata, compression);
+  std::map<std::string, std::string> with_layers = metadata;
+  with_layers[kLayersMetadata] = layer_list(net);
+  write_safetensors(path, entries, with_layers, compression);
+}
+
+std::string layer_list(const Net& net) {
+  std::string list;
+  for (size_t i = 0; i < net.num_layers(); ++i)
+    list += (list.empty() ? "" : ",") + net.layer(i).name() + ":" + net.layer(i).type();
+  return list;
+}
+
+LayerMismatch compare_checkpoint_layers(const std::map<std::string, std::string>& metadata, const Net& net) {
+  LayerMismatch m;
+  auto saved = metadata.find(kLayersMetadata);
+  if (saved == metadata.end()) return m;
+  auto split = [](const std::string& list) {
+    std::vector<std::string> out;
+    for (size_t start = 0; start < list.size();) {
+      size_t comma = std::min(list.find(',', start), list.size());
+      const std::string item = list.substr(start, comma - start);
+      const size_t colon = item.rfind(':');
+      out.push_back(colon == std::string::npos ? item : item.substr(0, colon) + " (" + item.substr(colon + 1) + ")");
+      start = comma + 1;
+    }
+    return out;
+  };
+  const std::vector<std::string> in_file = split(saved->second), in_net = split(layer_list(net));
+  for (const auto& l : in_net)
+    if (std::find(in_file.begin(), in_file.end(), l) == in_file.end()) m.missing.push_back(l);
+  for (const auto& l : in_file)
+    if (std::find(in_net.begin(), in_net.end(), l) == in_net.end()) m.extra.push_back(l);
+  return m;
 }
 
 std::map<std::string, std::string> load_checkpoint(const std::string& path, Net& net, Solver* solver,

@@ -30,6 +30,21 @@ void save_checkpoint(const std::string& path, Net& net, const Solver* solver,
 // The prefix of compression state entries.
 inline const std::string kCompressionPrefix = "compression.";
 
+// The metadata entry that lists the layers of the net a checkpoint was saved
+// from ("conv1:conv,relu1:relu,..."; save_checkpoint writes it), so that
+// weights loaded into a model that differs only in layers without
+// parameters are noticed.
+inline const std::string kLayersMetadata = "layers";
+std::string layer_list(const Net& net);
+
+// The layers of `net` that the checkpoint's list lacks ("relu2 (relu)"), and
+// those the list has that `net` lacks; both empty when the metadata has no list.
+struct LayerMismatch {
+  std::vector<std::string> missing;  // in the net, not in the weights
+  std::vector<std::string> extra;    // in the weights, not in the net
+};
+LayerMismatch compare_checkpoint_layers(const std::map<std::string, std::string>& metadata, const Net& net);
+
 // Loads every parameter and buffer of `net` (each must be present with the
 // same shape) and, when `solver` is not null, replaces its state with the
 // file's "optimizer.*" entries. Tensors the net does not have are an error

@@ -229,6 +229,10 @@ YAML::Node apply_override(YAML::Node root, const std::string& assignment, const 
   std::vector<std::string> parts;
   std::stringstream ss(path);
   for (std::string p; std::getline(ss, p, '.');) parts.push_back(p);
+  // "key=null" (or ~) removes the key: the file's value and its default are
+  // then as if never written (switching solver.type drops the old type's keys).
+  const std::string text = assignment.substr(eq + 1);
+  const bool removes = value.IsNull() && (text == "null" || text == "Null" || text == "NULL" || text == "~");
 
   YAML::Node cur = root;
   for (size_t i = 0; i < parts.size(); ++i) {
@@ -260,7 +264,18 @@ YAML::Node apply_override(YAML::Node root, const std::string& assignment, const 
     } else {
       if (!cur.IsMap() && !cur.IsNull())
         throw ConfigError({shown, 0, 0, shown_prefix + path}, "'" + part + "' is inside a scalar");
+      if (removes && !(cur.IsMap() && static_cast<const YAML::Node&>(cur)[part])) {
+        std::vector<std::string> keys;
+        if (cur.IsMap())
+          for (auto it = cur.begin(); it != cur.end(); ++it) keys.push_back(it->first.as<std::string>(""));
+        throw ConfigError({shown, 0, 0, shown_prefix + path},
+                          "no key '" + part + "' to remove" + did_you_mean(part, keys));
+      }
       if (last) {
+        if (removes) {
+          cur.remove(part);
+          return value;
+        }
         cur[part] = value;
         return value;
       }

@@ -31,11 +31,13 @@ double float_bytes(const Shape& shape) {
 // Built at batch 1, a model's layers hold only one example's worth of
 // working buffers. A model rejected there is built again at the real batch,
 // so the error's shapes are those the user will see.
-std::unique_ptr<Net> shapes_at_batch_one(const ConfigNode& model, int64_t batch) {
+std::unique_ptr<Net> shapes_at_batch_one(const ConfigNode& model, int64_t batch, const Net::ShapesOnly& budget) {
+  Net::ShapesOnly at_one = budget;
+  at_one.memory_batch = batch;
   try {
-    return std::make_unique<Net>(model, 1, Net::ShapesOnly{});
+    return std::make_unique<Net>(model, 1, at_one);
   } catch (const Error&) {
-    Net real(model, batch, Net::ShapesOnly{});
+    Net real(model, batch, budget);
     throw;
   }
 }
@@ -78,9 +80,10 @@ LayerMemory ModelSummary::memory() const {
   return m;
 }
 
-ModelSummary summarize_model(const ConfigNode& model, int64_t batch, bool momentum) {
+ModelSummary summarize_model(const ConfigNode& model, int64_t batch, bool momentum, double memory_bytes,
+                             const std::string& memory_name) {
   POSEIDON_REQUIRE(batch > 0) << "batch size must be positive, got " << batch;
-  std::unique_ptr<Net> net = shapes_at_batch_one(model, batch);
+  std::unique_ptr<Net> net = shapes_at_batch_one(model, batch, {memory_bytes, 0, memory_name});
   ModelSummary s;
   s.name = net->name();
   s.batch = batch;
@@ -144,14 +147,18 @@ void require_memory(const ModelSummary& s, const Device& device, double availabl
     where = l.location;
     largest = "layer '" + l.name + "'";
   }
-  const std::string has = device.is_cuda() ? "the " + bytes_text(available) + " of GPU " + device.str()
-                                           : "this machine's " + bytes_text(available) + " of memory";
+  const std::string has = memory_name(device, available);
   throw ConfigError(where, "training '" + s.name + "' at batch " + std::to_string(s.batch) + " needs about " +
                                bytes_text(need.total()) + " (parameters " + bytes_text(need.parameters) +
                                ", gradients " + bytes_text(need.gradients) + ", solver state " +
                                bytes_text(need.solver_state) + ", activations " + bytes_text(need.activations) +
                                "), more than " + has + "; the largest part is " + largest + " (" +
                                bytes_text(most) + "; poseidon summary shows every layer's share)");
+}
+
+std::string memory_name(const Device& device, double bytes) {
+  return device.is_cuda() ? "the " + bytes_text(bytes) + " of GPU " + device.str()
+                          : "this machine's " + bytes_text(bytes) + " of memory";
 }
 
 std::string bytes_text(double bytes) {

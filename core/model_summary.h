@@ -54,7 +54,15 @@ struct ModelSummary {
 // working buffers are, for one example), so this works for models far too
 // large for the machine; an invalid model throws the same ConfigError as
 // building it would.
-ModelSummary summarize_model(const ConfigNode& model, int64_t batch, bool momentum);
+// With `memory_bytes` > 0 (what the device has, `memory_name` saying so:
+// "this machine's 23.00 GiB of memory"), the first net input, layer output or
+// parameter that alone exceeds it is a ConfigError at the key that sets its
+// size (Net::ShapesOnly).
+ModelSummary summarize_model(const ConfigNode& model, int64_t batch, bool momentum, double memory_bytes = 0,
+                             const std::string& memory_name = "");
+
+// "this machine's 23.00 GiB of memory", "the 80.00 GiB of GPU cuda:0".
+std::string memory_name(const Device& device, double bytes);
 
 // Bytes of memory `device` has: the machine's physical memory (or the
 // container's limit when lower) for the CPU, the GPU's own for cuda:N;

@@ -28,7 +28,7 @@ Net::Net(const ConfigNode& model, int64_t batch, Device device) : batch_(batch),
   bind_params();
 }
 
-Net::Net(const ConfigNode& model, int64_t batch, ShapesOnly) : batch_(batch), allocated_(false) {
+Net::Net(const ConfigNode& model, int64_t batch, ShapesOnly only) : batch_(batch), allocated_(false), budget_(only) {
   POSEIDON_REQUIRE(batch > 0) << "batch size must be positive, got " << batch;
   build_graph(model);
   infer_shapes();
@@ -50,6 +50,7 @@ void Net::build_graph(const ConfigNode& source) {
       if (d <= 0) shape_node.fail("expected positive dimensions, found " + shape_str(shape));
     input_names_.push_back(in);
     input_shapes_[in] = shape;
+    input_nodes_.emplace(in, shape_node);
     blob_index_[in] = blobs_.size();
     blobs_.push_back(Blob{in, Tensor::on(device_), Tensor::on(device_), false, -1});
   }
@@ -196,6 +197,7 @@ void Net::infer_shapes() {
     for (int64_t d : input_shapes_.at(in)) s.push_back(d);
     blob_shapes_[blob_index_.at(in)] = s;
   }
+  require_fits_alone(-1);
   for (size_t i = 0; i < layers_.size(); ++i) {
     std::vector<Shape> out;
     try {
@@ -209,6 +211,7 @@ void Net::infer_shapes() {
     }
     POSEIDON_CHECK(out.size() == layer_out_[i].size()) << layers_[i]->name();
     for (size_t k = 0; k < out.size(); ++k) blob_shapes_[layer_out_[i][k]] = out[k];
+    require_fits_alone(static_cast<int>(i));
   }
   if (allocated_) {
     for (size_t b = 0; b < blobs_.size(); ++b)

@@ -45,8 +45,16 @@ class Net {
   // The graph, every blob's shape and the parameters' declarations, with no
   // blob, gradient or parameter allocated (on the CPU): for estimating what a
   // model needs before it is built (core/model_summary.h). Not runnable.
-  struct ShapesOnly {};
-  Net(const ConfigNode& model, int64_t batch, ShapesOnly);
+  // With memory_bytes > 0, the first tensor too large for that memory on its
+  // own (a net input or a layer's output at memory_batch, a layer's
+  // parameters) is a ConfigError at the key that sets its size, raised
+  // before a later layer fails on it (core/net_budget.cpp).
+  struct ShapesOnly {
+    double memory_bytes = 0;
+    int64_t memory_batch = 0;  // 0: the net's batch
+    std::string memory_name;   // "this machine's 23.00 GiB of memory"
+  };
+  Net(const ConfigNode& model, int64_t batch, ShapesOnly only);
 
   const std::string& name() const { return name_; }
   int64_t batch() const { return batch_; }
@@ -124,6 +132,9 @@ class Net {
   // the layer and the device and applied as the layer is built.
   void apply_own_precision(Layer& layer, const ConfigNode& config) const;
   void infer_shapes();
+  // ShapesOnly's memory check of the net inputs (layer < 0) or of one
+  // layer's parameters and outputs.
+  void require_fits_alone(int layer) const;
   std::vector<Shape> reshape_layer(size_t i);  // Layer::reshape, its errors naming the `if` that keeps it
   void mark_gradient_paths();
   void bind_params();
@@ -136,10 +147,12 @@ class Net {
   Precision precision_ = Precision::fp32;
   std::vector<std::string> input_names_;
   std::map<std::string, Shape> input_shapes_;
+  std::map<std::string, ConfigNode> input_nodes_;  // where each input's shape is written
   std::vector<std::unique_ptr<Layer>> layers_;  // topological order
   std::vector<Blob> blobs_;
   std::vector<Shape> blob_shapes_;  // as of the last infer_shapes, also when not allocated
   bool allocated_ = true;           // false: ShapesOnly
+  ShapesOnly budget_;               // ShapesOnly's memory check; none when memory_bytes is 0
   std::map<std::string, size_t> blob_index_;
   std::vector<std::vector<size_t>> layer_in_, layer_out_;  // blob indices
   std::vector<bool> runs_backward_;

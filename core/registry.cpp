@@ -63,7 +63,13 @@ std::unique_ptr<Layer> LayerRegistry::create(const ConfigNode& config, const Dev
       known += (known.empty() ? "" : ", ") + i->type;
       types.push_back(i->type);
     }
-    type_node.fail("unknown layer type '" + type + "'" + did_you_mean(type, types) + " (known types: " + known + ")");
+    // A type no built-in name is close to most often comes from a plug-in
+    // library that this run has not loaded.
+    const std::string near = did_you_mean(type, types);
+    const std::string plugin_hint =
+        near.empty() ? "; if a plug-in library defines it, load it first with --plugin PATH or a `plugins:` list"
+                     : "";
+    type_node.fail("unknown layer type '" + type + "'" + near + plugin_hint + " (known types: " + known + ")");
   }
   std::vector<std::string> allowed;
   for (const auto& k : common_layer_keys()) allowed.push_back(k.key);

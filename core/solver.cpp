@@ -67,7 +67,8 @@ SolverConfig SolverConfig::parse(const ConfigNode& node) {
     if (!node.has(r.key) || std::find(r.types.begin(), r.types.end(), c.type) != r.types.end()) continue;
     std::string list;
     for (const auto& t : r.types) list += (list.empty() ? "" : ", ") + t;
-    node.child(r.key).fail(std::string("'") + r.key + "' applies to " + list + ", not to type " + c.type);
+    node.child(r.key).fail(std::string("'") + r.key + "' applies to " + list + ", not to type " + c.type +
+                           " (remove it: --set " + node.path() + "." + r.key + "=null)");
   }
   c.momentum = node.get_double("momentum", 0.0);
   c.nesterov = node.get_bool("nesterov", false);

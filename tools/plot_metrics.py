@@ -95,11 +95,17 @@ def main():
         ax.grid(True, alpha=0.3)
         if ax.get_legend_handles_labels()[0]:
             ax.legend(fontsize=8)
+    loss.set_ylabel("loss")
+    metric.set_ylabel(", ".join(sorted(metric_names)) if metric_names else "value")
+    lr.set_ylabel("learning rate")
+    rate.set_ylabel("images / s")
     for ax in (lr, rate):
         ax.set_xlabel("iteration")
     figure.tight_layout()
+    # The PNG says in words what each panel plots against what.
+    description = "; ".join(f"{ax.get_title()}: y {ax.get_ylabel()}, x iteration" for ax in (loss, metric, lr, rate))
     try:
-        figure.savefig(output, dpi=100)
+        figure.savefig(output, dpi=100, metadata={"Description": description})
     except OSError as e:
         fail(f"{output}: {e.strerror}")
     print(f"wrote {output}")

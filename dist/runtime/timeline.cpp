@@ -14,7 +14,7 @@ namespace {
 constexpr auto kShortestWait = std::chrono::microseconds(20);
 }  // namespace
 
-Timeline::Timeline(int rank) : rank_(rank), origin_(Clock::now()) {
+Timeline::Timeline(int rank) : rank_(rank), origin_(Clock::now()), wall_origin_(std::chrono::system_clock::now()) {
   lanes_ = {{compute, "compute"},
             {data, "data (waits for the next batch)"},
             {update, "update"},
@@ -54,7 +54,13 @@ void Timeline::write(const std::string& path) const {
   const auto dir = std::filesystem::path(path).parent_path();
   if (!dir.empty()) std::filesystem::create_directories(dir);
   std::ofstream out(path);
-  out << nlohmann::json{{"traceEvents", events}, {"displayTimeUnit", "ms"}}.dump() << '\n';
+  const double wall_origin_us =
+      std::chrono::duration<double, std::micro>(wall_origin_.time_since_epoch()).count();
+  out << nlohmann::json{{"traceEvents", events},
+                        {"displayTimeUnit", "ms"},
+                        {"otherData", {{"rank", rank_}, {kOriginKey, wall_origin_us}}}}
+             .dump()
+      << '\n';
   if (!out) throw Error(path + ": cannot write the timeline");
 }
 

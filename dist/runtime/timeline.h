@@ -42,6 +42,9 @@ class Timeline {
 
   // "run.json" for one process; "run.rank3.json" for rank 3 of several.
   static std::string path_for_rank(const std::string& path, int rank, int ranks);
+  // The key of the trace's "otherData" that holds the wall-clock time of its
+  // ts 0, in microseconds since the epoch.
+  static constexpr const char* kOriginKey = "origin_unix_us";
 
  private:
   struct Span {
@@ -52,6 +55,9 @@ class Timeline {
   };
   int rank_;
   Clock::time_point origin_;
+  // The origin on the wall clock, written with the trace so that the traces
+  // of several processes can be put on one time axis (`poseidon trace merge`).
+  std::chrono::system_clock::time_point wall_origin_;
   mutable std::mutex mutex_;
   std::map<int, std::string> lanes_;
   std::vector<Span> spans_;

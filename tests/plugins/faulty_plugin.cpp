@@ -4,6 +4,8 @@
 //   POSEIDON_TEST_PLUGIN_no_marker      no POSEIDON_PLUGIN() marker
 //   POSEIDON_TEST_PLUGIN_other_version  built against another contract version
 //   POSEIDON_TEST_PLUGIN_builtin_type   registers a built-in type (relu)
+//   POSEIDON_TEST_PLUGIN_dropped_term   backward drops a key's factor, right
+//                                       only at the key's default
 #include "core/plugin.h"
 #include "core/registry.h"
 
@@ -31,9 +33,31 @@ class Doubling : public Layer {
   }
 };
 
+// y = scale * x, whose backward forgets `scale`: right only at scale 1.
+class ForgetfulScaling : public Layer {
+ public:
+  explicit ForgetfulScaling(const ConfigNode& config)
+      : Layer(config), scale_(static_cast<float>(config.get_double("scale", 1.0))) {}
+  std::vector<Shape> reshape(const std::vector<Shape>& in) override { return {in[0]}; }
+  void forward(LayerIO& io, RunContext&) override {
+    for (int64_t i = 0; i < io.in[0]->numel(); ++i) (*io.out[0])[i] = scale_ * (*io.in[0])[i];
+  }
+  void backward(LayerIO& io, RunContext&) override {
+    if (!io.in_grad[0]) return;
+    for (int64_t i = 0; i < io.in[0]->numel(); ++i) (*io.in_grad[0])[i] += (*io.out_grad[0])[i];
+  }
+
+ private:
+  float scale_;
+};
+
 }  // namespace
 
-#if defined(POSEIDON_TEST_PLUGIN_overwrite)
+#if defined(POSEIDON_TEST_PLUGIN_dropped_term)
+POSEIDON_REGISTER_LAYER(ForgetfulScaling, "forgetful_scale", "scale * x, its backward drops scale",
+                        {{"scale", "float", "1", "multiplier"}});
+POSEIDON_PLUGIN()
+#elif defined(POSEIDON_TEST_PLUGIN_overwrite)
 POSEIDON_REGISTER_LAYER(Doubling, "overwriting_double", "2x, its backward overwrites", {});
 POSEIDON_PLUGIN()
 #elif defined(POSEIDON_TEST_PLUGIN_no_marker)

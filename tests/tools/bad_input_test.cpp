@@ -243,12 +243,13 @@ std::vector<Case> cases() {
                                  "{name: fc1, type: fc, num_output: 2000000000}\n  - {name: fc2, type: fc, num_output: 10}");
          return standard(d, replace(m, "inputs: [fc1, label]", "inputs: [fc2, label]"), config_text(d));
        },
-       "model.yaml", ":6:5: key 'layers.fc1'", "the largest part is layer 'fc1'"},
+       "model.yaml", ":6:39: key 'layers.fc1.num_output'",
+       "its parameter fc1.weight of shape [2000000000, 576] (set by num_output: 2000000000) alone needs"},
       {"batch_beyond_memory",
        [](TempDir& d) {
          return standard(d, kModel, config_text(d), " --set data.train.batch_size=1000000000");
        },
-       "model.yaml", ":4:5: key 'layers.conv1'", "training 'tiny' at batch 1000000000 needs about"},
+       "model.yaml", ":2:16: key 'inputs.data'", "a batch of 1000000000 examples of shape [1, 28, 28] alone needs"},
       {"list_label_out_of_range",
        [](TempDir& d) {
          d.write("list.txt", "a.png 1\nb.png 0\n\nc.png 12\nd.png 3\n");

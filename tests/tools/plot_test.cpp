@@ -45,6 +45,12 @@ TEST(PlotCli, RunsShareOneFigure) {
   std::string header(8, '\0');
   png.read(header.data(), 8);
   EXPECT_EQ(header, "\x89PNG\r\n\x1a\n");
+  // Every panel's y axis is labelled (the PNG's Description text says so).
+  std::stringstream bytes;
+  bytes << png.rdbuf();
+  for (const char* panel : {"loss: y loss,", "test accuracy: y accuracy,", "learning rate: y learning rate,",
+                            "images per second (each display interval): y images / s,"})
+    EXPECT_NE(bytes.str().find(panel), std::string::npos) << panel;
 }
 
 TEST(PlotCli, OneRunWritesBesideItsLog) {

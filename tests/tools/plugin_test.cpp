@@ -94,6 +94,18 @@ TEST(Plugin, CheckLayerPassesAGoodLayerAndFindsAPlantedOverwrite) {
   EXPECT_NE(bad.out.find("input 0"), std::string::npos) << bad.out;
   EXPECT_NE(bad.out.find("96 mismatches"), std::string::npos) << bad.out;
 
+  // A backward that drops a key's factor is right at the key's default
+  // (scale 1): check-layer tries the key at another value too.
+  CliResult dropped = run_poseidon("check-layer forgetful_scale --plugin " + plugin("dropped_term"));
+  EXPECT_EQ(dropped.status, 1) << dropped.out << dropped.err;
+  const size_t varied = dropped.out.find("with scale=1.7:");
+  ASSERT_NE(varied, std::string::npos) << dropped.out;
+  const size_t first_mismatch = dropped.out.find(" mismatches");
+  ASSERT_NE(first_mismatch, std::string::npos) << dropped.out;
+  EXPECT_GT(first_mismatch, varied) << "scale 1, as given, must pass:\n" << dropped.out;
+  CliResult given = run_poseidon("check-layer forgetful_scale --given-values-only --plugin " + plugin("dropped_term"));
+  EXPECT_EQ(given.status, 0) << given.out << given.err;
+
   CliResult shape = run_poseidon("check-layer relu --shape 2,x");
   EXPECT_EQ(shape.status, 2);
   EXPECT_NE(shape.err.find("--shape '2,x'"), std::string::npos) << shape.err;

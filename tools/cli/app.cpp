@@ -16,6 +16,7 @@ int run_cli(int argc, char** argv) {
   CLI::App app{"poseidon: train and benchmark deep networks, alone or distributed"};
   app.require_subcommand(1);
   app.set_help_all_flag("--help-all", "Expand all help");
+  app.set_version_flag("--version", "poseidon " POSEIDON_VERSION, "print the version and exit");
 
   TrainArgs train;
   auto* t = app.add_subcommand("train", "train a model from a YAML training config");
@@ -41,6 +42,8 @@ int run_cli(int argc, char** argv) {
   te->add_option("--weights", test.weights, "parameters to evaluate (safetensors)")->required();
   te->add_option("--set", test.overrides, "override a key");
   te->add_flag("--json", test.json, "machine-readable output");
+  te->add_flag("--strict", test.strict,
+               "weights saved from a model with other layers (without parameters) are an error, not a warning");
 
   GradientsArgs grads;
   auto* gr = app.add_subcommand(
@@ -157,6 +160,16 @@ int run_cli(int argc, char** argv) {
   it->prefix_command();
   it->set_help_flag();
 
+  TraceMergeArgs trace_merge;
+  auto* tr = app.add_subcommand("trace", "Chrome traces of `train --timeline`");
+  tr->require_subcommand(1);
+  auto* trm = tr->add_subcommand("merge", "the per-rank traces of one run as one trace, a process per rank");
+  trm->add_option("traces", trace_merge.inputs,
+                  "traces to merge; a path that does not exist stands for its per-rank files (run.json: "
+                  "run.rank0.json, run.rank1.json, ...)")
+      ->required();
+  trm->add_option("-o,--output", trace_merge.output, "the merged trace to write")->required();
+
   bool layers_json = false;
   auto* l = app.add_subcommand("layers", "list the registered layer types and their keys");
   l->add_flag("--json", layers_json, "machine-readable output");
@@ -170,6 +183,8 @@ int run_cli(int argc, char** argv) {
   ch->add_flag("--test-phase", check.test_phase, "run the layer in the test phase");
   ch->add_option("--step", check.step, "finite-difference step")->check(CLI::PositiveNumber);
   ch->add_option("--tolerance", check.tolerance, "relative tolerance")->check(CLI::PositiveNumber);
+  ch->add_flag("--given-values-only", check.given_values_only,
+               "check only the values given (default: also each numeric key not given at another value)");
 
   bool info_json = false;
   auto* in = app.add_subcommand("info", "build configuration (CUDA, cuDNN, NCCL, MPI, BLAS versions) and visible GPUs");
@@ -184,6 +199,8 @@ int run_cli(int argc, char** argv) {
   } catch (const CLI::CallForHelp& e) {
     return app.exit(e);
   } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForVersion& e) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
     std::fprintf(stderr, "error: %s (see poseidon --help)\n", e.what());
@@ -205,6 +222,7 @@ int run_cli(int argc, char** argv) {
     if (*po) return cmd_plot(plot);
     if (*sh) return cmd_data_shard(shard);
     if (*it) return cmd_import_torch(it->remaining());
+    if (*trm) return cmd_trace_merge(trace_merge);
   } catch (const Error& e) {
     std::fprintf(stderr, "error: %s\n", e.what());
     return 2;

@@ -73,7 +73,8 @@ int cmd_time(const TimeArgs& args) {
   set_num_threads(args.threads > 0 ? args.threads : m.threads);
   const Device device = args.device.empty() ? m.device : Device::parse(args.device);
   device_memory::require(device);
-  require_memory(summarize_model(m.model, batch, true), device, device_memory_bytes(device));
+  const double available = device_memory_bytes(device);
+  require_memory(summarize_model(m.model, batch, true, available, memory_name(device, available)), device, available);
   Net net(m.model, batch, device);
   if (auto deterministic = args.deterministic ? args.deterministic : m.deterministic)
     device_memory::set_deterministic(device, *deterministic);

@@ -11,6 +11,26 @@
 
 namespace poseidon {
 
+namespace {
+// Weights saved from a model whose layers differ from this one's (in layers
+// without parameters, the only difference loading lets through): a warning,
+// or with --strict an error.
+void report_layer_mismatch(const std::string& weights, const LayerMismatch& m, bool strict) {
+  if (m.missing.empty() && m.extra.empty()) return;
+  auto join = [](const std::vector<std::string>& names) {
+    std::string s;
+    for (const auto& n : names) s += (s.empty() ? "" : ", ") + n;
+    return s;
+  };
+  std::string what = weights + ": the weights were saved from a model with other layers:";
+  if (!m.missing.empty()) what += " the model has " + join(m.missing) + ", which the weights' model had not;";
+  if (!m.extra.empty()) what += " the weights' model had " + join(m.extra) + ", which this model has not;";
+  what.pop_back();
+  if (strict) throw Error(what + " (--strict)");
+  std::fprintf(stderr, "warning: %s\n", what.c_str());
+}
+}  // namespace
+
 int cmd_train(const TrainArgs& args) {
   catch_stop_signals();  // before MPI's threads and ours, which then never take the signals
   dist::World world;     // an MPI job when mpirun or srun started this process
@@ -46,7 +66,8 @@ int cmd_test(const TestArgs& args) {
   const DataConfig& d = *config.test_data;
   Net net(config.model, d.batch_size, config.device);
   net.fuse_relus();
-  load_checkpoint(args.weights, net, nullptr);
+  report_layer_mismatch(args.weights, compare_checkpoint_layers(load_checkpoint(args.weights, net, nullptr), net),
+                        args.strict);
   LoaderConfig lc;
   lc.batch_size = d.batch_size;
   lc.shuffle = false;

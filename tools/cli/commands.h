@@ -24,6 +24,7 @@ struct TestArgs {
   std::string config, weights;
   std::vector<std::string> overrides;
   bool json = false;
+  bool strict = false;  // weights saved from a model with other layers: an error, not a warning
 };
 int cmd_test(const TestArgs& args);
 
@@ -63,6 +64,7 @@ struct CheckLayerArgs {
   int64_t labels = 0;                 // > 0: the last input holds labels in [0, labels)
   bool test_phase = false;
   double step = 1e-2, tolerance = 1e-3;
+  bool given_values_only = false;  // not also each numeric key not given at another value
 };
 int cmd_check_layer(const CheckLayerArgs& args);
 int cmd_info(bool json);
@@ -118,5 +120,13 @@ int cmd_data_shard(const DataShardArgs& args);
 
 // Every argument goes to tools/import_torch.py, --help included.
 int cmd_import_torch(const std::vector<std::string>& args);
+
+struct TraceMergeArgs {
+  // Chrome traces; a path that does not exist stands for its per-rank files
+  // (run.json: run.rank0.json, run.rank1.json, ...).
+  std::vector<std::string> inputs;
+  std::string output;
+};
+int cmd_trace_merge(const TraceMergeArgs& args);
 
 }  // namespace poseidon

@@ -1,6 +1,7 @@
 // Training config parsing and validation.
 #include "tools/cli/train_config.h"
 
+#include <algorithm>
 #include <filesystem>
 
 #include "core/config_blocks.h"
@@ -37,6 +38,55 @@ void load_config_plugins(const ConfigNode& root, const std::string& file) {
   load_plugins(*list, std::filesystem::path(file).parent_path().string());
   YAML::Node tree = root.yaml();
   tree.remove("plugins");
+}
+
+const std::vector<std::string> kConfigKeys = {"model",  "seed",   "threads", "device", "precision",
+                                              "deterministic", "data", "solver", "train", "dist"};
+const std::vector<std::string> kTrainKeys = {"display",           "test_interval",    "test_iters",
+                                             "snapshot_interval", "final_checkpoint", "output_dir"};
+
+// Every key a training config can hold, by its full path, so that a key
+// written at the wrong level ("output_dir") is pointed to where it belongs.
+std::vector<std::string> config_key_paths() {
+  std::vector<std::string> paths = kConfigKeys;
+  for (const auto& k : kTrainKeys) paths.push_back("train." + k);
+  for (const auto& k : SolverConfig::keys()) paths.push_back("solver." + k);
+  for (const auto& k : dist::DistConfig::keys()) paths.push_back("dist." + k);
+  for (const char* k : {"batch_size", "shuffle"}) paths.push_back(std::string("data.train.") + k);
+  return paths;
+}
+
+// As node.check_keys(allowed); a key that is the last part of one of
+// `key_paths` at another level ("output_dir" for "train.output_dir") is
+// named by its full path.
+void check_keys_at_their_level(const ConfigNode& node, const std::vector<std::string>& allowed,
+                               const std::vector<std::string>& key_paths) {
+  if (!node.is_map()) return node.check_keys(allowed);
+  for (const std::string& k : node.keys()) {
+    if (std::find(allowed.begin(), allowed.end(), k) != allowed.end()) continue;
+    const std::string here = node.path().empty() ? k : node.path() + "." + k;
+    std::string elsewhere;
+    for (const std::string& p : key_paths) {
+      const size_t dot = p.rfind('.');
+      if (p != here && p.substr(dot == std::string::npos ? 0 : dot + 1) == k)
+        elsewhere += (elsewhere.empty() ? "'" : " or '") + p + "'";
+    }
+    if (elsewhere.empty()) continue;
+    std::string list;
+    for (const auto& a : allowed) list += (list.empty() ? "" : ", ") + a;
+    node.child(k).fail("unknown key '" + k + "'; did you mean " + elsewhere + "? (allowed: " + list + ")");
+  }
+  node.check_keys(allowed);
+}
+
+// A model file given where a training config is expected: say so and how to
+// train it, rather than that its first key is unknown.
+void reject_model_file(const ConfigNode& root) {
+  if (root.has("model") || !root.has("layers")) return;
+  root.fail(
+      "this is a model file (it has 'layers' and no 'model'), not a training config: train it from a config "
+      "whose `model:` names this file, with data, solver and train sections (configs/fashion_mnist_lenet.yaml, "
+      "docs/CONFIG.md); `poseidon summary` and `poseidon time` take a model file as it is");
 }
 }  // namespace
 
@@ -81,14 +131,19 @@ TrainConfig TrainConfig::load(const std::string& file, const std::vector<std::st
   }
   root.apply_overrides(config_overrides);
   load_config_plugins(root, file);
-  root.check_keys(
-      {"model", "seed", "threads", "device", "precision", "deterministic", "data", "solver", "train", "dist"});
+  reject_model_file(root);
+  const std::vector<std::string> key_paths = config_key_paths();
+  check_keys_at_their_level(root, kConfigKeys, key_paths);
 
   std::filesystem::path model_path(root.get_string("model"));
   if (model_path.is_relative() && !c.base_dir.empty()) model_path = std::filesystem::path(c.base_dir) / model_path;
   c.model_file = model_path.lexically_normal().string();
   if (const std::string why = why_not_a_file(c.model_file); !why.empty())
-    root.child("model").fail("model file '" + c.model_file + "' " + why);
+    root.child("model").fail("model file '" + c.model_file + "' " + why +
+                             (std::filesystem::path(root.get_string("model")).is_relative()
+                                  ? " (a relative model path is looked up relative to the config's folder, '" +
+                                        (c.base_dir.empty() ? std::string(".") : c.base_dir) + "')"
+                                  : ""));
   c.model = load_model(c.model_file, net_overrides, "net.");
 
   c.seed = static_cast<uint64_t>(root.get_int("seed", 1));
@@ -121,7 +176,7 @@ TrainConfig TrainConfig::load(const std::string& file, const std::vector<std::st
   if (root.has("deterministic")) c.deterministic = root.get_bool("deterministic", true);
 
   ConfigNode data = root.child("data");
-  data.check_keys({"train", "test"});
+  check_keys_at_their_level(data, {"train", "test"}, key_paths);
   c.train_data = parse_data(data.child("train"), 64, true);
   if (auto test = data.find("test")) c.test_data = parse_data(*test, 100, false);
 
@@ -134,8 +189,7 @@ TrainConfig TrainConfig::load(const std::string& file, const std::vector<std::st
   }
 
   if (auto train = root.find("train")) {
-    train->check_keys(
-        {"display", "test_interval", "test_iters", "snapshot_interval", "final_checkpoint", "output_dir"});
+    check_keys_at_their_level(*train, kTrainKeys, key_paths);
     c.display = non_negative(*train, "display", c.display);
     c.test_interval = non_negative(*train, "test_interval", 0);
     c.test_iters = non_negative(*train, "test_iters", 0);

@@ -35,8 +35,11 @@ std::string comm_summary(const dist::CommStats& s) {
 }  // namespace
 
 void check_before_training(const TrainConfig& config, bool writer, bool quiet) {
-  const ModelSummary summary = summarize_model(config.model, config.train_data.batch_size, config.solver.momentum != 0);
-  require_memory(summary, config.device, device_memory_bytes(config.device));
+  const double available = device_memory_bytes(config.device);
+  const ModelSummary summary = summarize_model(config.model, config.train_data.batch_size,
+                                               config.solver.momentum != 0, available,
+                                               memory_name(config.device, available));
+  require_memory(summary, config.device, available);
   if (!writer) return;
   for (const std::string& w : config.warnings) std::fprintf(stderr, "warning: %s\n", w.c_str());
   for (const std::string& path : prepare_output_dir(config))
