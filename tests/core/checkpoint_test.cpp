@@ -129,7 +129,10 @@ TEST_F(CheckpointTest, RoundTripResumesWithTheSameNumbers) {
 
   auto loaded = make_net(2);
   Solver loaded_solver(sgd());
-  EXPECT_EQ(load_checkpoint(path, *loaded, &loaded_solver), meta);
+  // The caller's metadata comes back, with the list of the saved net's layers.
+  std::map<std::string, std::string> with_layers = meta;
+  with_layers[kLayersMetadata] = "fc1:fc,bn1:batch_norm,relu1:relu,fc2:fc,loss:softmax_loss";
+  EXPECT_EQ(load_checkpoint(path, *loaded, &loaded_solver), with_layers);
   expect_same_params(*saved, *loaded);
   ASSERT_EQ(loaded_solver.state().size(), saved_solver.state().size());
   for (const auto& [name, buf] : saved_solver.state())
