@@ -28,7 +28,7 @@ endif()
 
 install(TARGETS poseidon poseidon_sdk EXPORT PoseidonTargets)
 install(TARGETS poseidon_core poseidon_layers poseidon_data poseidon_dist_plan poseidon_dist_sim
-        poseidon_dist_runtime poseidon_dist_schemes poseidon_dist_session ARCHIVE)
+        poseidon_dist_gpu poseidon_dist_runtime poseidon_dist_schemes poseidon_dist_session ARCHIVE)
 install(DIRECTORY core/ DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/poseidon/core FILES_MATCHING PATTERN "*.h")
 install(EXPORT PoseidonTargets NAMESPACE Poseidon:: DESTINATION ${POSEIDON_CMAKE_DIR})
 configure_package_config_file(cmake/PoseidonConfig.cmake.in ${CMAKE_CURRENT_BINARY_DIR}/PoseidonConfig.cmake

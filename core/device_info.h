@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstddef>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -22,7 +23,12 @@ struct Gpu {
   int multiprocessors = 0;
 };
 
+// The engine's CUDA libraries, then those reported by the modules that link
+// libraries of their own.
 std::vector<Library> cuda_libraries();
+// A module's library, listed by cuda_libraries() with the version `version`
+// reads; called once, from a static initialiser of a CUDA-built object.
+void report_library(std::string name, std::function<std::string()> version);
 std::vector<Gpu> visible_gpus();
 
 }  // namespace poseidon::device_info

@@ -106,7 +106,7 @@ step "GPU tests"
 tests_rc=0
 tests_deadline=$((start + minutes * 30))
 for spec in "core_tests:Cuda*" "layers_tests:CudaLayers.*:*GpuMatchesCpu*:GpuBf16.*" \
-    "tools_tests:InfoVerb*:Plugin.CpuOnlyLayerTrainsInAGpuNet"; do
+    "tools_tests:InfoVerb*:Plugin.CpuOnlyLayerTrainsInAGpuNet" "dist_tests:Cuda*"; do
   binary=${spec%%:*}
   filter=${spec#*:}
   "$root/tools/gtest_isolated.sh" "$tests/$binary" "$filter" "$out/$binary.log" 120 "$tests_deadline" |

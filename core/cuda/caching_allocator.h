@@ -1,7 +1,7 @@
 // Device memory that cudaMalloc never sees twice: freed blocks are kept per
 // size class and handed out again, so after the first iteration a training
 // step allocates nothing from the driver (cudaMalloc costs milliseconds, and
-// cudaFree synchronises the whole device, NCCL's kernels included).
+// cudaFree synchronises the whole device, other streams' kernels included).
 //
 // One stream: every block belongs to the device's compute stream, so a block
 // released while kernels that use it are still queued may be handed to the

@@ -1,4 +1,5 @@
-// Every CUDA, cuBLAS, cuDNN and NCCL call goes through one of these checks:
+// Every CUDA, cuBLAS and cuDNN call goes through one of these checks (and
+// other libraries' calls through checks of the same kind, on fail()):
 // a failure throws an Error naming the call, the source line and the
 // library's own message, instead of surfacing later as wrong numbers.
 #pragma once
@@ -6,7 +7,6 @@
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 #include <cudnn.h>
-#include <nccl.h>
 
 #include <string>
 
@@ -39,14 +39,6 @@ const char* cublas_message(cublasStatus_t status);
     if (poseidon_status_ != CUDNN_STATUS_SUCCESS)                                       \
       ::poseidon::cuda::fail("cuDNN", #call, __FILE__, __LINE__,                        \
                              cudnnGetErrorString(poseidon_status_));                    \
-  } while (0)
-
-#define POSEIDON_NCCL_CHECK(call)                                                       \
-  do {                                                                                  \
-    ncclResult_t poseidon_status_ = (call);                                             \
-    if (poseidon_status_ != ncclSuccess)                                                \
-      ::poseidon::cuda::fail("NCCL", #call, __FILE__, __LINE__,                         \
-                             ncclGetErrorString(poseidon_status_));                     \
   } while (0)
 
 // Kernel launches report configuration errors only through the next query.

@@ -1,8 +1,8 @@
 // One GPU's working set, created on first use and kept for the process: the
 // compute stream every layer kernel runs on, two copy streams (device to
-// host and host to device) for staging gradients and parameters while the
+// host and host to device) for moving gradients and parameters while the
 // compute stream goes on, the cuBLAS and cuDNN handles bound to the compute
-// stream, a bounded cuDNN workspace, staging buffers for the bfloat16 copies
+// stream, a bounded cuDNN workspace, buffers for the bfloat16 copies
 // of a layer's operands (precision bf16), and the caching allocator. The cuDNN
 // handle is made at its first use, so that a machine whose cuDNN cannot
 // start fails only the layers that need it, with a message saying why.
@@ -49,7 +49,7 @@ class Context {
   // Scratch of at least `bytes` (<= kWorkspaceLimit) for work queued on the
   // compute stream; valid until the next call. It grows through the caching
   // allocator: no device-wide synchronisation (cudaFree) while other streams
-  // (NCCL's, the copies') may be busy.
+  // (collectives', the copies') may be busy.
   void* workspace(size_t bytes);
 
   // The bfloat16 copies a conv or fc layer multiplies in precision bf16
@@ -93,7 +93,7 @@ class Context {
   cudnnHandle_t cudnn_ = nullptr;
   std::mutex cudnn_mutex_;
   CachingAllocator allocator_;
-  // A scratch buffer that only grows (workspace, staging).
+  // A scratch buffer that only grows (workspace, bfloat16 copies).
   struct Scratch {
     void* ptr = nullptr;
     size_t bytes = 0;

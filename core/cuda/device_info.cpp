@@ -5,7 +5,8 @@
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 #include <cudnn.h>
-#include <nccl.h>
+
+#include <utility>
 
 #include "core/device_memory.h"
 
@@ -17,7 +18,16 @@ std::string cuda_version(int v) {
   if (v <= 0) return "none";
   return std::to_string(v / 1000) + "." + std::to_string(v % 1000 / 10);
 }
+
+std::vector<std::pair<std::string, std::function<std::string()>>>& reported_libraries() {
+  static std::vector<std::pair<std::string, std::function<std::string()>>> libraries;
+  return libraries;
+}
 }  // namespace
+
+void report_library(std::string name, std::function<std::string()> version) {
+  reported_libraries().emplace_back(std::move(name), std::move(version));
+}
 
 std::vector<Library> cuda_libraries() {
   std::vector<Library> out;
@@ -36,11 +46,7 @@ std::vector<Library> cuda_libraries() {
                       cublasGetProperty(PATCH_LEVEL, &patch) == CUBLAS_STATUS_SUCCESS;
   out.push_back({"cuBLAS", cublas ? std::to_string(major) + "." + std::to_string(minor) + "." + std::to_string(patch)
                                   : "none"});
-  int nccl = 0;
-  out.push_back({"NCCL", ncclGetVersion(&nccl) == ncclSuccess
-                             ? std::to_string(nccl / 10000) + "." + std::to_string(nccl % 10000 / 100) + "." +
-                                   std::to_string(nccl % 100)
-                             : "none"});
+  for (const auto& [name, version] : reported_libraries()) out.push_back({name, version()});
   return out;
 }
 

@@ -93,7 +93,7 @@ void copy(float* dst, const Device& dst_device, const float* src, const Device& 
   POSEIDON_CUDA_CHECK(cudaMemcpyAsync(dst, src, count * sizeof(float), cudaMemcpyDefault, stream));
   // A copy to the host must be complete before the host reads it. A copy
   // from (pageable) host memory has taken its source into the driver's
-  // staging buffer when the call returns, so the host need not wait for it.
+  // own bounce buffer when the call returns, so the host need not wait for it.
   if (!dst_device.is_cuda()) POSEIDON_CUDA_CHECK(cudaStreamSynchronize(stream));
 }
 

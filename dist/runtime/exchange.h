@@ -58,7 +58,7 @@ class InFlight {
   // Work that is over at `done`; complete(slot) hears when it is. Posted in
   // the order of their ends (one device runs one piece at a time).
   void post_timed(std::chrono::steady_clock::time_point done, Exchange& owner, int slot);
-  // Work of another kind (a sum on the GPU: core/gpu_allreduce.h) that
+  // Work of another kind (a sum on the GPU: dist/gpu/gpu_allreduce.h) that
   // `landed` says, without blocking, whether it is over; complete(slot)
   // hears when it is; the owner's describe(slot) names it in stall messages.
   void post_polled(std::function<bool()> landed, Exchange& owner, int slot);

@@ -20,7 +20,7 @@
 #include <vector>
 
 #include "core/events.h"
-#include "core/host_staging_sink.h"
+#include "dist/gpu/host_staging_sink.h"
 
 namespace poseidon::dist {
 

@@ -16,7 +16,7 @@
 // Each bucket has its own communicator and every step its own tag; a step
 // starts when the previous one is over. The sums and the update run on
 // `compute` (dist/schemes/exchange_compute.h). With a `device_sum` (a GPU
-// net's buckets summed by NCCL on the GPUs: core/gpu_allreduce.h) the steps
+// net's buckets summed by NCCL on the GPUs: dist/gpu/gpu_allreduce.h) the steps
 // are not run: the sum lands in the bucket's host range, which is then averaged
 // and applied, the same bits on every rank.
 //

@@ -75,7 +75,7 @@ class ExchangeCompute {
 };
 
 // The arithmetic on this host; SFB's GEMM through `rebuild_gemm` where given
-// (a GPU's, for a net staged from one: core/gpu_gemm.h).
+// (a GPU's, for a net staged from one: dist/gpu/gpu_gemm.h).
 class HostCompute : public ExchangeCompute {
  public:
   explicit HostCompute(RebuildGemm rebuild_gemm = {}) : rebuild_gemm_(std::move(rebuild_gemm)) {}

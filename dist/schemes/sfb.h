@@ -9,7 +9,7 @@
 // rank then applies the same Solver update, so replicas stay identical (as
 // long as every rank runs the same GEMM kernels). Backward skips computing
 // dW locally (Param::grad_formed_elsewhere). The rebuild GEMM runs where
-// `rebuild_gemm` says (a GPU's for a GPU net: core/gpu_gemm.h), on the host
+// `rebuild_gemm` says (a GPU's for a GPU net: dist/gpu/gpu_gemm.h), on the host
 // without one. Under emulated compute the rebuild and the update are a wait
 // on the emulated device instead.
 // A layer computing in bf16 (core/precision.h) reads its factors rounded to

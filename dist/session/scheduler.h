@@ -60,11 +60,11 @@ struct CommStats {
   double hidden_share() const { return comm_s > 0 ? std::max(0.0, 1.0 - wait_s / comm_s) : 1.0; }
 };
 
-// What the exchange of a net staged from a GPU (core/host_staging_sink.h)
+// What the exchange of a net staged from a GPU (dist/gpu/host_staging_sink.h)
 // leaves to that GPU; empty members run on the host.
 struct DeviceOffload {
-  RebuildGemm rebuild_gemm;  // SFB's rebuild GEMMs (core/gpu_gemm.h)
-  DeviceSum allreduce_sum;   // all-reduce buckets' sums (NCCL: core/gpu_allreduce.h)
+  RebuildGemm rebuild_gemm;  // SFB's rebuild GEMMs (dist/gpu/gpu_gemm.h)
+  DeviceSum allreduce_sum;   // all-reduce buckets' sums (NCCL: dist/gpu/gpu_allreduce.h)
 };
 
 struct SchedulerOptions {

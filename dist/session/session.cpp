@@ -6,9 +6,9 @@
 #include <cstdio>
 #include <set>
 
-#include "core/gpu_allreduce.h"
-#include "core/gpu_gemm.h"
-#include "core/host_staging_sink.h"
+#include "dist/gpu/gpu_allreduce.h"
+#include "dist/gpu/gpu_gemm.h"
+#include "dist/gpu/host_staging_sink.h"
 #include "core/units.h"
 #include "dist/runtime/link_probe.h"
 

@@ -8,7 +8,7 @@
 //      rebuild GEMM, and NCCL for all-reduce buckets where every rank has a
 //      GPU of its own (its id shared over MPI);
 //   4. the scheduler (dist/session/scheduler.h), the exchange's GradSink;
-//   5. over it, for a mirror, the staging sink (core/host_staging_sink.h).
+//   5. over it, for a mirror, the staging sink (dist/gpu/host_staging_sink.h).
 // The trainer reports backward to sink() and asks the session for the
 // collectives run between iterations; it makes no MPI call of its own.
 #pragma once
@@ -34,13 +34,11 @@
 #include "dist/runtime/stop_vote.h"
 #include "dist/runtime/timeline.h"
 
-namespace poseidon {
+namespace poseidon::dist {
+
 class GpuAllReduce;
 class GpuGemm;
 class HostStagingSink;
-}  // namespace poseidon
-
-namespace poseidon::dist {
 
 struct SessionOptions {
   DistConfig config;

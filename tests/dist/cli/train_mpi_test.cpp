@@ -182,7 +182,7 @@ TEST_F(MpiTrain, TwoRanksMatchOneProcessOnTheCombinedBatch) {
   }
 }
 
-// A GPU net is distributed through a host mirror (core/host_staging_sink.h);
+// A GPU net is distributed through a host mirror (dist/gpu/host_staging_sink.h);
 // on the CPU `dist.host_staging` runs that path, which must change no number:
 // the same parameters, optimizer state and test loss, bit for bit, for every
 // scheme (SFB copies the factors, PS and all-reduce the gradients), also

@@ -1,12 +1,12 @@
 // GpuAllReduce in a build without the CUDA backend: constructing one throws
-// the build's "no CUDA" error (core/cuda/gpu_allreduce.cpp is the real one).
-#include "core/gpu_allreduce.h"
+// the build's "no CUDA" error (dist/gpu/cuda/gpu_allreduce.cpp is the real one).
+#include "dist/gpu/gpu_allreduce.h"
 
 #include "core/device_memory.h"
 
 #ifndef POSEIDON_HAVE_CUDA
 
-namespace poseidon {
+namespace poseidon::dist {
 
 struct GpuAllReduce::State {};
 
@@ -26,6 +26,6 @@ GpuAllReduce::GpuAllReduce(const Device& gpu, const std::vector<char>&, int, int
 GpuAllReduce::~GpuAllReduce() = default;
 std::function<bool()> GpuAllReduce::sum_to_host(float*, float*, size_t) { return [] { return true; }; }
 
-}  // namespace poseidon
+}  // namespace poseidon::dist
 
 #endif

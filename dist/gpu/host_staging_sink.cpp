@@ -1,12 +1,12 @@
 // The host staging of a GPU net's distribution (see host_staging_sink.h).
-#include "core/host_staging_sink.h"
+#include "dist/gpu/host_staging_sink.h"
 
 #include <algorithm>
 #include <utility>
 
 #include "core/error.h"
 
-namespace poseidon {
+namespace poseidon::dist {
 
 namespace {
 void check_same_model(Net& a, Net& b) {
@@ -159,4 +159,4 @@ void HostStagingSink::hand_over() {
   }
 }
 
-}  // namespace poseidon
+}  // namespace poseidon::dist

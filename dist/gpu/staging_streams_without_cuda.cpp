@@ -1,13 +1,13 @@
 // StagingStreams in a build without the CUDA backend: there is no GPU to
 // stage from, so constructing one throws the build's "no CUDA" error
-// (core/cuda/staging_streams.cpp is the real one).
-#include "core/staging_streams.h"
+// (dist/gpu/cuda/staging_streams.cpp is the real one).
+#include "dist/gpu/staging_streams.h"
 
 #include "core/device_memory.h"
 
 #ifndef POSEIDON_HAVE_CUDA
 
-namespace poseidon {
+namespace poseidon::dist {
 
 struct StagingStreams::State {};
 
@@ -18,6 +18,6 @@ StagingStreams::Ticket StagingStreams::download(const std::vector<Copy>&) { retu
 void StagingStreams::wait(Ticket) {}
 void StagingStreams::upload(const std::vector<Copy>&) {}
 
-}  // namespace poseidon
+}  // namespace poseidon::dist
 
 #endif

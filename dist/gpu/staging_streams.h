@@ -1,7 +1,7 @@
 // Asynchronous copies between one GPU and pinned host memory on the GPU's
 // two copy streams (core/cuda/context.h), ordered against its compute stream
 // by CUDA events, for the host staging of distribution
-// (core/host_staging_sink.h): a gradient goes down once the compute stream
+// (dist/gpu/host_staging_sink.h): a gradient goes down once the compute stream
 // has produced it, without the host waiting for that; parameters go up on
 // their own stream, and the compute stream's later kernels wait for them on
 // the GPU (cudaStreamWaitEvent), the host never. In a build without the CUDA
@@ -15,7 +15,7 @@
 
 #include "core/device.h"
 
-namespace poseidon {
+namespace poseidon::dist {
 
 class StagingStreams {
  public:
@@ -49,4 +49,4 @@ class StagingStreams {
   std::unique_ptr<State> state_;
 };
 
-}  // namespace poseidon
+}  // namespace poseidon::dist

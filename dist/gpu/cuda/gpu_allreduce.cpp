@@ -1,7 +1,7 @@
-// GpuAllReduce (core/gpu_allreduce.h) with NCCL: ncclAllReduce in place on the
+// GpuAllReduce (dist/gpu/gpu_allreduce.h) with NCCL: ncclAllReduce in place on the
 // communicator's stream, the copy to the host behind it on the same stream,
 // and an event after both that the communication thread queries.
-#include "core/gpu_allreduce.h"
+#include "dist/gpu/gpu_allreduce.h"
 
 #include <cuda_runtime.h>
 #include <nccl.h>
@@ -10,10 +10,20 @@
 
 #include "core/cuda/check.h"
 #include "core/cuda/context.h"
+#include "core/device_info.h"
 #include "core/device_memory.h"
 #include "core/error.h"
 
-namespace poseidon {
+// An NCCL call that fails throws, as core/cuda/check.h does for CUDA's.
+#define POSEIDON_NCCL_CHECK(call)                                                       \
+  do {                                                                                  \
+    ncclResult_t poseidon_status_ = (call);                                             \
+    if (poseidon_status_ != ncclSuccess)                                                \
+      ::poseidon::cuda::fail("NCCL", #call, __FILE__, __LINE__,                         \
+                             ncclGetErrorString(poseidon_status_));                     \
+  } while (0)
+
+namespace poseidon::dist {
 
 namespace {
 // "GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx", as nvidia-smi -L writes it.
@@ -27,6 +37,15 @@ std::string uuid_text(const unsigned char* bytes) {
   }
   return s;
 }
+
+// NCCL 2 encodes 10000 * major + 100 * minor + patch.
+std::string nccl_version() {
+  int v = 0;
+  if (ncclGetVersion(&v) != ncclSuccess) return "none";
+  return std::to_string(v / 10000) + "." + std::to_string(v % 10000 / 100) + "." + std::to_string(v % 100);
+}
+// `poseidon info` lists NCCL beside the engine's CUDA libraries.
+[[maybe_unused]] const bool nccl_reported = (device_info::report_library("NCCL", nccl_version), true);
 }  // namespace
 
 struct GpuAllReduce::State {
@@ -89,4 +108,4 @@ std::function<bool()> GpuAllReduce::sum_to_host(float* gpu, float* host, size_t 
   };
 }
 
-}  // namespace poseidon
+}  // namespace poseidon::dist

@@ -31,9 +31,9 @@
 
 #include "core/events.h"
 #include "core/net.h"
-#include "core/staging_streams.h"
+#include "dist/gpu/staging_streams.h"
 
-namespace poseidon {
+namespace poseidon::dist {
 
 class HostStagingSink : public GradSink {
  public:
@@ -94,4 +94,4 @@ void copy_net_state(Net& from, Net& to);
 // Copies only the buffers (running statistics).
 void copy_net_buffers(Net& from, Net& to);
 
-}  // namespace poseidon
+}  // namespace poseidon::dist

@@ -1,10 +1,10 @@
-// GpuGemm (core/gpu_gemm.h) with cuBLAS: the row-major product is the
+// GpuGemm (dist/gpu/gpu_gemm.h) with cuBLAS: the row-major product is the
 // column-major one of the transposes, c^T = op(b)^T op(a)^T, so cuBLAS gets b
 // before a and no data is rearranged. Its device buffers are borrowed from
 // the context's caching allocator for its own stream: growing them never
 // calls cudaFree, which would wait for every stream of the device, NCCL's
 // all-reduces included.
-#include "core/gpu_gemm.h"
+#include "dist/gpu/gpu_gemm.h"
 
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
@@ -15,7 +15,7 @@
 #include "core/cuda/context.h"
 #include "core/device_memory.h"
 
-namespace poseidon {
+namespace poseidon::dist {
 
 struct GpuGemm::State {
   cuda::Context* ctx = nullptr;
@@ -77,4 +77,4 @@ void GpuGemm::operator()(bool trans_a, bool trans_b, int64_t m, int64_t n, int64
   POSEIDON_CUDA_CHECK(cudaStreamSynchronize(s.stream));
 }
 
-}  // namespace poseidon
+}  // namespace poseidon::dist

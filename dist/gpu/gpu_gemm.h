@@ -13,7 +13,7 @@
 
 #include "core/device.h"
 
-namespace poseidon {
+namespace poseidon::dist {
 
 class GpuGemm {
  public:
@@ -33,4 +33,4 @@ class GpuGemm {
   std::unique_ptr<State> state_;
 };
 
-}  // namespace poseidon
+}  // namespace poseidon::dist

@@ -17,7 +17,7 @@
 
 #include "core/device.h"
 
-namespace poseidon {
+namespace poseidon::dist {
 
 class GpuAllReduce {
  public:
@@ -45,4 +45,4 @@ class GpuAllReduce {
   std::unique_ptr<State> state_;
 };
 
-}  // namespace poseidon
+}  // namespace poseidon::dist

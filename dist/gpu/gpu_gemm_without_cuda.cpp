@@ -1,12 +1,12 @@
 // GpuGemm in a build without the CUDA backend: constructing one throws the
-// build's "no CUDA" error (core/cuda/gpu_gemm.cpp is the real one).
-#include "core/gpu_gemm.h"
+// build's "no CUDA" error (dist/gpu/cuda/gpu_gemm.cpp is the real one).
+#include "dist/gpu/gpu_gemm.h"
 
 #include "core/device_memory.h"
 
 #ifndef POSEIDON_HAVE_CUDA
 
-namespace poseidon {
+namespace poseidon::dist {
 
 struct GpuGemm::State {};
 
@@ -14,6 +14,6 @@ GpuGemm::GpuGemm(const Device& gpu) { device_memory::require(Device::cuda(gpu.in
 GpuGemm::~GpuGemm() = default;
 void GpuGemm::operator()(bool, bool, int64_t, int64_t, int64_t, float, const float*, const float*, float, float*) {}
 
-}  // namespace poseidon
+}  // namespace poseidon::dist
 
 #endif

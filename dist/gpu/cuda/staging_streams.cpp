@@ -1,8 +1,8 @@
-// StagingStreams (core/staging_streams.h) on a GPU: downloads on the context's
+// StagingStreams (dist/gpu/staging_streams.h) on a GPU: downloads on the context's
 // device-to-host stream after an event of the compute stream, each closed by
 // an event of its own (from a pool) that the host can wait on; uploads on the
 // host-to-device stream, the compute stream waiting for them on the GPU.
-#include "core/staging_streams.h"
+#include "dist/gpu/staging_streams.h"
 
 #include <cuda_runtime.h>
 
@@ -13,7 +13,7 @@
 #include "core/cuda/context.h"
 #include "core/device_memory.h"
 
-namespace poseidon {
+namespace poseidon::dist {
 
 struct StagingStreams::State {
   int device = 0;
@@ -113,4 +113,4 @@ void StagingStreams::upload(const std::vector<Copy>& copies) {
   POSEIDON_CUDA_CHECK(cudaStreamWaitEvent(s.compute, s.uploaded, 0));
 }
 
-}  // namespace poseidon
+}  // namespace poseidon::dist
