@@ -25,8 +25,9 @@ class Exchange {
  public:
   virtual ~Exchange() = default;
   // On the compute thread, when backward has reported all of the group's
-  // parameters: a chance to copy what the next forward would overwrite.
-  virtual void capture() {}
+  // parameters: copies the operands the exchange reads later that the next
+  // forward would overwrite (SFB's factors).
+  virtual void snapshot_operands() {}
   virtual void start(InFlight& in_flight) = 0;
   // The operation posted with `slot` has finished.
   virtual void complete(int slot, InFlight& in_flight) = 0;

@@ -34,7 +34,7 @@ SfbExchange::SfbExchange(Comm comm, Solver& solver, ExchangeCompute& compute, Pa
   all_output_grads_.resize(p * k_ * m_);
 }
 
-void SfbExchange::capture() {
+void SfbExchange::snapshot_operands() {
   // Copied now: the next forward overwrites the input blob before this layer's gate.
   POSEIDON_CHECK(input_.numel() == k_ * n_) << label_ << ": the batch changed under sufficient-factor broadcasting";
   std::memcpy(my_inputs_.data(), input_.data(), my_inputs_.size() * sizeof(float));

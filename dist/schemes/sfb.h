@@ -8,13 +8,16 @@
 // with U [P*K, M] and V [P*K, N] the gathered factors in rank order. Each
 // rank then applies the same Solver update, so replicas stay identical (as
 // long as every rank runs the same GEMM kernels). Backward skips computing
-// dW locally (Param::grad_formed_elsewhere). The rebuild GEMM runs where
+// dW locally: the scheduler names the weight's sources (the input and output
+// gradient blobs, GradSink::gradient_sources), so the layer's
+// LayerIO::writes_param_grad is false for it. The rebuild GEMM runs where
 // `rebuild_gemm` says (a GPU's for a GPU net: dist/gpu/gpu_gemm.h), on the host
 // without one. Under emulated compute the rebuild and the update are a wait
 // on the emulated device instead.
 // A layer computing in bf16 (core/precision.h) reads its factors rounded to
-// bfloat16 (layers/fc_dnnl.h): so are they captured here, and the float32
-// rebuild of those exact values sums the same products as the layer would.
+// bfloat16 (layers/fc_dnnl.h); their snapshot here is rounded so too, and
+// the float32 rebuild of those exact values sums the same products as the
+// layer would.
 #pragma once
 
 #include <string>
@@ -35,7 +38,7 @@ class SfbExchange : public Exchange {
   // `precision` is the layer's.
   SfbExchange(Comm comm, Solver& solver, ExchangeCompute& compute, Param& weight, Param* bias, const Tensor& input,
               const Tensor& output_grad, std::string label, Precision precision = Precision::fp32);
-  void capture() override;
+  void snapshot_operands() override;
   void start(InFlight& in_flight) override;
   void complete(int slot, InFlight& in_flight) override;
   std::string describe(int slot) const override;

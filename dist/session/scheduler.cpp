@@ -189,7 +189,7 @@ void Scheduler::grad_ready(Param& param) {
   ready_params_[u] = 0;
   POSEIDON_CHECK(done_rounds_[u] == handed_rounds_) << plan_.groups[u].label << ": ready again before it was synced";
   lock.unlock();
-  exchanges_[u]->capture();   // the communication thread does not touch the exchange until it is started
+  exchanges_[u]->snapshot_operands();   // the communication thread does not touch the exchange until it is started
   if (!config_.wfbp) return;  // handed over by backward_done
   lock.lock();
   ready_[u] = true;
