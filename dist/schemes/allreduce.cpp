@@ -56,9 +56,10 @@ void AllreduceExchange::post_step(InFlight& in_flight) {
   // which the connection carries nothing the other way (a ring posting
   // receives first ran at half the link's rate at P = 2).
   // On the bf16 wire a step's range goes rounded to 16 bits (dist/plan/wire.h).
-  // An emulated device only waits and nothing reads the numbers: the
-  // conversions, device work the simulator does not charge either, are left
-  // out, so that the emulated hosts' shared cores do not pay for them.
+  // The conversions go through ExchangeCompute: an emulated device, which
+  // only waits and whose numbers nothing reads, leaves them out (device
+  // work the simulator does not charge either), so that the emulated hosts'
+  // shared cores do not pay for them.
   const bool bf16 = wire_ == Wire::bf16;
   const MPI_Datatype type = bf16 ? MPI_UINT16_T : MPI_FLOAT;
   const int64_t bytes = bf16 ? 2 : 4;
@@ -66,7 +67,7 @@ void AllreduceExchange::post_step(InFlight& in_flight) {
   if (s.send_to >= 0) {
     const void* out = grads_ + s.send_begin;
     if (bf16) {
-      if (compute_.reads_received()) encode_bf16(grads_ + s.send_begin, wire_out_.data(), s.send_count);
+      compute_.encode_wire(grads_ + s.send_begin, wire_out_.data(), s.send_count);
       out = wire_out_.data();
     }
     POSEIDON_MPI(MPI_Isend(out, static_cast<int>(s.send_count), type, s.send_to, s.tag, comm_.handle(), &req));
@@ -88,8 +89,7 @@ void AllreduceExchange::complete(int slot, InFlight& in_flight) {
   if (slot == kSummed) {
     // The rank that completed a range's average keeps what the others will receive of it.
     const ScheduleStep& s = schedule_[step_];
-    if (wire_ == Wire::bf16 && s.scale != 1.f && compute_.reads_received())
-      round_to_bf16(grads_ + s.receive_begin, s.receive_count);
+    if (wire_ == Wire::bf16 && s.scale != 1.f) compute_.round_wire(grads_ + s.receive_begin, s.receive_count);
     return next_step(in_flight);
   }
   if (slot == kDeviceSummed) {
@@ -102,8 +102,8 @@ void AllreduceExchange::complete(int slot, InFlight& in_flight) {
 
 void AllreduceExchange::step_over(InFlight& in_flight) {
   const ScheduleStep& s = schedule_[step_];
-  if (wire_ == Wire::bf16 && s.receive_from >= 0 && compute_.reads_received())
-    decode_bf16(wire_in_.data(), s.add ? incoming_.data() : grads_ + s.receive_begin, s.receive_count);
+  if (wire_ == Wire::bf16 && s.receive_from >= 0)
+    compute_.decode_wire(wire_in_.data(), s.add ? incoming_.data() : grads_ + s.receive_begin, s.receive_count);
   if (!s.add) return next_step(in_flight);  // received in place, or only sent
   compute_.add(grads_ + s.receive_begin, incoming_.data(), s.receive_count, s.scale, {in_flight, *this, kSummed});
 }

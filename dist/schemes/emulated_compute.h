@@ -58,7 +58,11 @@ class EmulatedExchangeCompute : public ExchangeCompute {
                     int64_t n, const WorkDone& done) override;
   void update(Solver&, const std::vector<Param*>& params, const WorkDone& done) override;
   void rebuild(Solver&, const Factors& factors, int, Param&, Param* bias, const WorkDone& done) override;
-  bool reads_received() const override { return false; }
+  void encode_wire(const float*, uint16_t*, int64_t) override {}
+  void decode_wire(const uint16_t*, float*, int64_t) override {}
+  void round_wire(float*, int64_t) override {}
+  const float* wire_rounded(const float* x, std::vector<float>&, int64_t) override { return x; }
+  int receive_buffers(int) const override { return 1; }
   void compress(const std::function<void()>&, int64_t n, int64_t m, int64_t columns, const WorkDone& done) override {
     run_for(device_.rebuild_s(n, m, columns, false), done);
   }

@@ -17,6 +17,7 @@
 
 #include "core/layer.h"
 #include "core/solver.h"
+#include "dist/plan/wire.h"
 #include "dist/runtime/exchange.h"
 #include "dist/runtime/timeline.h"
 
@@ -60,9 +61,21 @@ class ExchangeCompute {
   // column sums of U / ranks, then the solver update of both.
   virtual void rebuild(Solver& solver, const Factors& factors, int ranks, Param& weight, Param* bias,
                        const WorkDone& done) = 0;
-  // False when nothing reads what the exchanges receive (the emulated device
-  // only waits): one buffer may then take every rank's message.
-  virtual bool reads_received() const { return true; }
+  // The bf16 wire's conversions (dist/plan/wire.h) of what the exchanges
+  // send and receive, and how many buffers receive the messages of
+  // `senders` ranks. An emulated device only waits and nothing reads the
+  // numbers: it leaves the conversions out, and one buffer takes every
+  // sender's message, so that eight ranks of a large model fit in memory.
+  virtual void encode_wire(const float* from, uint16_t* to, int64_t n) { encode_bf16(from, to, n); }
+  virtual void decode_wire(const uint16_t* from, float* to, int64_t n) { decode_bf16(from, to, n); }
+  virtual void round_wire(float* x, int64_t n) { round_to_bf16(x, n); }
+  // `x` as the receivers of its bf16 see it: rounded into `copy`, which it returns.
+  virtual const float* wire_rounded(const float* x, std::vector<float>& copy, int64_t n) {
+    copy.assign(x, x + n);
+    round_to_bf16(copy.data(), n);
+    return copy.data();
+  }
+  virtual int receive_buffers(int senders) const { return senders; }
 
   // Low-rank compression's arithmetic (dist/schemes/lowrank.h): `work` computes it
   // on this host; it is worth a GEMM of an n x m matrix by `columns`
@@ -107,7 +120,13 @@ class TracingCompute : public ExchangeCompute {
   void update(Solver& solver, const std::vector<Param*>& params, const WorkDone& done) override;
   void rebuild(Solver& solver, const Factors& factors, int ranks, Param& weight, Param* bias,
                const WorkDone& done) override;
-  bool reads_received() const override { return inner_->reads_received(); }
+  void encode_wire(const float* from, uint16_t* to, int64_t n) override { inner_->encode_wire(from, to, n); }
+  void decode_wire(const uint16_t* from, float* to, int64_t n) override { inner_->decode_wire(from, to, n); }
+  void round_wire(float* x, int64_t n) override { inner_->round_wire(x, n); }
+  const float* wire_rounded(const float* x, std::vector<float>& copy, int64_t n) override {
+    return inner_->wire_rounded(x, copy, n);
+  }
+  int receive_buffers(int senders) const override { return inner_->receive_buffers(senders); }
   void compress(const std::function<void()>& work, int64_t n, int64_t m, int64_t columns,
                 const WorkDone& done) override {
     traced("low-rank factors", [&] { inner_->compress(work, n, m, columns, done); });

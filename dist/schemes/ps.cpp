@@ -48,7 +48,7 @@ void PsExchange::start(InFlight& in_flight) {
       continue;
     }
     std::vector<uint16_t>& out = pushed_.at(b);
-    if (compute_.reads_received()) encode_bf16(grad + blk.begin, out.data(), blk.count);  // else nothing reads it
+    compute_.encode_wire(grad + blk.begin, out.data(), blk.count);
     send_block(in_flight, b, blk.owner, out.data(), MPI_UINT16_T, blk.count * 2, false);
   }
   for (size_t b = 0; b < blocks_.size(); ++b) {
@@ -58,16 +58,15 @@ void PsExchange::start(InFlight& in_flight) {
     if (blk.owner == me) {
       OwnedBlock& o = owned_.at(b);
       o.pushes_left = comm_.size() - 1;
-      // When nothing reads the pushes (an emulated sum is a wait), one
-      // buffer takes them all, so that eight ranks of a large model fit in memory.
-      const bool kept = compute_.reads_received();
-      const size_t buffers = kept ? comm_.size() - 1 : 1;
+      // A buffer per pusher, or one for all where nothing reads them (an
+      // emulated sum is a wait).
+      const size_t buffers = static_cast<size_t>(compute_.receive_buffers(comm_.size() - 1));
       if (o.received.size() != buffers * blk.count) o.received.assign(buffers * blk.count, 0.f);
       if (wire_ == Wire::bf16 && o.received_wire.size() != buffers * blk.count)
         o.received_wire.assign(buffers * blk.count, 0);
       for (int peer = 0; peer < comm_.size(); ++peer) {
         if (peer == me) continue;
-        const int64_t at = kept ? peer_index(peer) * blk.count : 0;
+        const int64_t at = buffers > 1 ? peer_index(peer) * blk.count : 0;
         if (wire_ == Wire::bf16) {
           POSEIDON_MPI(MPI_Irecv(o.received_wire.data() + at, static_cast<int>(blk.count), MPI_UINT16_T, peer,
                                  tag(blk, false), comm_.handle(), &req));
@@ -124,17 +123,15 @@ void PsExchange::update_owned(size_t b, InFlight& in_flight) {
   const int64_t n = blk.count;
   if (o.sum.empty()) o.sum.resize(n);
   // Rank order, whoever's push arrived first: the same sum on every run.
-  const bool kept = compute_.reads_received();
   const float* own = param_.grad.data() + blk.begin;
-  if (wire_ == Wire::bf16 && kept) {
-    decode_bf16(o.received_wire.data(), o.received.data(), static_cast<int64_t>(o.received.size()));
-    o.own.assign(own, own + n);
-    round_to_bf16(o.own.data(), n);
-    own = o.own.data();
+  if (wire_ == Wire::bf16) {
+    compute_.decode_wire(o.received_wire.data(), o.received.data(), static_cast<int64_t>(o.received.size()));
+    own = compute_.wire_rounded(own, o.own, n);
   }
+  // One buffer took every push where nothing reads them (start()).
+  const int64_t stride = static_cast<int64_t>(o.received.size()) > n ? n : 0;
   o.parts.resize(comm_.size());
-  for (int r = 0; r < comm_.size(); ++r)
-    o.parts[r] = r == me ? own : o.received.data() + (kept ? peer_index(r) * n : 0);
+  for (int r = 0; r < comm_.size(); ++r) o.parts[r] = r == me ? own : o.received.data() + peer_index(r) * stride;
   compute_.update_block(solver_, param_, param_.value.data() + blk.begin, o.parts, o.sum.data(),
                         o.state.empty() ? nullptr : o.state.data(), ++o.steps, n,
                         {in_flight, *this, slot(b, me, updated)});
