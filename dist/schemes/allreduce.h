@@ -33,11 +33,11 @@
 
 #include "core/layer.h"
 #include "core/solver.h"
-#include "dist/schemes/allreduce_schedule.h"
+#include "dist/plan/wire.h"
 #include "dist/runtime/comm.h"
 #include "dist/runtime/exchange.h"
+#include "dist/schemes/allreduce_schedule.h"
 #include "dist/schemes/exchange_compute.h"
-#include "dist/plan/wire.h"
 
 namespace poseidon::dist {
 

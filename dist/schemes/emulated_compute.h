@@ -21,8 +21,8 @@
 #include "core/events.h"
 #include "core/layer_runner.h"
 #include "core/net.h"
-#include "dist/sim/device_costs.h"
 #include "dist/schemes/exchange_compute.h"
+#include "dist/sim/device_costs.h"
 
 namespace poseidon::dist {
 

@@ -19,12 +19,12 @@
 
 #include "core/layer.h"
 #include "core/solver.h"
-#include "dist/runtime/comm.h"
-#include "dist/runtime/exchange.h"
-#include "dist/schemes/exchange_compute.h"
 #include "dist/plan/plan.h"
 #include "dist/plan/priority.h"
 #include "dist/plan/wire.h"
+#include "dist/runtime/comm.h"
+#include "dist/runtime/exchange.h"
+#include "dist/schemes/exchange_compute.h"
 
 namespace poseidon::dist {
 

@@ -34,16 +34,16 @@
 #include "core/net.h"
 #include "core/safetensors.h"
 #include "core/solver.h"
-#include "dist/schemes/allreduce.h"
-#include "dist/runtime/comm.h"
 #include "dist/plan/dist_config.h"
-#include "dist/runtime/exchange.h"
-#include "dist/schemes/exchange_compute.h"
 #include "dist/plan/plan.h"
 #include "dist/plan/priority.h"
-#include "dist/schemes/sfb.h"
+#include "dist/runtime/comm.h"
+#include "dist/runtime/exchange.h"
 #include "dist/runtime/stall.h"
 #include "dist/runtime/timeline.h"
+#include "dist/schemes/allreduce.h"
+#include "dist/schemes/exchange_compute.h"
+#include "dist/schemes/sfb.h"
 
 namespace poseidon::dist {
 

@@ -6,10 +6,10 @@
 #include <cstdio>
 #include <set>
 
+#include "core/units.h"
 #include "dist/gpu/gpu_allreduce.h"
 #include "dist/gpu/gpu_gemm.h"
 #include "dist/gpu/host_staging_sink.h"
-#include "core/units.h"
 #include "dist/runtime/link_probe.h"
 
 namespace poseidon::dist {

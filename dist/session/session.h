@@ -24,15 +24,15 @@
 #include "core/net.h"
 #include "core/safetensors.h"
 #include "core/solver.h"
-#include "dist/runtime/comm.h"
 #include "dist/plan/dist_config.h"
-#include "dist/schemes/exchange_compute.h"
 #include "dist/plan/plan.h"
 #include "dist/plan/plan_file.h"
 #include "dist/plan/planner.h"
-#include "dist/session/scheduler.h"
+#include "dist/runtime/comm.h"
 #include "dist/runtime/stop_vote.h"
 #include "dist/runtime/timeline.h"
+#include "dist/schemes/exchange_compute.h"
+#include "dist/session/scheduler.h"
 
 namespace poseidon::dist {
 

@@ -11,8 +11,8 @@
 #include "core/error.h"
 #include "dist/plan/collective_costs.h"
 #include "dist/plan/compression_plan.h"
-#include "dist/sim/device_costs.h"
 #include "dist/plan/priority.h"
+#include "dist/sim/device_costs.h"
 
 namespace poseidon::dist {
 

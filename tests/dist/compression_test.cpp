@@ -16,10 +16,10 @@
 
 #include "core/checkpoint.h"
 #include "dist/plan/compression_plan.h"
+#include "dist/plan/wire.h"
 #include "dist/schemes/lowrank.h"
 #include "dist/session/scheduler.h"
 #include "dist/sim/simulate.h"
-#include "dist/plan/wire.h"
 #include "tests/dist/compression_fixture.h"
 #include "tests/dist/test_world.h"
 

@@ -9,8 +9,8 @@
 #include <thread>
 #include <vector>
 
-#include "dist/schemes/emulated_compute.h"
 #include "dist/runtime/exchange.h"
+#include "dist/schemes/emulated_compute.h"
 
 namespace poseidon::testing {
 namespace {

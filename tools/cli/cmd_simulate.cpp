@@ -6,10 +6,10 @@
 
 #include "core/error.h"
 #include "core/net.h"
+#include "core/units.h"
 #include "dist/sim/simulate.h"
 #include "tools/cli/commands.h"
 #include "tools/cli/train_config.h"
-#include "core/units.h"
 
 namespace poseidon {
 

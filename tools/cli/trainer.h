@@ -20,8 +20,8 @@
 #include "core/net.h"
 #include "core/solver.h"
 #include "data/loader.h"
-#include "dist/schemes/emulated_compute.h"
 #include "dist/plan/plan_file.h"
+#include "dist/schemes/emulated_compute.h"
 #include "dist/session/session.h"
 #include "tools/cli/train_config.h"
 
