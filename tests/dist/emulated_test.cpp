@@ -1,7 +1,8 @@
 // Emulated compute in a distributed run (dist::Scheduler with DeviceCosts):
 // updates, sums and SFB rebuilds become waits on the emulated device, so the
 // parameters stay as they started, identical on every rank, and the run
-// takes at least the device time each rank's share of the work costs.
+// takes at least the device time each rank's share of the work costs; on
+// the bf16 wire too, whose conversions an emulated device leaves out.
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -35,8 +36,13 @@ TEST_P(Emulated, WaitsTheDeviceTimeAndLeavesTheParametersAsTheyWere) {
   sc.momentum = 0.9;
   sc.lr.base_lr = 0.1;
   Solver solver(sc);
+  // "<scheme>" or "<scheme>_bf16".
+  const std::string param = GetParam();
+  const bool bf16 = param.ends_with("_bf16");
+  const std::string scheme = bf16 ? param.substr(0, param.size() - 5) : param;
   dist::DistConfig config;
-  config.scheme = dist::parse_scheme_choice(GetParam());
+  config.scheme = dist::parse_scheme_choice(scheme);
+  if (bf16) config.wire = dist::Wire::bf16;
   config.block_bytes = 64 << 10;
   config.bucket_bytes = 64 << 10;
   dist::DeviceCosts device;
@@ -68,11 +74,11 @@ TEST_P(Emulated, WaitsTheDeviceTimeAndLeavesTheParametersAsTheyWere) {
       << "an emulated update changed a parameter";
   // All-reduce updates everything on every rank; a PS owner its share, and
   // the other schemes put at least the convolutions on PS.
-  const double share = GetParam() == "allreduce" ? kUpdateS : kUpdateS / world.size();
+  const double share = scheme == "allreduce" ? kUpdateS : kUpdateS / world.size();
   EXPECT_GE(elapsed, kIterations * share);
 }
 
-INSTANTIATE_TEST_SUITE_P(Schemes, Emulated, ::testing::Values("ps", "allreduce", "sfb", "hybrid"),
+INSTANTIATE_TEST_SUITE_P(Schemes, Emulated, ::testing::Values("ps", "allreduce", "sfb", "hybrid", "ps_bf16", "allreduce_bf16"),
                          [](const auto& info) { return info.param; });
 
 }  // namespace
