@@ -8,25 +8,12 @@
 
 #include "core/math.h"
 #include "dist/plan/collective_costs.h"
+#include "dist/plan/median_seconds.h"
 #include "dist/plan/plan.h"
 
 namespace poseidon::dist {
 
 namespace {
-// The median of `reps` timed runs of `run`: a few runs delayed by the
-// scheduler (other processes on the host's cores) do not move it.
-template <class Run>
-double median_seconds(int reps, Run&& run) {
-  std::vector<double> seconds(reps);
-  for (double& s : seconds) {
-    const auto t0 = std::chrono::steady_clock::now();
-    run();
-    s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  }
-  std::nth_element(seconds.begin(), seconds.begin() + reps / 2, seconds.end());
-  return seconds[reps / 2];
-}
-
 double transfer_seconds(double numbers, const LinkModel& link) {
   return numbers / 2 * 4 / (link.bandwidth_gbps * 1e9 / 8);
 }

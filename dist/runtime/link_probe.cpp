@@ -7,23 +7,11 @@
 #include <thread>
 #include <vector>
 
+#include "dist/plan/median_seconds.h"
+
 namespace poseidon::dist {
 
 namespace {
-// The median of `reps` timed runs of `run`: a few runs delayed by the
-// scheduler (other processes on the host's cores) do not move it.
-template <class Run>
-double median_seconds(int reps, Run&& run) {
-  std::vector<double> seconds(reps);
-  for (double& s : seconds) {
-    const auto t0 = std::chrono::steady_clock::now();
-    run();
-    s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  }
-  std::nth_element(seconds.begin(), seconds.begin() + reps / 2, seconds.end());
-  return seconds[reps / 2];
-}
-
 // Waits for a collective asleep, not spinning in a blocking call: on a host
 // with more ranks than cores the waiting ranks' polling would take the cores
 // the probing ranks need, and the probe would time the scheduler.
