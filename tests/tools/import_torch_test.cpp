@@ -28,19 +28,6 @@ namespace {
 const std::string kRoot = POSEIDON_SOURCE_DIR;
 const std::string kModels = kRoot + "/tests/torch/import_models.py";
 
-// max |ours - ref| / max |ref| over the whole output: the error measured
-// against the output's scale, as tests/tools/torchvision_test.cpp does
-// (elements near zero are sums that cancel, where float32 rounding is of
-// the order of the largest terms, not of the element).
-double relative_error(const Tensor& ours, const SafetensorsTensor& ref) {
-  double largest = 0, worst = 0;
-  for (size_t i = 0; i < ref.data.size(); ++i) {
-    largest = std::max(largest, std::fabs(double(ref.data[i])));
-    worst = std::max(worst, std::fabs(double(ours[i]) - ref.data[i]));
-  }
-  return worst / std::max(largest, 1e-30);
-}
-
 // Fails (or, with POSEIDON_SKIP_TORCH=1, skips) unless torchvision (and so torch) imports.
 #define REQUIRE_TORCHVISION()                                                                           \
   do {                                                                                                  \

@@ -4,6 +4,7 @@
 #include <sys/wait.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 
@@ -54,6 +55,15 @@ Tensor tensor_of(const SafetensorsTensor& t) {
 bool torch_skip_requested() {
   const char* skip = std::getenv("POSEIDON_SKIP_TORCH");
   return skip && std::string(skip) == "1";
+}
+
+double relative_error(const Tensor& ours, const SafetensorsTensor& ref) {
+  double largest = 0, worst = 0;
+  for (size_t i = 0; i < ref.data.size(); ++i) {
+    largest = std::max(largest, std::fabs(double(ref.data[i])));
+    worst = std::max(worst, std::fabs(double(ours[i]) - ref.data[i]));
+  }
+  return worst / std::max(largest, 1e-30);
 }
 
 }  // namespace poseidon::testing

@@ -17,6 +17,7 @@
 #include "core/checkpoint.h"
 #include "core/safetensors.h"
 #include "tools/cli/train_config.h"
+#include "tools/torch_scripts.h"
 
 namespace poseidon::testing {
 namespace {
@@ -47,19 +48,6 @@ CommandResult run(const std::string& command) {
   int raw = ::pclose(pipe);
   if (raw != -1 && WIFEXITED(raw)) r.status = WEXITSTATUS(raw);
   return r;
-}
-
-// max |ours - ref| / max |ref|. Activations are sums of thousands of terms
-// that cancel near zero, where float32 rounding is of the order of the
-// largest terms: PyTorch's own float32 forward is off by 1e-3 from float64
-// on such elements, element by element, and by 2e-6 in this measure.
-double relative_error(const Tensor& ours, const SafetensorsTensor& ref) {
-  double largest = 0, worst = 0;
-  for (size_t i = 0; i < ref.data.size(); ++i) {
-    largest = std::max(largest, std::fabs(double(ref.data[i])));
-    worst = std::max(worst, std::fabs(double(ours[i]) - ref.data[i]));
-  }
-  return worst / std::max(largest, 1e-30);
 }
 
 class Torchvision : public ::testing::TestWithParam<std::string> {
