@@ -36,6 +36,10 @@ std::unique_ptr<Net> shapes_at_batch_one(const ConfigNode& model, int64_t batch,
   at_one.memory_batch = batch;
   try {
     return std::make_unique<Net>(model, 1, at_one);
+  } catch (const Net::BeyondMemory&) {
+    // Its message names the real batch already; a build at that batch would
+    // first allocate the working buffers the check refuses.
+    throw;
   } catch (const Error&) {
     Net real(model, batch, budget);
     throw;

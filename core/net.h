@@ -54,6 +54,12 @@ class Net {
     int64_t memory_batch = 0;  // 0: the net's batch
     std::string memory_name;   // "this machine's 23.00 GiB of memory"
   };
+  // What that check throws: its message already names the batch that
+  // counts, so no build at another batch is needed to explain it.
+  class BeyondMemory : public ConfigError {
+   public:
+    using ConfigError::ConfigError;
+  };
   Net(const ConfigNode& model, int64_t batch, ShapesOnly only);
 
   const std::string& name() const { return name_; }

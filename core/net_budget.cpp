@@ -52,7 +52,8 @@ void Net::require_fits_alone(int layer) const {
     return shape;
   };
   auto fail = [&](const ConfigNode& at, const std::string& what, double bytes) {
-    at.fail(what + " alone needs " + bytes_text(bytes) + ", more than " + budget_.memory_name);
+    throw BeyondMemory(at.location(),
+                       what + " alone needs " + bytes_text(bytes) + ", more than " + budget_.memory_name);
   };
   if (layer < 0) {
     for (const std::string& in : input_names_) {
