@@ -26,9 +26,10 @@ rm -rf "$reports"
 mkdir -p "$reports"
 cd "$build"
 
-# Test numbers for ctest -I: "mpi" for tests that start MPI (mpiexec, or a
-# dist test binary), "plain" for the others, neither for the SLOW ones. Given
-# -R or -E, ctest numbers the tests they leave, so the list does too.
+# Test numbers for ctest -I: "mpi" for tests that start MPI (mpiexec, a
+# dist test binary, or a test labelled mpi), "plain" for the others, neither
+# for the SLOW ones. Given -R or -E, ctest numbers the tests they leave, so
+# the list does too.
 numbers() {
   local kind="$1"
   shift
@@ -37,7 +38,9 @@ import json, os, re, sys
 kind, slow, picked = sys.argv[1], re.compile(os.environ["SLOW"]), []
 for number, test in enumerate(json.load(sys.stdin)["tests"], 1):
     command = test.get("command", [])
-    mpi = any("mpiexec" in c for c in command) or any(os.path.basename(c).startswith("dist_") for c in command[:1])
+    labels = next((p["value"] for p in test.get("properties", []) if p["name"] == "LABELS"), [])
+    mpi = (any("mpiexec" in c for c in command) or any(os.path.basename(c).startswith("dist_") for c in command[:1])
+           or "mpi" in labels)
     if not slow.search(test["name"]) and mpi == (kind == "mpi"):
         picked.append(str(number))
 print(",".join(picked))' "$kind"
