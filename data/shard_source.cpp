@@ -214,22 +214,34 @@ int64_t ShardSource::read_skipping(int64_t index, float* dst, uint64_t seed, int
               (shard.problem.empty() ? "" : " (" + shard.problem + ")"));
 }
 
-std::vector<int64_t> ShardSource::rank_order(int64_t epoch, uint64_t seed, int rank, int world, bool shuffle) const {
+std::vector<ShardPart> ShardSource::slice_parts(std::mt19937_64& rng, int rank, int world, bool shuffle) const {
   std::vector<size_t> order(shards_.size());
   for (size_t i = 0; i < order.size(); ++i) order[i] = i;
-  std::mt19937_64 rng(seed * 1000003ull + static_cast<uint64_t>(epoch));
   if (shuffle)
     for (size_t i = order.size(); i > 1; --i) std::swap(order[i - 1], order[rng() % i]);
   const int64_t per_rank = total_ / world, begin = per_rank * rank, end = begin + per_rank;
-  std::vector<int64_t> slice;
-  slice.reserve(static_cast<size_t>(per_rank));
+  std::vector<ShardPart> parts;
   int64_t at = 0;  // position in the epoch's sequence
   for (size_t s : order) {
-    const Shard& shard = *shards_[s];
-    const int64_t lo = std::max(begin, at), hi = std::min(end, at + shard.file.examples);
-    for (int64_t p = lo; p < hi; ++p) slice.push_back(shard.first + (p - at));
-    at += shard.file.examples;
+    const int64_t lo = std::max(begin, at), hi = std::min(end, at + shards_[s]->file.examples);
+    if (lo < hi) parts.push_back({s, lo - at, hi - at});
+    at += shards_[s]->file.examples;
   }
+  return parts;
+}
+
+std::vector<ShardPart> ShardSource::rank_shards(int64_t epoch, uint64_t seed, int rank, int world,
+                                                bool shuffle) const {
+  std::mt19937_64 rng = epoch_rng(epoch, seed);
+  return slice_parts(rng, rank, world, shuffle);
+}
+
+std::vector<int64_t> ShardSource::rank_order(int64_t epoch, uint64_t seed, int rank, int world, bool shuffle) const {
+  std::mt19937_64 rng = epoch_rng(epoch, seed);
+  std::vector<int64_t> slice;
+  slice.reserve(static_cast<size_t>(total_ / world));
+  for (const ShardPart& part : slice_parts(rng, rank, world, shuffle))
+    for (int64_t i = part.begin; i < part.end; ++i) slice.push_back(shards_[part.shard]->first + i);
   if (!shuffle || shuffle_buffer_ <= 1) return slice;
   // WebDataset's shuffle(): fill a buffer, then emit a random element of it for each new one.
   std::mt19937_64 pick(rng() ^ (static_cast<uint64_t>(rank) * 0x9E3779B97F4A7C15ull));

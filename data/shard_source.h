@@ -16,6 +16,7 @@
 #include <atomic>
 #include <memory>
 #include <mutex>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -36,6 +37,12 @@ std::vector<ShardFile> read_shard_index(const std::string& index, int64_t& num_c
 // The example count of each tar file, from its headers.
 std::vector<ShardFile> count_shard_examples(const std::vector<std::string>& tars);
 
+// The part of one shard a rank reads in an epoch: its examples [begin, end).
+struct ShardPart {
+  size_t shard = 0;  // position in the source's shard list
+  int64_t begin = 0, end = 0;
+};
+
 class ShardSource : public Source {
  public:
   // `shuffle_buffer`: examples held by the within-rank shuffle (1: none).
@@ -53,6 +60,10 @@ class ShardSource : public Source {
   int64_t read(int64_t index, float* dst, uint64_t seed) const override;
   int64_t read_skipping(int64_t index, float* dst, uint64_t seed, int64_t& skipped) const override;
   std::vector<int64_t> rank_order(int64_t epoch, uint64_t seed, int rank, int world, bool shuffle) const override;
+  // The shards rank `rank` of `world` opens in `epoch`, in the epoch's
+  // order, each with the part of it the rank reads: what its host must hold.
+  std::vector<ShardPart> rank_shards(int64_t epoch, uint64_t seed, int rank, int world, bool shuffle) const;
+  const ShardFile& shard_file(size_t s) const { return shards_[s]->file; }
 
  private:
   struct Example {
@@ -69,6 +80,11 @@ class ShardSource : public Source {
     std::string problem;  // the shard cannot be opened or read at all
     std::vector<Example> examples;
   };
+  // The epoch's generator (the shard order, then the shuffle buffer's seed).
+  static std::mt19937_64 epoch_rng(int64_t epoch, uint64_t seed) {
+    return std::mt19937_64(seed * 1000003ull + static_cast<uint64_t>(epoch));
+  }
+  std::vector<ShardPart> slice_parts(std::mt19937_64& rng, int rank, int world, bool shuffle) const;
   const Shard& indexed(size_t s) const;
   void index(Shard& shard) const;
   // "" or why example `i` of shard `s` cannot be used; fills dst and label.

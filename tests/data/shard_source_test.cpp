@@ -110,9 +110,17 @@ TEST_F(ShardFixture, FourRanksSeeEveryExampleOncePerEpochAndShardsMoveBetweenEpo
 
 TEST_F(ShardFixture, ARankNeedsOnlyTheShardsOfItsSlice) {
   auto s = source();
+  const auto& shards = dynamic_cast<const ShardSource&>(*s);
   const std::vector<int64_t> order = s->rank_order(0, 7, 1, 4, true);
-  std::set<int64_t> needed;
-  for (int64_t index : order) needed.insert(index / 3);  // 3 examples a shard
+  // The parts `poseidon data placement` lists hold exactly the examples of the rank's order.
+  std::set<int64_t> needed, listed;
+  for (const ShardPart& part : shards.rank_shards(0, 7, 1, 4, true)) {
+    needed.insert(static_cast<int64_t>(part.shard));
+    EXPECT_EQ(fs::path(shards.shard_file(part.shard).path).filename(), fs::path(shards_[part.shard]).filename());
+    for (int64_t i = part.begin; i < part.end; ++i) listed.insert(static_cast<int64_t>(part.shard) * 3 + i);
+  }
+  EXPECT_EQ(listed, std::set<int64_t>(order.begin(), order.end()));
+  EXPECT_EQ(listed.size(), order.size());
   EXPECT_LE(needed.size(), 3u);
   for (size_t i = 0; i < shards_.size(); ++i)
     if (!needed.count(static_cast<int64_t>(i))) fs::remove(shards_[i]);

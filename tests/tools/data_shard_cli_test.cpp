@@ -1,7 +1,8 @@
 // `poseidon data shard`: an image folder becomes tar shards and an index that
 // a training config reads (a short run trains on them, its progress line
 // showing the share of time waiting for data); a wrong invocation is exit
-// status 2 with one line saying what is wrong.
+// status 2 with one line saying what is wrong (`poseidon data placement`
+// included, whose listing tests/tools/cluster_own_shards_test.sh checks).
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -55,6 +56,18 @@ TEST(DataShardCli, WrongInvocationsExitTwoSayingWhy) {
   r = run_poseidon("data shard --folder " + d.file("missing") + " -o " + d.file("x"));
   EXPECT_EQ(r.status, 2);
   EXPECT_NE(r.err.find(d.file("missing") + ": no such folder"), std::string::npos) << r.err;
+  d.write("model.yaml",
+          "name: tiny\ninputs: {data: [4], label: []}\nlayers:\n"
+          "  - {name: fc, type: fc, inputs: data, num_output: 2}\n"
+          "  - {name: loss, type: softmax_loss, inputs: [fc, label]}\n");
+  const std::string config = d.write("synthetic.yaml",
+                                     "model: model.yaml\ndata:\n  train: {source: synthetic, shape: [4], size: 8, "
+                                     "batch_size: 2}\nsolver: {lr: 0.1, max_iter: 2}\n");
+  r = run_poseidon("data placement " + config + " --ranks 2");
+  EXPECT_EQ(r.status, 2);
+  EXPECT_NE(r.err.find(config + ": data.train: poseidon data placement lists tar shards; expected source: tar_shards"),
+            std::string::npos)
+      << r.err;
 }
 
 }  // namespace

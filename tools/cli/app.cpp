@@ -152,6 +152,14 @@ int run_cli(int argc, char** argv) {
       ->required();
   sh->add_option("--per-shard", shard.per_shard, "examples per shard")->check(CLI::Range(int64_t{1}, int64_t{1} << 40));
   sh->add_option("--seed", shard.seed, "shuffle the examples across shards with this seed (0: keep their order)");
+  DataPlacementArgs placement;
+  auto* dp = da->add_subcommand("placement",
+                                "the tar shards each rank of a run opens, epoch by epoch (what each host must hold)");
+  dp->add_option("config", placement.config, "training config (data.train: source: tar_shards)")->required();
+  dp->add_option("--ranks", placement.ranks, "ranks of the run (mpirun -np)")->required()->check(CLI::Range(1, 1 << 20));
+  dp->add_option("--epochs", placement.epochs, "epochs to list (default: those solver.max_iter covers)")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
+  dp->add_option("--set", placement.overrides, "override a key");
   da->require_subcommand(1);
 
   auto* it = app.add_subcommand("import-torch",
@@ -221,6 +229,7 @@ int run_cli(int argc, char** argv) {
     if (*si) return cmd_simulate(sim);
     if (*po) return cmd_plot(plot);
     if (*sh) return cmd_data_shard(shard);
+    if (*dp) return cmd_data_placement(placement);
     if (*it) return cmd_import_torch(it->remaining());
     if (*trm) return cmd_trace_merge(trace_merge);
   } catch (const Error& e) {

@@ -118,6 +118,15 @@ struct DataShardArgs {
 };
 int cmd_data_shard(const DataShardArgs& args);
 
+struct DataPlacementArgs {
+  std::string config;
+  std::vector<std::string> overrides;
+  int ranks = 1;
+  int64_t epochs = 0;  // 0: those the config's max_iter covers
+};
+// The tar shards each rank of a run opens, epoch by epoch: what each host must hold.
+int cmd_data_placement(const DataPlacementArgs& args);
+
 // Every argument goes to tools/import_torch.py, --help included.
 int cmd_import_torch(const std::vector<std::string>& args);
 
