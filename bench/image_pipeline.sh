@@ -6,7 +6,10 @@
 # ImageFolder + DataLoader(num_workers=2) with the same transforms, in two
 # forms: on tensors (ToTensor first, then a bilinear Resize without
 # antialiasing: the engine's arithmetic) and the usual PIL form (Resize on
-# the PIL image, antialiased). Rounds alternate the three; medians are printed.
+# the PIL image, antialiased); and NVIDIA DALI's CPU pipeline with the same
+# transforms and threads (bench/image_pipeline_dali.py, from bench/.venv:
+# bench/setup_venv.sh installs nvidia-dali-cuda130; left out, saying so,
+# where the venv lacks it). Rounds alternate them; medians are printed.
 # The same again for the Inception-style random resized crop (224x224,
 # torchvision's RandomResizedCrop; ours decodes JPEGs at a reduced size and
 # only the crop's region where it can).
@@ -15,13 +18,15 @@
 #
 # POSEIDON_BUILD_DIR picks the build folder (default build/, a Release build);
 # POSEIDON_BENCH_IMAGES the image folder (default $TMPDIR/poseidon-bench-images).
-# torchvision comes from Debian's python3-torchvision, run by /usr/bin/python3.
+# torchvision comes from Debian's python3-torchvision, run by /usr/bin/python3;
+# DALI from bench/.venv (POSEIDON_BENCH_VENV picks another venv).
 set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 build=${POSEIDON_BUILD_DIR:-$root/build}
 images=${POSEIDON_BENCH_IMAGES:-${TMPDIR:-/tmp}/poseidon-bench-images}
 rounds=${1:-3}
+venv=${POSEIDON_BENCH_VENV:-$root/bench/.venv}
 
 source "$root/bench/release_build.sh"
 release_build image_pipeline "$build"
@@ -30,10 +35,11 @@ if ! log=$(cmake --build "$build" --target image_pipeline_bench 2>&1); then
   exit 1
 fi
 
-exec /usr/bin/python3 - "$build/image_pipeline_bench" "$images" "$rounds" <<'EOF'
+exec /usr/bin/python3 - "$build/image_pipeline_bench" "$images" "$rounds" "$venv/bin/python" \
+  "$root/bench/image_pipeline_dali.py" <<'EOF'
 import json, os, statistics, subprocess, sys, time
 
-bench, images, rounds = sys.argv[1], sys.argv[2], int(sys.argv[3])
+bench, images, rounds, venv_python, dali_script = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4], sys.argv[5]
 WORKERS, BATCH, EPOCHS, RESIZE, CROP = 2, 32, 3, 256, 224
 MEAN, STD = [0.485, 0.456, 0.406], [0.229, 0.224, 0.225]
 
@@ -72,6 +78,17 @@ def run_poseidon(augmentation):
     return statistics.median(json.loads(out)["images_per_sec"])
 
 
+def run_dali(augmentation):
+    out = subprocess.run([venv_python, dali_script, images, str(WORKERS), str(EPOCHS), str(BATCH), str(RESIZE),
+                          str(CROP), augmentation], check=True, capture_output=True, text=True).stdout
+    return statistics.median(json.loads(out)["images_per_sec"])
+
+
+def has_dali():
+    return os.path.exists(venv_python) and subprocess.run(
+        [venv_python, "-c", "import nvidia.dali"], capture_output=True).returncode == 0
+
+
 def run_torchvision(augmentation, form):
     import torch
     import torchvision.transforms as T
@@ -101,6 +118,9 @@ def run_torchvision(augmentation, form):
 if not os.path.exists(f"{images}/.complete"):
     print(f"generating 256 JPEGs in {images} ...", flush=True)
     generate(images)
+dali = has_dali()
+if not dali:
+    print(f"DALI left out: {venv_python} cannot import nvidia.dali (bench/setup_venv.sh installs nvidia-dali-cuda130)")
 for augmentation, title in (("fixed", f"resize {RESIZE}, random crop {CROP}"),
                             ("rrc", f"random resized crop {CROP}")):
     results = {"poseidon": [], "torchvision (tensor)": [], "torchvision (PIL)": []}
@@ -108,6 +128,8 @@ for augmentation, title in (("fixed", f"resize {RESIZE}, random crop {CROP}"),
         results["poseidon"].append(run_poseidon(augmentation))
         results["torchvision (tensor)"].append(run_torchvision(augmentation, "tensor"))
         results["torchvision (PIL)"].append(run_torchvision(augmentation, "pil"))
+        if dali:
+            results.setdefault("DALI (CPU)", []).append(run_dali(augmentation))
         print(f"{augmentation} round {r + 1}/{rounds}: " + ", ".join(f"{k} {v[-1]:.1f}" for k, v in results.items()),
               flush=True)
     median = {k: statistics.median(v) for k, v in results.items()}

@@ -7,13 +7,22 @@
 # working torch, the venv falls back to Debian's python3-torch (an older
 # release) and says so. numpy comes along because torch warns on import
 # without it; torchvision builds the twins of the reduced VGG19-22K and
-# Inception-V3. Safe to run again: an importable torch is kept.
+# Inception-V3. NVIDIA DALI (nvidia-dali-cuda130, whose CPU pipeline
+# bench/image_pipeline.sh runs without a GPU) is added to whichever torch the
+# venv ends with. Safe to run again: an importable torch is kept.
 set -euo pipefail
 
 bench_dir=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 venv="$bench_dir/.venv"
 python=${PYTHON:-python3}
 debian_python=/usr/bin/python3
+
+# DALI, once; its absence only leaves DALI out of bench/image_pipeline.sh.
+add_dali() {
+  "$venv/bin/python" -c 'import nvidia.dali' 2>/dev/null && return 0
+  "$venv/bin/python" -m pip install --quiet nvidia-dali-cuda130 ||
+    echo "setup_venv: nvidia-dali-cuda130 could not be installed; bench/image_pipeline.sh leaves DALI out" >&2
+}
 
 torch_version() {
   "$venv/bin/python" -c 'import numpy, torch; print(torch.__version__, "from", torch.__file__)' 2>/dev/null
@@ -34,6 +43,7 @@ if [[ -x "$venv/bin/python" ]] && installed=$(torch_version); then
   if [[ $installed != *"$venv"* ]]; then
     echo "setup_venv: that is Debian's torch (an earlier fallback); remove $venv to try PyPI again"
   fi
+  add_dali
   exit 0
 fi
 
@@ -42,6 +52,7 @@ if "$python" -m venv "$venv" &&
    "$venv/bin/python" -m pip install --quiet torch torchvision numpy &&
    installed=$(torch_version); then
   echo "setup_venv: installed torch $installed"
+  add_dali
   exit 0
 fi
 
@@ -55,3 +66,4 @@ if ! installed=$(torch_version); then
   exit 1
 fi
 echo "setup_venv: using Debian's torch $installed"
+add_dali
