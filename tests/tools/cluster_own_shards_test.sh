@@ -24,11 +24,12 @@ done
 probe=pzprobe$$
 ip netns add "$probe" 2>/dev/null || skip "network namespaces are unavailable here (ip netns add failed)"
 ip netns del "$probe"
-unshare --mount true 2>/dev/null || skip "mount namespaces are unavailable here (unshare --mount failed)"
-
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 cd "$work"
+mkdir probe
+unshare --mount mount --bind "$work/probe" "$work/probe" 2>/dev/null ||
+  skip "bind mounts in a mount namespace of their own are unavailable here (unshare --mount mount --bind failed)"
 fail() {
   echo "FAIL: $*" >&2
   exit 1
