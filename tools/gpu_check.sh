@@ -105,8 +105,16 @@ step "GPU tests"
 # at most half of the check's time.
 tests_rc=0
 tests_deadline=$((start + minutes * 30))
+# nvJPEG (data_tests' Nvjpeg*) is loaded at run time: the toolkit's, or
+# PyPI's nvidia-nvjpeg wheel's (nvidia/cu13/lib, nvidia/nvjpeg/lib) where
+# python3 has one.
+for wheel in $(python3 -c "import nvidia; print(' '.join(nvidia.__path__))" 2>/dev/null); do
+  for lib in "$wheel"/cu13/lib "$wheel"/nvjpeg/lib; do
+    [[ -e $lib/libnvjpeg.so.13 || -e $lib/libnvjpeg.so.12 ]] && export LD_LIBRARY_PATH=$lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+  done
+done
 for spec in "core_tests:Cuda*" "layers_tests:CudaLayers.*:*GpuMatchesCpu*:GpuBf16.*" \
-    "tools_tests:InfoVerb*:Plugin.CpuOnlyLayerTrainsInAGpuNet" "dist_tests:Cuda*"; do
+    "tools_tests:InfoVerb*:Plugin.CpuOnlyLayerTrainsInAGpuNet" "dist_tests:Cuda*" "data_tests:Nvjpeg*"; do
   binary=${spec%%:*}
   filter=${spec#*:}
   "$root/tools/gtest_isolated.sh" "$tests/$binary" "$filter" "$out/$binary.log" 120 "$tests_deadline" |
@@ -220,6 +228,8 @@ step "table"
     done
   done
   echo "GPU tests: $([[ $tests_rc -eq 0 ]] && echo passed || echo FAILED) (see $out/*_tests.log)"
+  echo "nvJPEG decode + transform, 16 JPEGs of ~500x375 to 224x224 (GPU against CPU, rate):"
+  grep -h '^nvJPEG ' "$out/data_tests.log" 2>/dev/null | sed 's/^/  /' || echo "  not run (see $out/data_tests.log)"
   grep -v '^\[' "$out/tests.txt" | sed 's/^/  /'
   echo "two ranks on one GPU: $([[ $two_rc -eq 0 ]] && echo trained || echo "failed (see $out/two_ranks.log)")"
   echo "traced iteration: $([[ $trace_rc -eq 0 ]] && echo "$overlap" || echo "failed (see $out/traced.log)")"
