@@ -133,6 +133,24 @@ int64_t bucket_bytes_for(int64_t fixed_bytes, int ranks, const LinkModel& link, 
   return std::clamp<int64_t>(static_cast<int64_t>(bytes) / 4 * 4, kMin, kMax);
 }
 
+CollectiveOptions chosen_options(const CollectiveOptions& options, int ranks) {
+  CollectiveOptions o = options;
+  if (!o.planner_chooses) return o;
+  o.planner_chooses = false;
+  if (ranks > kSmallCluster) {
+    o.allreduce = AllreduceAlgorithm::automatic;
+    o.fusion_auto = true;
+    o.spread_blocks = true;
+  }
+  return o;
+}
+
+DistConfig chosen_config(const DistConfig& config, int ranks) {
+  DistConfig c = config;
+  c.collective = chosen_options(config.collective, ranks);
+  return c;
+}
+
 int64_t block_bytes_for(int64_t fixed_bytes, int64_t ps_bytes, int ranks, const CollectiveOptions& options) {
   if (!options.spread_blocks || ranks < 2) return fixed_bytes;
   constexpr int64_t kMin = 16 << 10;

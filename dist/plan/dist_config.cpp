@@ -1,6 +1,8 @@
 // Parsing and validation of the `dist:` section.
 #include "dist/plan/dist_config.h"
 
+#include <algorithm>
+
 namespace poseidon::dist {
 
 std::string scheme_name(Scheme s) {
@@ -21,7 +23,10 @@ namespace {
 const std::vector<std::string> kChoiceNames = {"hybrid", "ps", "sfb", "allreduce"};
 const std::vector<std::string> kOrderNames = {"backward", "priority"};
 const std::vector<std::string> kAlgorithmNames = {"ring", "halving_doubling", "two_level", "auto"};
+const std::vector<std::string> kCompressionNames = {"off", "lossless", "auto"};
 }  // namespace
+
+std::string compression_name(Compression c) { return kCompressionNames.at(static_cast<size_t>(c)); }
 
 std::string choice_name(SchemeChoice c) { return kChoiceNames.at(static_cast<size_t>(c)); }
 
@@ -57,7 +62,7 @@ const std::vector<std::string>& DistConfig::keys() {
   static const std::vector<std::string> k = {"scheme", "wfbp", "order", "block_bytes", "bucket_bytes", "bandwidth_gbps",
                                              "latency_us", "timeout_s", "host_staging", "gemm_gflops", "plan_file",
                                              // compression
-                                             "wire", "lowrank", "lowrank_rank"};
+                                             "wire", "lowrank", "lowrank_rank", "compression", "compression_min_rank"};
   static const std::vector<std::string> all = [] {
     std::vector<std::string> v = k;
     v.insert(v.end(), CollectiveOptions::keys().begin(), CollectiveOptions::keys().end());
@@ -80,6 +85,7 @@ double positive(const ConfigNode& node, const std::string& key) {
 }
 CollectiveOptions parse_collective(const ConfigNode& node) {
   CollectiveOptions o;
+  o.planner_chooses = !node.has("allreduce") && !node.has("fusion") && !node.has("spread_blocks");
   o.allreduce = parse_algorithm(node.get_choice("allreduce", kAlgorithmNames, algorithm_name(o.allreduce)));
   o.fusion_auto = node.get_choice("fusion", {"fixed", "auto"}, "fixed") == "auto";
   o.spread_blocks = node.get_bool("spread_blocks", o.spread_blocks);
@@ -124,6 +130,25 @@ DistConfig DistConfig::parse(const ConfigNode& node) {
                                choice_name(c.scheme) + "' (set it to hybrid)");
   c.lowrank_rank = static_cast<int>(node.get_int("lowrank_rank", c.lowrank_rank));
   if (c.lowrank_rank < 1) node.child("lowrank_rank").fail("expected a rank of at least 1");
+  const std::string compression = node.get_choice("compression", kCompressionNames, "off");
+  c.compression = static_cast<Compression>(
+      std::find(kCompressionNames.begin(), kCompressionNames.end(), compression) - kCompressionNames.begin());
+  c.compression_min_rank = static_cast<int>(node.get_int("compression_min_rank", c.compression_min_rank));
+  if (c.compression_min_rank < 1) node.child("compression_min_rank").fail("expected a rank of at least 1");
+  if (node.has("compression_min_rank") && c.compression != Compression::automatic)
+    node.child("compression_min_rank").fail("the accuracy budget of dist.compression auto; dist.compression is '" +
+                                            compression + "'");
+  if (c.compression != Compression::off) {
+    for (const char* key : {"wire", "lowrank"})
+      if (node.has(key))
+        node.child(key).fail(std::string("dist.compression ") + compression +
+                             (c.compression == Compression::lossless ? " keeps fp32 on the wire and no low-rank"
+                                                                     : " chooses the wire and low-rank per layer") +
+                             "; remove dist." + key + " (or set dist.compression: off)");
+    if (c.compression == Compression::automatic && c.scheme != SchemeChoice::hybrid)
+      node.child("compression").fail("auto is a per-layer choice of the hybrid planner; dist.scheme is '" +
+                                     choice_name(c.scheme) + "' (set it to hybrid)");
+  }
   return c;
 }
 

@@ -18,12 +18,17 @@
 //     allreduce: ring       # ring | halving_doubling | two_level | auto (per bucket, by cost)
 //     fusion: fixed         # fixed: buckets of bucket_bytes; auto: sized from latency and bandwidth
 //     spread_blocks: false  # PS: blocks small enough that every rank serves some
+//                           # (none of these three set: the planner chooses them from P,
+//                           # dist/plan/collective_costs.h's chosen_options)
 //     ranks_per_host: 1     # ranks sharing one host's link (two_level: reduce inside a host first)
 //     host_bandwidth_gbps: 200  # between ranks of one host, Gbit/s each way
 //   compression (dist/plan/wire.h, dist/schemes/lowrank.h):
 //     wire: fp32            # fp32 | bf16: the format of gradients on the wire (PS, all-reduce)
 //     lowrank: false        # hybrid: let the planner choose low-rank compression per layer
 //     lowrank_rank: 4       # rank r of the low-rank factors
+//     compression: off      # off: as wire and lowrank say; lossless: fp32 wire, no low-rank;
+//                           # auto: the planner chooses each layer's scheme, wire and rank
+//     compression_min_rank: 4  # auto's accuracy budget: the lowest low-rank rank it may choose
 #pragma once
 
 #include <cstdint>
@@ -69,9 +74,20 @@ struct CollectiveOptions {
   int ranks_per_host = 1;      // consecutive ranks share a host (and its link)
   double host_bandwidth_gbps = 200;
   double host_latency_us = 2;
+  // None of allreduce, fusion and spread_blocks set: the planner chooses
+  // them from the rank count (chosen_options in dist/plan/collective_costs.h).
+  bool planner_chooses = false;
 
   static const std::vector<std::string>& keys();
 };
+
+// What the planner may do to the gradients' bytes (docs/COMPRESSION.md):
+// off, as dist.wire and dist.lowrank say; lossless, nothing lossy (fp32 on
+// the wire, no low-rank); auto, per layer the fastest of PS, SFB and
+// all-reduce in fp32 or bf16 and low-rank at a rank no lower than
+// compression_min_rank.
+enum class Compression { off, lossless, automatic };
+std::string compression_name(Compression c);
 
 struct DistConfig {
   SchemeChoice scheme = SchemeChoice::hybrid;
@@ -91,6 +107,8 @@ struct DistConfig {
   Wire wire = Wire::fp32;
   bool lowrank = false;
   int lowrank_rank = 4;
+  Compression compression = Compression::off;
+  int compression_min_rank = 4;
 
   static DistConfig parse(const ConfigNode& node);
   static const std::vector<std::string>& keys();

@@ -62,11 +62,13 @@ struct Buckets {
 
 }  // namespace
 
-CommPlan make_comm_plan(Net& net, std::vector<PlannedParam> params, const DistConfig& config, int world_size,
+CommPlan make_comm_plan(Net& net, std::vector<PlannedParam> params, const DistConfig& configured, int world_size,
                         const LinkModel& link) {
   POSEIDON_CHECK(world_size >= 1) << world_size;
+  const DistConfig config = chosen_config(configured, world_size);
   CommPlan plan;
   plan.world_size = world_size;
+  plan.compression = config.compression;
   plan.params = std::move(params);
   plan.layer_groups.assign(net.num_layers(), {});
   Buckets buckets{plan, bucket_bytes_for(config.bucket_bytes, world_size, link, config.collective)};
@@ -86,12 +88,14 @@ CommPlan make_comm_plan(Net& net, std::vector<PlannedParam> params, const DistCo
     if (p.scheme == Scheme::sfb || p.scheme == Scheme::lowrank) {
       POSEIDON_CHECK(p.scheme != Scheme::sfb || sfb_applicable(net, p.layer))
           << p.param->name << " cannot use sufficient factors";
-      POSEIDON_CHECK(p.scheme != Scheme::lowrank || lowrank_applicable(net, p.layer, config.lowrank_rank))
-          << p.param->name << " cannot be compressed to rank " << config.lowrank_rank;
+      const int rank = p.rank > 0 ? p.rank : config.lowrank_rank;
+      POSEIDON_CHECK(p.scheme != Scheme::lowrank || lowrank_applicable(net, p.layer, rank))
+          << p.param->name << " cannot be compressed to rank " << rank;
       if (plan.groups.empty() || plan.groups.back().scheme != p.scheme ||
           plan.params[plan.groups.back().params[0]].layer != p.layer) {
         SyncGroup u;
         u.scheme = p.scheme;
+        if (p.scheme == Scheme::lowrank) u.rank = rank;
         plan.groups.push_back(std::move(u));
       }
       plan.groups.back().params.push_back(i);
@@ -115,10 +119,18 @@ CommPlan make_comm_plan(Net& net, std::vector<PlannedParam> params, const DistCo
     }
     plan.groups.push_back(std::move(u));
   }
-  for (SyncGroup& u : plan.groups)
+  for (SyncGroup& u : plan.groups) {
     if (u.scheme == Scheme::allreduce)
       u.algorithm = choose_algorithm(static_cast<double>(u.end - u.begin) * static_cast<double>(wire_bytes(u.wire)) / 4,
                                      world_size, link, config.collective);
+    if (u.scheme == Scheme::lowrank) {
+      const Param& w = *plan.params[u.params[0]].param;
+      const int64_t rows = w.shape[0], cols = w.value.numel() / rows;
+      int64_t others = 0;
+      for (size_t k = 1; k < u.params.size(); ++k) others += plan.params[u.params[k]].param->value.numel();
+      u.algorithm = lowrank_algorithm(rows, cols, others, u.rank, world_size, link, config.collective);
+    }
+  }
   for (size_t u = 0; u < plan.groups.size(); ++u)
     for (size_t i : plan.groups[u].params) {
       auto& lu = plan.layer_groups[plan.params[i].layer];
@@ -148,17 +160,26 @@ bool lowrank_applicable(Net& net, size_t layer, int rank) {
 }
 
 CommPlan plan_for_config(Net& net, const DistConfig& config, int world_size, const LinkModel& link,
-                         const std::map<size_t, Scheme>* pinned, const std::map<size_t, Wire>* pinned_wires) {
+                         const std::map<size_t, Scheme>* pinned, const std::map<size_t, Wire>* pinned_wires,
+                         int64_t batch) {
   std::vector<PlannedParam> params = backward_order(net);
   std::map<size_t, Scheme> chosen;  // hybrid: by layer
+  std::map<size_t, Wire> chosen_wires;
+  std::map<size_t, int> chosen_ranks;
   if (config.scheme == SchemeChoice::hybrid && pinned) chosen = *pinned;
   if (config.scheme == SchemeChoice::hybrid && !pinned) {
-    std::vector<LayerPlan> layers = plan_layers(net, net.batch(), world_size, link, config);
+    std::vector<LayerPlan> layers = plan_layers(net, batch > 0 ? batch : net.batch(), world_size, link, config);
     plan_compression(layers, net, world_size, link, config);
-    for (const LayerPlan& lp : layers) chosen[lp.layer] = lp.scheme;
+    for (const LayerPlan& lp : layers) {
+      chosen[lp.layer] = lp.scheme;
+      chosen_wires[lp.layer] = lp.wire;
+      chosen_ranks[lp.layer] = lp.rank;
+    }
   }
+  const Wire wire = config.compression == Compression::off ? config.wire : Wire::fp32;
   for (PlannedParam& p : params) {
-    p.wire = config.wire;
+    p.wire = chosen_wires.count(p.layer) ? chosen_wires.at(p.layer) : wire;
+    p.rank = chosen_ranks.count(p.layer) ? chosen_ranks.at(p.layer) : 0;
     if (pinned_wires && pinned_wires->count(p.layer)) p.wire = pinned_wires->at(p.layer);
     if (config.scheme == SchemeChoice::hybrid)
       p.scheme = chosen.at(p.layer);
@@ -211,7 +232,9 @@ std::string count_schemes(const CommPlan& plan, Net& net) {
 std::string describe_units(const CommPlan& plan) {
   int buckets = 0, blocks = 0, bf16 = 0;
   std::map<std::string, int> algorithms;
+  std::map<int, int> lowrank_ranks;
   for (const SyncGroup& unit : plan.groups) {
+    if (unit.scheme == Scheme::lowrank) ++lowrank_ranks[unit.rank];
     if (unit.scheme == Scheme::allreduce) {
       ++buckets;
       ++algorithms[algorithm_name(unit.algorithm)];
@@ -227,6 +250,10 @@ std::string describe_units(const CommPlan& plan) {
   }
   if (blocks > 0) append(out, std::to_string(blocks) + (blocks == 1 ? " PS block" : " PS blocks"));
   if (bf16 > 0) append(out, "bf16 wire " + std::to_string(bf16) + (bf16 == 1 ? " unit" : " units"));
+  std::string ranks;
+  for (const auto& [rank, count] : lowrank_ranks) append(ranks, "rank " + std::to_string(rank) + " x" + std::to_string(count));
+  if (!ranks.empty()) append(out, "low-rank " + ranks);
+  if (plan.compression != Compression::off) append(out, "compression " + compression_name(plan.compression));
   return out;
 }
 

@@ -24,6 +24,7 @@ struct PlannedParam {
   int64_t offset = 0;  // into the Net's flat value and gradient buffers
   Scheme scheme = Scheme::ps;
   Wire wire = Wire::fp32;  // of its gradient (ps, allreduce)
+  int rank = 0;            // lowrank: of its factors (0: dist.lowrank_rank)
 };
 
 // A slice of one parameter served by one rank.
@@ -42,8 +43,10 @@ struct SyncGroup {
   std::vector<PsBlock> blocks;  // ps: the cut of its one parameter
   int64_t begin = 0, end = 0;   // allreduce: the bucket's range of the flat buffers
   std::string label;            // for messages: its parameters' names
-  AllreduceAlgorithm algorithm = AllreduceAlgorithm::ring;  // allreduce: how the bucket is reduced
+  AllreduceAlgorithm algorithm = AllreduceAlgorithm::ring;  // allreduce: how the bucket is reduced;
+                                                            // lowrank: how its factors are
   Wire wire = Wire::fp32;       // ps, allreduce: of the gradients (a bucket holds one wire format)
+  int rank = 0;                 // lowrank: of the factors
 };
 
 struct CommPlan {
@@ -51,6 +54,7 @@ struct CommPlan {
   std::vector<SyncGroup> groups;                 // in start order
   std::vector<std::vector<size_t>> layer_groups;  // per Net layer: the groups holding its parameters
   int world_size = 1;
+  Compression compression = Compression::off;  // the policy that chose the wires and ranks
 };
 
 // The learnable parameters of `net` in the order Net::backward reports them
@@ -65,7 +69,8 @@ std::vector<PlannedParam> backward_order(Net& net);
 // blocks of config.block_bytes (with dist.spread_blocks, smaller where the
 // PS bytes would make fewer blocks than ranks), each owned by the rank with
 // the fewest bytes so far (ties: the lowest rank). A low-rank layer is one
-// unit, as an SFB layer.
+// unit, as an SFB layer, at its parameter's rank, its factors all-reduced by
+// lowrank_algorithm. The collective options are chosen_options' for `world_size`.
 CommPlan make_comm_plan(Net& net, std::vector<PlannedParam> params, const DistConfig& config, int world_size,
                         const LinkModel& link = {});
 
@@ -78,10 +83,12 @@ bool sfb_applicable(Net& net, size_t layer);
 // every parameter; `sfb` for FC layers that allow it and `ps` for the rest;
 // `hybrid`: each layer's scheme chosen by the planner for `link`, or as
 // `pinned` gives it (by layer index: dist/plan/plan_file.h). Gradients travel in
-// config.wire, or as `pinned_wires` gives it per layer.
+// config.wire (with dist.compression auto: as the planner chose per layer),
+// or as `pinned_wires` gives it per layer. The planner weighs SFB at `batch`
+// examples per rank (0: the Net's batch; the simulator's Net holds another).
 CommPlan plan_for_config(Net& net, const DistConfig& config, int world_size, const LinkModel& link = {},
                          const std::map<size_t, Scheme>* pinned = nullptr,
-                         const std::map<size_t, Wire>* pinned_wires = nullptr);
+                         const std::map<size_t, Wire>* pinned_wires = nullptr, int64_t batch = 0);
 
 // Whether layer `layer` can be compressed to low rank `rank`: its first
 // learnable parameter has two or more dimensions, read as a matrix of
@@ -95,7 +102,8 @@ std::string describe_schemes(const CommPlan& plan, Net& net);
 // counted, named only while that stays short (a terminal line).
 std::string count_schemes(const CommPlan& plan, Net& net);
 
-// "12 all-reduce buckets (halving_doubling 9, ring 3), 40 PS blocks, bf16 wire 52":
+// "12 all-reduce buckets (halving_doubling 9, ring 3), 40 PS blocks, bf16 wire 52 units,
+// low-rank rank 4 x2, compression auto":
 // the units the plan moves and how, so a run's log shows what the dist: keys chose.
 std::string describe_units(const CommPlan& plan);
 

@@ -101,7 +101,10 @@ PlanRecord plan_record(const std::vector<LayerPlan>& layers, Net& net, int worke
   r.workers = workers;
   r.batch = batch;
   r.link = link;
-  for (const LayerPlan& lp : layers) r.layers.emplace_back(net.layer(lp.layer).name(), lp.scheme);
+  for (const LayerPlan& lp : layers) {
+    r.layers.emplace_back(net.layer(lp.layer).name(), lp.scheme);
+    if (lp.wire != Wire::fp32) r.wires[net.layer(lp.layer).name()] = lp.wire;
+  }
   return r;
 }
 

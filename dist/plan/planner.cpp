@@ -35,10 +35,18 @@ SchemeCost allreduce_cost(int64_t elements, int ranks, const LinkModel& link) {
   return c;
 }
 
+double host_link_factor(int ranks, const LinkModel& link, const CollectiveOptions& options) {
+  const int per_host = std::clamp(options.ranks_per_host, 1, std::max(ranks, 1));
+  if (per_host == 1 || ranks < 2) return 1;
+  const double away = static_cast<double>(ranks - per_host) / (ranks - 1);
+  return per_host * away + (1 - away) * link.bandwidth_gbps / options.host_bandwidth_gbps;
+}
+
 SchemeCost ps_cost(int64_t elements, int ranks, const LinkModel& link, int servers, int64_t block_elements,
-                   Wire wire) {
+                   Wire wire, const CollectiveOptions& options) {
   SchemeCost c = ps_cost(elements, ranks, link);
   if (ranks < 2) return c;
+  const double hosts = host_link_factor(ranks, link, options);
   // Half the numbers are pushes, on the wire format; half are pulls, fp32.
   const double share = (static_cast<double>(wire_bytes(wire)) / 4 + 1) / 2;
   c.numbers *= share;
@@ -47,7 +55,7 @@ SchemeCost ps_cost(int64_t elements, int ranks, const LinkModel& link, int serve
   // (block_elements 0: not counted).
   const double block = static_cast<double>(std::min(elements, block_elements));
   const double incast = transfer_seconds(2 * block * (ranks - 1) * share, link);
-  c.seconds = std::max(transfer_seconds(c.numbers, link) * spread, incast) + 2 * link.latency_us * 1e-6;
+  c.seconds = std::max(transfer_seconds(c.numbers, link) * spread * hosts, incast) + 2 * link.latency_us * 1e-6;
   return c;
 }
 
@@ -78,7 +86,10 @@ SchemeCost sfb_cost(int64_t outputs, int64_t inputs, int64_t batch, int ranks, c
 }
 
 std::vector<LayerPlan> plan_layers(Net& net, int64_t batch, int ranks, const LinkModel& link,
-                                   const DistConfig& config) {
+                                   const DistConfig& configured) {
+  const DistConfig config = chosen_config(configured, ranks);
+  const bool weigh_wires = config.compression == Compression::automatic;
+  const Wire first_wire = weigh_wires || config.compression == Compression::lossless ? Wire::fp32 : config.wire;
   // How many ranks the PS blocks would keep serving, were every layer on PS.
   int64_t ps_bytes = 0;
   for (const PlannedParam& p : backward_order(net)) ps_bytes += p.param->value.numel() * 4;
@@ -100,16 +111,30 @@ std::vector<LayerPlan> plan_layers(Net& net, int64_t batch, int ranks, const Lin
         elements += shape_numel(p.shape);
       }
     if (lp.shapes.empty()) continue;
-    lp.ps = ps_cost(elements, ranks, link, servers, at_scale ? block / 4 : 0, config.wire);
+    lp.ps = ps_cost(elements, ranks, link, servers, at_scale ? block / 4 : 0, first_wire, config.collective);
     lp.scheme = Scheme::ps;
     lp.cost = lp.ps;
-    const SchemeCost ar = allreduce_cost(elements, ranks, link, config.collective, bucket, config.wire);
-    // All-reduce only when faster beyond rounding: its step-by-step sum and
-    // PS's closed form tie exactly where they move the same bytes (no
-    // latency), and a tie keeps PS, as the plans of earlier runs did.
-    if (ar.seconds < lp.cost.seconds * (1 - 1e-9)) {
-      lp.scheme = Scheme::allreduce;
-      lp.cost = ar;
+    lp.wire = first_wire;
+    for (Wire wire : weigh_wires ? std::vector<Wire>{Wire::fp32, Wire::bf16} : std::vector<Wire>{first_wire}) {
+      // bf16 replaces an fp32 choice only when more than 1% faster.
+      const double margin = wire != first_wire ? 0.99 : 1.0;
+      if (wire != first_wire) {
+        const SchemeCost ps = ps_cost(elements, ranks, link, servers, at_scale ? block / 4 : 0, wire, config.collective);
+        if (ps.seconds < lp.cost.seconds * margin) {
+          lp.scheme = Scheme::ps;
+          lp.cost = ps;
+          lp.wire = wire;
+        }
+      }
+      const SchemeCost ar = allreduce_cost(elements, ranks, link, config.collective, bucket, wire);
+      // All-reduce only when faster beyond rounding: its step-by-step sum and
+      // PS's closed form tie exactly where they move the same bytes (no
+      // latency), and a tie keeps PS, as the plans of earlier runs did.
+      if (ar.seconds < lp.cost.seconds * (lp.wire == wire ? 1 - 1e-9 : margin)) {
+        lp.scheme = Scheme::allreduce;
+        lp.cost = ar;
+        lp.wire = wire;
+      }
     }
     lp.sfb_possible = sfb_applicable(net, i);
     if (lp.sfb_possible) {
@@ -118,6 +143,7 @@ std::vector<LayerPlan> plan_layers(Net& net, int64_t batch, int ranks, const Lin
       if (sfb.seconds <= lp.cost.seconds) {
         lp.scheme = Scheme::sfb;
         lp.cost = sfb;
+        lp.wire = Wire::fp32;
       }
     }
     out.push_back(std::move(lp));

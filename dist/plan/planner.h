@@ -60,11 +60,22 @@ SchemeCost allreduce_cost(int64_t elements, int ranks, const LinkModel& link);
 // their bytes and its pulls stay fp32; every all-reduce step moves half its
 // bytes and keeps its latency, and the algorithm is the one that is fastest
 // for the bytes that travel.
+// With `options.ranks_per_host` G above 1, PS transfers are charged as they
+// run on hosts of G ranks sharing one link (host_link_factor). SFB's ring
+// all-gather, ordered by host, has one rank of a host on its link per step,
+// as a ring all-reduce (dist/plan/collective_costs.h): no sharing.
 SchemeCost ps_cost(int64_t elements, int ranks, const LinkModel& link, int servers, int64_t block_elements,
-                   Wire wire = Wire::fp32);
+                   Wire wire = Wire::fp32, const CollectiveOptions& options = {});
 SchemeCost allreduce_cost(int64_t elements, int ranks, const LinkModel& link, const CollectiveOptions& options,
                           int64_t bucket_bytes, Wire wire = Wire::fp32);
 SchemeCost sfb_cost(int64_t outputs, int64_t inputs, int64_t batch, int ranks, const LinkModel& link);
+
+// How much longer a rank's point-to-point traffic (spread evenly over the
+// other ranks) takes on hosts of G = options.ranks_per_host ranks than on a
+// link of its own: the (P - G) / (P - 1) of it bound for other hosts crosses
+// the host's one link together with the other G - 1 ranks' (G times as
+// long), the rest moves inside the host at host_bandwidth_gbps. 1 for G = 1.
+double host_link_factor(int ranks, const LinkModel& link, const CollectiveOptions& options);
 
 // The planner's choice for one layer with learnable parameters.
 struct LayerPlan {
@@ -74,11 +85,16 @@ struct LayerPlan {
   SchemeCost cost;  // of the chosen scheme
   SchemeCost ps;    // of PS, for the comparison with all-PS
   bool sfb_possible = false;
+  Wire wire = Wire::fp32;  // of its gradients (ps, allreduce)
+  int rank = 0;            // lowrank: the rank of its factors
 };
 
 // One entry per layer with learnable parameters, in layer order, for `ranks`
 // ranks training `batch` examples each, with the block, bucket and
-// collective options of `config` (its scheme is not read).
+// collective options of `config` as chosen_options gives them for `ranks`
+// (its scheme is not read). With dist.compression auto each layer's PS and
+// all-reduce are weighed in fp32 and in bf16, bf16 taken only when it is
+// more than 1% faster (the exact format on near ties); else in config.wire.
 std::vector<LayerPlan> plan_layers(Net& net, int64_t batch, int ranks, const LinkModel& link,
                                    const DistConfig& config = {});
 

@@ -58,8 +58,14 @@ void lowrank_decompress(LowRankState& s, const float* m, const float* p, float* 
 }
 
 LowRankExchange::LowRankExchange(Comm comm, Solver& solver, ExchangeCompute& compute, std::vector<Param*> params,
-                                 int rank, std::string label)
-    : comm_(std::move(comm)), solver_(solver), compute_(compute), params_(std::move(params)), label_(std::move(label)) {
+                                 int rank, std::string label, AllreduceAlgorithm algorithm, int per_host)
+    : comm_(std::move(comm)),
+      solver_(solver),
+      compute_(compute),
+      params_(std::move(params)),
+      label_(std::move(label)),
+      algorithm_(algorithm),
+      per_host_(per_host) {
   const Param& w = *params_[0];
   const int64_t rows = w.shape[0], cols = w.value.numel() / rows;
   state_ = initial_lowrank_state(w.name, rows, cols, rank);
@@ -90,7 +96,7 @@ void LowRankExchange::allreduce(float* data, int64_t count, int then, InFlight& 
   reduced_ = data;
   then_ = then;
   step_ = 0;
-  schedule_ = allreduce_schedule(AllreduceAlgorithm::ring, count, comm_.size(), comm_.rank());
+  schedule_ = allreduce_schedule(algorithm_, count, comm_.size(), comm_.rank(), per_host_);
   if (schedule_.empty()) return complete(then_, in_flight);  // alone: the sum is the mean
   post_step(in_flight);
 }

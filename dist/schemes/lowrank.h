@@ -62,8 +62,9 @@ void lowrank_decompress(LowRankState& s, const float* m, const float* p, float* 
 class LowRankExchange : public Exchange {
  public:
   // `params`: the layer's learnable parameters, the weight first.
+  // `algorithm` and `per_host`: how its sums run (dist/schemes/allreduce_schedule.h).
   LowRankExchange(Comm comm, Solver& solver, ExchangeCompute& compute, std::vector<Param*> params, int rank,
-                  std::string label);
+                  std::string label, AllreduceAlgorithm algorithm = AllreduceAlgorithm::ring, int per_host = 1);
   void start(InFlight& in_flight) override;
   void complete(int slot, InFlight& in_flight) override;
   std::string describe(int slot) const override;
@@ -101,6 +102,8 @@ class LowRankExchange : public Exchange {
   ExchangeCompute& compute_;
   std::vector<Param*> params_;
   std::string label_;
+  AllreduceAlgorithm algorithm_;
+  int per_host_;
   LowRankState state_;
   int64_t others_ = 0;                  // numbers of the other parameters
   std::vector<float> m_, p_;            // M, and the summed P

@@ -84,7 +84,7 @@ Scheduler::Scheduler(Net& net, Solver& solver, const World& world, CommPlan plan
       std::vector<Param*> params;
       for (size_t i : unit.params) params.push_back(plan_.params[i].param);
       auto lowrank = std::make_unique<LowRankExchange>(comm_->duplicate(), solver_, *compute_, std::move(params),
-                                                       config_.lowrank_rank, unit.label);
+                                                       unit.rank, unit.label, unit.algorithm, per_host);
       lowrank->import_state(options.compression_state);
       lowrank_exchanges_.push_back(lowrank.get());
       ex = std::move(lowrank);

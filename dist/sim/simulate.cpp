@@ -30,19 +30,7 @@ double SimResult::max_utilisation() const {
 }
 
 CommPlan simulation_plan(Net& net, const DistConfig& config, int workers, const LinkModel& link, int64_t batch) {
-  if (config.scheme != SchemeChoice::hybrid || batch == net.batch()) return plan_for_config(net, config, workers, link);
-  // plan_for_config asks the planner at the Net's own batch; this Net holds
-  // another (shapes only), so the same per-layer choice is made at `batch`.
-  std::map<size_t, Scheme> chosen;
-  std::vector<LayerPlan> layers = plan_layers(net, batch, workers, link, config);
-  plan_compression(layers, net, workers, link, config);
-  for (const LayerPlan& lp : layers) chosen[lp.layer] = lp.scheme;
-  std::vector<PlannedParam> params = backward_order(net);
-  for (PlannedParam& p : params) {
-    p.scheme = chosen.at(p.layer);
-    p.wire = config.wire;
-  }
-  return make_comm_plan(net, std::move(params), config, workers, link);
+  return plan_for_config(net, config, workers, link, nullptr, nullptr, batch);
 }
 
 namespace {
@@ -183,21 +171,19 @@ Simulation::Simulation(const Net& net, const CommPlan& plan, const ComputeProfil
       for (const CollectiveStep& s : steps)
         if (s.summed > 0) c.sums_s += device_.sum_s(static_cast<int64_t>(s.summed * range), 2);
     } else if (unit.scheme == Scheme::lowrank) {
-      // Two ring all-reduces of 2 (P - 1) steps each, the first P - 1 of
-      // each followed by a sum; the rank-r GEMMs (6 n m r flops: three GEMMs
-      // of an n x m matrix by r columns) charged as a rebuild of 3 r rows.
+      // Two all-reduces of its factors by the plan's algorithm, each summing
+      // step followed by its sum; the rank-r GEMMs (6 n m r flops: three
+      // GEMMs of an n x m matrix by r columns) charged as a rebuild of 3 r rows.
       const Shape& w = plan.params[unit.params[0]].param->shape;
       const int64_t rows = w[0], cols = shape_numel(w) / rows;
-      const int rank = config.dist.lowrank_rank;
-      const int steps = 4 * (p - 1);
-      const double step_bytes =
-          lowrank_cost(rows, cols, static_cast<int64_t>(c.numel) - rows * cols, rank, p, config.link).bytes() / 2 /
-          steps;
-      c.busy_s = steps * step_bytes * seconds_per_byte_;
-      c.hold_s = c.busy_s + steps * latency_s_;
-      c.bytes = 2 * steps * step_bytes;
-      const double factors = static_cast<double>(rank * (rows + cols)) + c.numel - static_cast<double>(rows * cols);
-      c.sums_s = (p - 1) * device_.sum_s(static_cast<int64_t>(factors / p), 2);
+      const int rank = unit.rank;
+      const auto steps = lowrank_steps(unit.algorithm, rows, cols, static_cast<int64_t>(c.numel) - rows * cols, rank,
+                                       p, config.link, options);
+      c.hold_s = steps_seconds(steps, config.link, options);
+      c.busy_s = steps_link_busy(steps, config.link);
+      c.bytes = steps_floats(steps) * 4;
+      for (const CollectiveStep& s : steps)
+        if (s.summed > 0) c.sums_s += device_.sum_s(static_cast<int64_t>(s.summed), 2);
       c.rebuild_s = device_.rebuild_s(rows, cols, 3 * rank, false);
     } else {
       const Shape& w = plan.params[unit.params[0]].param->shape;

@@ -1,6 +1,8 @@
 // The coordinate search of `poseidon plan --tune` (see tune.h).
 #include "dist/sim/tune.h"
 
+#include "dist/plan/collective_costs.h"
+
 namespace poseidon::dist {
 
 namespace {
@@ -44,8 +46,11 @@ std::vector<std::vector<Candidate>> dimensions(const SimConfig& start) {
 TuneResult tune(Net& net, const ComputeProfile& profile, const SimConfig& start,
                 const std::function<void(const TuneTrial&)>& on_trial) {
   TuneResult best;
-  best.config = start.dist;
+  // From the options the run would use (chosen_options: those the planner
+  // picks for the rank count when the config sets none), each then searched.
+  best.config = chosen_config(start.dist, start.workers);
   SimConfig trial = start;
+  trial.dist = best.config;
   best.result = simulate(net, profile, trial);
   best.trials.push_back({"as configured", best.result});
   if (on_trial) on_trial(best.trials.back());

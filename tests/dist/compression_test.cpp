@@ -227,6 +227,7 @@ struct Compression {
   dist::SchemeChoice scheme;
   dist::Wire wire;
   bool lowrank;
+  dist::AllreduceAlgorithm algorithm = dist::AllreduceAlgorithm::ring;  // of the low-rank sums
 };
 
 void PrintTo(const Compression& c, std::ostream* os) { *os << c.name; }
@@ -237,6 +238,7 @@ dist::DistConfig config_of(const Compression& c) {
   config.wire = c.wire;
   config.lowrank = c.lowrank;
   config.lowrank_rank = kRank;
+  config.collective.allreduce = c.algorithm;
   config.block_bytes = 16 << 10;   // fc1.weight spans many blocks and every owner
   config.bucket_bytes = 16 << 10;  // several buckets, some cut into chunks of uneven sizes
   return config;
@@ -455,6 +457,28 @@ TEST(LowRankCheckpoint, ResumesBitForBit) {
   EXPECT_EQ(hash_of(resumed.values), hash_of(straight.values)) << "the resumed run differs from the straight one";
   // Q and the error memory matter: resumed without them, the run differs.
   EXPECT_NE(hash_of(without_state.values), hash_of(straight.values));
+}
+
+// Low-rank factors summed by halving-doubling, as a plan at scale chooses:
+// replicas stay bitwise identical, training happens, and the exchange runs
+// that algorithm's schedule (at 3 ranks its extra rank hands over whole
+// factors, so the bytes differ from a ring's).
+TEST(LowRankAlgorithm, HalvingDoublingKeepsReplicasIdentical) {
+  const int ranks = test_world().size();
+  if (ranks < 2) GTEST_SKIP() << "needs several ranks";
+  const Compression ring{"lowrank", dist::SchemeChoice::hybrid, dist::Wire::fp32, true};
+  Compression halving = ring;
+  halving.algorithm = dist::AllreduceAlgorithm::halving_doubling;
+  Net net(lenet_config(), kPerRank);
+  for (const dist::SyncGroup& g : plan_of(net, halving, ranks).groups)
+    EXPECT_EQ(g.algorithm, dist::AllreduceAlgorithm::halving_doubling) << g.label;
+  const DistResult run = train_distributed(halving);
+  for (int r = 1; r < ranks; ++r) EXPECT_EQ(run.hashes[r], run.hashes[0]) << "rank " << r << " differs from rank 0";
+  Net fresh(lenet_config(), 1);
+  fresh.init_params(7);
+  EXPECT_NE(hash_of(run.values), hash_of(values_of(fresh)));
+  if ((ranks & (ranks - 1)) != 0)
+    EXPECT_NE(run.stats.bytes_sent, train_distributed(ring).stats.bytes_sent) << "the ring's schedule ran";
 }
 
 class Compressed : public ::testing::TestWithParam<Compression> {};

@@ -19,7 +19,7 @@ std::string options_text(const dist::DistConfig& c) {
   return "scheme " + dist::choice_name(c.scheme) + ", allreduce " + dist::algorithm_name(o.allreduce) + ", " +
          (o.fusion_auto ? std::string("fusion auto") : "bucket " + std::to_string(c.bucket_bytes) + " bytes") + ", " +
          (o.spread_blocks ? std::string("spread blocks") : "block " + std::to_string(c.block_bytes) + " bytes") +
-         ", order " + dist::order_name(c.order);
+         ", order " + dist::order_name(c.order) + ", compression " + dist::compression_name(c.compression);
 }
 }  // namespace
 
@@ -53,6 +53,7 @@ int cmd_plan_tune(const PlanArgs& args) {
               best.result.iteration_s * 1e3, 100 * best.result.efficiency());
   const dist::CommPlan plan = dist::simulation_plan(net, best.config, args.workers, start.link, profile.batch);
   std::printf("layers: %s\n", dist::count_schemes(plan, net).c_str());
+  std::printf("units: %s\n", dist::describe_units(plan).c_str());
   if (!args.out.empty()) {
     dist::PlanRecord record = dist::plan_record(plan, net, start.link);
     record.batch = profile.batch;
