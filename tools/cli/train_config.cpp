@@ -113,6 +113,7 @@ DistModel load_dist_model(const std::string& file, const std::vector<std::string
     m.dist = c.dist;
   } else {
     m.model = load_model(file, overrides);
+    m.dist.collective.planner_chooses = true;  // no dist key: the planner chooses
   }
   if (batch > 0) m.batch = batch;
   return m;
@@ -198,7 +199,10 @@ TrainConfig TrainConfig::load(const std::string& file, const std::vector<std::st
     c.output_dir = train->get_string("output_dir", c.output_dir);
     if (auto dir = train->find("output_dir")) c.output_dir_location = dir->location();
   }
-  if (auto dist = root.find("dist")) c.dist = dist::DistConfig::parse(*dist);
+  if (auto dist = root.find("dist"))
+    c.dist = dist::DistConfig::parse(*dist);
+  else
+    c.dist.collective.planner_chooses = true;  // no dist key: the planner chooses, as for a dist: with none of them
   return c;
 }
 

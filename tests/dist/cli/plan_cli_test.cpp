@@ -71,5 +71,31 @@ layers:
   }
 }
 
+// A training config with no dist section: the planner chooses the
+// collective options by the rank count (at 64 ranks, the large-cluster ones;
+// up to 32 the small-cluster ones: tests/dist/planner_choice_test.cpp) and
+// says so; dist.compression auto
+// shows each layer's wire and rank.
+TEST(PlanCli, NoDistKeyChoosesByRankCountAndShowsTheCompressionChoice) {
+  const std::string config = std::string(POSEIDON_SOURCE_DIR) + "/configs/vgg19_22k_synthetic.yaml";
+  const nlohmann::json large = plan_json(config + " --workers 64 --bandwidth 25 --gflops 20000");
+  ASSERT_FALSE(large.is_null());
+  const std::string large_text = large["collective"];
+  EXPECT_EQ(large_text.rfind("all-reduce auto, fused buckets", 0), 0u) << large_text;
+  EXPECT_NE(large_text.find("spread PS blocks (chosen for 64 ranks)"), std::string::npos) << large_text;
+  EXPECT_EQ(large["compression"], "off");
+  const nlohmann::json automatic =
+      plan_json(config + " --workers 512 --bandwidth 25 --gflops 20000 --set dist.compression=auto");
+  ASSERT_FALSE(automatic.is_null());
+  EXPECT_EQ(automatic["compression"], "auto");
+  int lowrank = 0;
+  for (const auto& l : automatic["layers"])
+    if (l["scheme"] == "lowrank") {
+      ++lowrank;
+      EXPECT_GE(l["rank"].get<int>(), 4) << l["name"];
+    }
+  EXPECT_GT(lowrank, 0);
+}
+
 }  // namespace
 }  // namespace poseidon::testing
