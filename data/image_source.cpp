@@ -128,6 +128,15 @@ int64_t ImageSource::read_skipping(int64_t index, float* dst, uint64_t seed, int
   throw Error(origin_ + ": none of the " + std::to_string(n) + " images can be decoded");
 }
 
+bool ImageSource::read_encoded(int64_t index, std::vector<uint8_t>& bytes, int64_t& label, std::string& name) const {
+  if (unreadable_[index]) return false;
+  const std::string& path = entries_[index].path;
+  if (!read_whole_file(path, bytes).empty()) return false;
+  label = entries_[index].label;
+  name = origin_ + ": " + path;
+  return true;
+}
+
 std::string ImageSource::find_label_outside(int64_t classes, int64_t ignored) const {
   for (const ImageEntry& e : entries_) {
     if (e.label < classes || e.label == ignored) continue;

@@ -47,6 +47,8 @@ class ImageSource : public Source {
   int64_t read(int64_t index, float* dst, uint64_t seed) const override;
   int64_t read_skipping(int64_t index, float* dst, uint64_t seed, int64_t& skipped) const override;
   std::string find_label_outside(int64_t classes, int64_t ignored) const override;
+  const ImageTransform* image_transform() const override { return &transform_; }
+  bool read_encoded(int64_t index, std::vector<uint8_t>& bytes, int64_t& label, std::string& name) const override;
 
  private:
   std::vector<ImageEntry> entries_;

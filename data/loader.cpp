@@ -78,6 +78,10 @@ Loader::Batch* Loader::claimable() {
   b->indices.assign(order_.begin() + begin, order_.begin() + end);
   b->data = std::make_unique_for_overwrite<float[]>(b->count() * shape_numel(source_->sample_shape()));
   b->labels.resize(b->count());
+  if (config_.encoded) {
+    b->encoded.resize(b->indices.size());
+    b->names.resize(b->indices.size());
+  }
   if (++next_open_.batch >= batches_per_epoch()) {
     next_open_.batch = 0;
     ++next_open_.epoch;
@@ -102,7 +106,16 @@ void Loader::work() {
     float label = 0;
     std::exception_ptr error;
     try {
-      label = static_cast<float>(source_->read_skipping(index, b->data.get() + i * sample, seed, skipped));
+      int64_t encoded_label = 0;
+      std::vector<uint8_t> bytes;
+      std::string name;
+      if (config_.encoded && source_->read_encoded(index, bytes, encoded_label, name)) {
+        label = static_cast<float>(encoded_label);
+        b->encoded[i] = std::move(bytes);  // this worker's own slot
+        b->names[i] = std::move(name);
+      } else {
+        label = static_cast<float>(source_->read_skipping(index, b->data.get() + i * sample, seed, skipped));
+      }
     } catch (...) {
       error = std::current_exception();
     }
@@ -140,7 +153,7 @@ void Loader::seek(LoaderPosition position) {
   start();
 }
 
-void Loader::next(Tensor& data, Tensor& labels) {
+std::unique_ptr<Loader::Batch> Loader::take() {
   std::unique_ptr<Batch> b;
   {
     std::unique_lock lock(mutex_);
@@ -153,17 +166,35 @@ void Loader::next(Tensor& data, Tensor& labels) {
     cv_.notify_all();
   }
   POSEIDON_CHECK(b->at.epoch == position_.epoch && b->at.batch == position_.batch) << "loader out of order";
+  skipped_ += b->skipped;
+  if (++position_.batch >= batches_per_epoch()) {
+    position_.batch = 0;
+    ++position_.epoch;
+  }
+  return b;
+}
+
+void Loader::next(Tensor& data, Tensor& labels) {
+  POSEIDON_CHECK(!config_.encoded) << "a loader of encoded examples is read with next_encoded()";
+  std::unique_ptr<Batch> b = take();
   Shape shape = {b->count()};
   for (int64_t d : source_->sample_shape()) shape.push_back(d);
   data.resize(shape);
   labels.resize({b->count()});
   std::memcpy(data.data(), b->data.get(), data.numel() * sizeof(float));
   std::memcpy(labels.data(), b->labels.data(), b->labels.size() * sizeof(float));
-  skipped_ += b->skipped;
-  if (++position_.batch >= batches_per_epoch()) {
-    position_.batch = 0;
-    ++position_.epoch;
-  }
+}
+
+void Loader::next_encoded(EncodedBatch& batch) {
+  POSEIDON_CHECK(config_.encoded) << "next_encoded() needs LoaderConfig::encoded";
+  std::unique_ptr<Batch> b = take();
+  batch.seeds.clear();
+  for (int64_t index : b->indices) batch.seeds.push_back(example_seed(b->at.epoch, index));
+  batch.indices = std::move(b->indices);
+  batch.bytes = std::move(b->encoded);
+  batch.names = std::move(b->names);
+  batch.labels = std::move(b->labels);
+  batch.decoded = std::move(b->data);
 }
 
 }  // namespace poseidon

@@ -29,6 +29,21 @@ struct LoaderConfig {
   int workers = 2;         // threads reading (decoding, augmenting) examples
   int prefetch = 2;        // batches prepared ahead, at most
   bool drop_last = false;  // skip a last partial batch (training keeps shapes fixed)
+  // Workers fetch image sources' encoded examples (Source::read_encoded),
+  // to be decoded elsewhere, for next_encoded(); an example without them
+  // is decoded as ever.
+  bool encoded = false;
+};
+
+// A batch of LoaderConfig::encoded examples, in batch order.
+struct EncodedBatch {
+  std::vector<int64_t> indices;  // the source's examples
+  std::vector<uint64_t> seeds;   // each example's, as read() gets it
+  std::vector<std::vector<uint8_t>> bytes;  // empty: decoded already, into `decoded`
+  std::vector<std::string> names;
+  std::vector<float> labels;
+  std::unique_ptr<float[]> decoded;  // count() examples' room; set for those without bytes
+  int64_t count() const { return static_cast<int64_t>(indices.size()); }
 };
 
 // Reads the loader's own keys of a data config map (`workers`, `prefetch`).
@@ -48,6 +63,8 @@ class Loader {
 
   // Fills `data` [B, sample...] and `labels` [B] with the next batch (resized).
   void next(Tensor& data, Tensor& labels);
+  // The next batch as encoded examples (LoaderConfig::encoded); advances as next().
+  void next_encoded(EncodedBatch& batch);
   LoaderPosition position() const { return position_; }
   void seek(LoaderPosition position);  // restarts prefetching from there
   int64_t batches_per_epoch() const;   // a last partial batch counts
@@ -66,6 +83,8 @@ class Loader {
     std::vector<int64_t> indices;  // the source's examples, in batch order
     std::unique_ptr<float[]> data;
     std::vector<float> labels;
+    std::vector<std::vector<uint8_t>> encoded;  // LoaderConfig::encoded: empty where decoded into `data`
+    std::vector<std::string> names;
     int64_t claimed = 0, done = 0, skipped = 0;
     std::exception_ptr error;  // of the lowest failing example, so it is the same on every run
     int64_t error_at = -1;
@@ -73,6 +92,7 @@ class Loader {
   };
   std::vector<int64_t> epoch_order(int64_t epoch) const;  // this rank's indices
   uint64_t example_seed(int64_t epoch, int64_t index) const;
+  std::unique_ptr<Batch> take();  // waits for the front batch; advances the position
   Batch* claimable();  // a batch with an example left to read; opens one when there is room
   void work();
   void start();

@@ -37,8 +37,8 @@ class NvjpegBatchDecoder {
 
   // Writes images.size() examples of t.output_shape() floats, one after
   // the other, at `device_dst` (device memory), and waits for them. Returns
-  // one string per image: "" or why it could not be decoded (its output is
-  // then left as it was).
+  // one string per image: "" or why it could not be decoded (an image of
+  // no bytes included; its output is then left as it was).
   std::vector<std::string> decode(const std::vector<EncodedImage>& images, const ImageTransform& t,
                                   float* device_dst);
 

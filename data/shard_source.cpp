@@ -194,6 +194,22 @@ int64_t ShardSource::read(int64_t index, float* dst, uint64_t seed) const {
   return read_skipping(index, dst, seed, skipped);
 }
 
+bool ShardSource::read_encoded(int64_t index, std::vector<uint8_t>& bytes, int64_t& label, std::string& name) const {
+  POSEIDON_CHECK(index >= 0 && index < total_) << "example " << index << " of " << total_;
+  const auto it = std::upper_bound(shards_.begin(), shards_.end(), index,
+                                   [](int64_t i, const std::unique_ptr<Shard>& s) { return i < s->first; });
+  const Shard& shard = indexed(static_cast<size_t>(it - shards_.begin()) - 1);
+  const int64_t at = index - shard.first;
+  if (at >= static_cast<int64_t>(shard.examples.size())) return false;
+  const Example& e = shard.examples[static_cast<size_t>(at)];
+  if (!e.problem.empty()) return false;
+  bytes.resize(e.size);
+  if (pread_all(shard.fd, e.offset, e.size, bytes.data()) != e.size) return false;
+  label = e.label;
+  name = origin_ + ": " + shard.file.path + ": member '" + e.image + "'";
+  return true;
+}
+
 int64_t ShardSource::read_skipping(int64_t index, float* dst, uint64_t seed, int64_t& skipped) const {
   POSEIDON_CHECK(index >= 0 && index < total_) << "example " << index << " of " << total_;
   const auto it = std::upper_bound(shards_.begin(), shards_.end(), index,

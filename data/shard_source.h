@@ -60,6 +60,8 @@ class ShardSource : public Source {
   int64_t read(int64_t index, float* dst, uint64_t seed) const override;
   int64_t read_skipping(int64_t index, float* dst, uint64_t seed, int64_t& skipped) const override;
   std::vector<int64_t> rank_order(int64_t epoch, uint64_t seed, int rank, int world, bool shuffle) const override;
+  const ImageTransform* image_transform() const override { return &transform_; }
+  bool read_encoded(int64_t index, std::vector<uint8_t>& bytes, int64_t& label, std::string& name) const override;
   // The shards rank `rank` of `world` opens in `epoch`, in the epoch's
   // order, each with the part of it the rank reads: what its host must hold.
   std::vector<ShardPart> rank_shards(int64_t epoch, uint64_t seed, int rank, int world, bool shuffle) const;

@@ -12,6 +12,8 @@
 
 namespace poseidon {
 
+class ImageTransform;
+
 class Source {
  public:
   virtual ~Source() = default;
@@ -32,6 +34,14 @@ class Source {
   // labels without decoding examples; "" when every label is in range or the
   // source cannot tell cheaply. Lets training reject such data at the start.
   virtual std::string find_label_outside(int64_t classes, int64_t ignored) const { return ""; }
+  // Image sources, for decoding elsewhere (nvJPEG on the GPU): the transform
+  // their images go through (null for other sources), and example `index`'s
+  // encoded bytes, its label and a name for errors; false where the example
+  // cannot be used as it is (read_skipping then stops or skips, as ever).
+  virtual const ImageTransform* image_transform() const { return nullptr; }
+  virtual bool read_encoded(int64_t index, std::vector<uint8_t>& bytes, int64_t& label, std::string& name) const {
+    return false;
+  }
   // For sources stored in parts that each rank reads apart (tar shards):
   // rank `rank` of `world`'s examples of `epoch`, size() / world of them,
   // in reading order. Empty: the loader shuffles all indices under the seed

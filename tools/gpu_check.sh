@@ -114,7 +114,7 @@ for wheel in $(python3 -c "import nvidia; print(' '.join(nvidia.__path__))" 2>/d
   done
 done
 for spec in "core_tests:Cuda*" "layers_tests:CudaLayers.*:*GpuMatchesCpu*:GpuBf16.*" \
-    "tools_tests:InfoVerb*:Plugin.CpuOnlyLayerTrainsInAGpuNet" "dist_tests:Cuda*" "data_tests:Nvjpeg*"; do
+    "tools_tests:InfoVerb*:Plugin.CpuOnlyLayerTrainsInAGpuNet" "dist_tests:Cuda*" "data_tests:Nvjpeg*:EncodedFixture.GpuFeed*"; do
   binary=${spec%%:*}
   filter=${spec#*:}
   "$root/tools/gtest_isolated.sh" "$tests/$binary" "$filter" "$out/$binary.log" 120 "$tests_deadline" |

@@ -104,6 +104,10 @@ std::vector<std::string> NvjpegBatchDecoder::decode(const std::vector<EncodedIma
   std::vector<std::string> problems(images.size());
   for (size_t i = 0; i < images.size(); ++i) {
     const EncodedImage& image = images[i];
+    if (image.size == 0) {
+      problems[i] = "no encoded bytes";
+      continue;
+    }
     int components = 0, subsampling = 0, widths[4] = {}, heights[4] = {};
     int status =
         lib.get_image_info(s.handle, image.data, image.size, &components, &subsampling, widths, heights);

@@ -1,23 +1,30 @@
 // nvJPEG: the JPEG decoder a run chooses (the CPU's when the run is not on
 // CUDA, when no GPU is there, or when no libnvjpeg loads, saying which and
-// why), and on a GPU machine (tools/gpu_check.sh) batches decoded and
+// why); the loader's encoded examples, which the GPU feed decodes, carrying
+// what the CPU path decodes; and on a GPU machine (tools/gpu_check.sh) batches decoded and
 // transformed on the GPU against the CPU path's full-size decodes, with the
 // GPU path's rate in img/s.
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <chrono>
+#include <filesystem>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <opencv2/imgcodecs.hpp>
 #include <opencv2/imgproc.hpp>
 
 #include "core/device_memory.h"
 #include "data/image_decode.h"
+#include "data/loader.h"
+#include "data/shard_writer.h"
 #include "data/nvjpeg_library.h"
 #include "gpu_required.h"
 #ifdef POSEIDON_HAVE_CUDA
-#include "data/nvjpeg_batch.h"
+#include "data/gpu_image_feed.h"
 #endif
 
 namespace poseidon {
@@ -63,6 +70,79 @@ TEST(NvjpegChoice, AGpuAndTheLibraryChooseNvjpeg) {
   EXPECT_TRUE(choice.gpu);
   EXPECT_EQ(choice.line.rfind("image decoding: nvJPEG ", 0), 0u) << choice.line;
   EXPECT_NE(choice.line.find(lib.path), std::string::npos) << choice.line;
+}
+
+// An image folder of JPEGs and one PNG, and tar shards of it.
+class EncodedFixture : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = std::filesystem::temp_directory_path() / ("poseidon_encoded_" + std::to_string(::getpid()));
+    for (int i = 0; i < 12; ++i) {
+      const auto folder = dir_ / "images" / ("c" + std::to_string(i % 3));
+      std::filesystem::create_directories(folder);
+      cv::Mat img(30 + i, 40 - i, CV_8UC3);
+      cv::randu(img, 0, 255);
+      cv::GaussianBlur(img, img, {5, 5}, 2);
+      ASSERT_TRUE(cv::imwrite((folder / (std::to_string(i) + (i == 5 ? ".png" : ".jpg"))).string(), img));
+    }
+    std::vector<std::string> classes;
+    ShardWriteOptions options;
+    options.prefix = (dir_ / "shards" / "train").string();
+    options.per_shard = 5;
+    options.num_classes = 3;
+    write_shards(scan_image_folder((dir_ / "images").string(), classes), options);
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+
+  std::shared_ptr<Source> source(const std::string& keys) {
+    const std::string yaml = "data:\n  train: {" + keys + ", random_resized_crop: 16, mirror: true}\n";
+    return make_source(ConfigNode::parse(yaml, (dir_ / "train.yaml").string()).child("data").child("train"),
+                       dir_.string());
+  }
+
+  // Two epochs of 2 workers: the encoded loader's bytes, decoded on the CPU
+  // with its seeds, give the plain loader's batches bit for bit, and its labels.
+  static void expect_encoded_matches_plain(const std::shared_ptr<Source>& s) {
+    ASSERT_NE(s->image_transform(), nullptr);
+    LoaderConfig c;
+    c.batch_size = 4;
+    c.seed = 9;
+    c.drop_last = true;
+    Loader plain(s, c);
+    c.encoded = true;
+    Loader encoded(s, c);
+    const int64_t sample = shape_numel(s->sample_shape());
+    Tensor data, labels;
+    int64_t carried = 0;
+    for (int64_t b = 0; b < 2 * plain.batches_per_epoch(); ++b) {
+      plain.next(data, labels);
+      EncodedBatch e;
+      encoded.next_encoded(e);
+      ASSERT_EQ(e.count(), data.dim(0));
+      std::vector<float> mine(static_cast<size_t>(sample));
+      for (int64_t i = 0; i < e.count(); ++i) {
+        EXPECT_EQ(e.labels[i], labels[i]) << "batch " << b << " example " << i;
+        ASSERT_FALSE(e.bytes[i].empty()) << "every example here has its bytes";
+        ASSERT_EQ(decode_transformed(*s->image_transform(), e.bytes[i].data(), e.bytes[i].size(), mine.data(),
+                                     e.seeds[i], e.names[i]),
+                  "");
+        EXPECT_EQ(0, std::memcmp(mine.data(), data.data() + i * sample, mine.size() * sizeof(float)))
+            << "batch " << b << " example " << i << " (" << e.names[i] << ")";
+        ++carried;
+      }
+    }
+    EXPECT_EQ(carried, 2 * plain.batches_per_epoch() * 4);
+  }
+
+  std::filesystem::path dir_;
+};
+
+TEST_F(EncodedFixture, ImageFolderExamplesCarryWhatTheCpuPathDecodes) {
+  expect_encoded_matches_plain(source("source: image_folder, root: images"));
+}
+
+TEST_F(EncodedFixture, TarShardExamplesCarryWhatTheCpuPathDecodes) {
+  expect_encoded_matches_plain(source("source: tar_shards, shards: shards/train.json, shuffle_buffer: 3"));
 }
 
 #ifdef POSEIDON_HAVE_CUDA
@@ -149,6 +229,40 @@ TEST(NvjpegGpu, ResizeAndCropMatchTheCpuPath) {
   c.random_crop = true;
   c.mirror = true;
   expect_gpu_matches_cpu(c, "resize 256, random crop 224");
+}
+
+// The training feed: the net's device input from nvJPEG, the PNG through
+// the CPU path, against the plain loader's batches.
+TEST_F(EncodedFixture, GpuFeedMatchesTheCpuLoader) {
+  POSEIDON_SKIP_WITHOUT_GPU();
+  const NvjpegLibrary lib = load_nvjpeg();
+  if (!lib.loaded()) {
+    if (testing::gpu_required()) FAIL() << "a GPU machine without libnvjpeg: " << lib.problem;
+    GTEST_SKIP() << lib.problem;
+  }
+  auto s = source("source: image_folder, root: images, jpeg_scaling: false");
+  LoaderConfig c;
+  c.batch_size = 4;
+  c.seed = 9;
+  c.drop_last = true;
+  Loader plain(s, c);
+  c.encoded = true;
+  Loader encoded(s, c);
+  GpuImageFeed feed(lib, encoded);
+  Tensor data, labels;
+  Tensor device_data(Shape{4, 3, 16, 16}, Device::cuda(0)), device_labels(Shape{4}, Device::cuda(0));
+  double worst = 0;
+  for (int64_t b = 0; b < plain.batches_per_epoch(); ++b) {
+    plain.next(data, labels);
+    feed.next(device_data, device_labels);
+    Tensor back(data.shape()), back_labels(labels.shape());
+    back.copy_from(device_data);
+    back_labels.copy_from(device_labels);
+    for (int64_t k = 0; k < data.numel(); ++k) worst = std::max(worst, static_cast<double>(std::fabs(back[k] - data[k])));
+    for (int64_t i = 0; i < 4; ++i) EXPECT_EQ(back_labels[i], labels[i]);
+  }
+  EXPECT_LE(worst, kMaxDifference);
+  EXPECT_EQ(feed.decoded_on_cpu(), 1) << "the PNG, once";
 }
 
 TEST(NvjpegGpu, RandomResizedCropMatchesTheCpuPath) {

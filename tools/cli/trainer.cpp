@@ -15,6 +15,7 @@
 #include "core/math.h"
 #include "core/model_summary.h"
 #include "core/units.h"
+#include "data/nvjpeg_library.h"
 #include "dist/runtime/device_choice.h"
 #include "tools/cli/label_check.h"
 #include "tools/cli/progress.h"
@@ -129,7 +130,26 @@ Trainer::Trainer(TrainConfig config, TrainOptions options)
     lc.rank = rank_;
     lc.world_size = world_size_;
     read_loader_keys(config_.train_data.node, lc);
-    train_loader_ = std::make_unique<Loader>(train_source, lc);
+    // A CUDA run's images decode on the GPU where nvJPEG can; the choice is said.
+    if (config_.device.is_cuda() && train_source->image_transform()) {
+      const NvjpegLibrary nvjpeg = load_nvjpeg();
+      ImageDecoderChoice choice = choose_image_decoder(true, device_memory::cuda_device_count(), nvjpeg);
+#ifdef POSEIDON_GPU_IMAGE_FEED
+      if (choice.gpu) {
+        lc.encoded = true;
+        try {
+          train_loader_ = std::make_unique<Loader>(train_source, lc);
+          gpu_feed_ = std::make_unique<GpuImageFeed>(nvjpeg, *train_loader_);
+        } catch (const Error& e) {
+          choice = {false, "image decoding: CPU (libjpeg-turbo): nvJPEG did not start: " + std::string(e.what())};
+          train_loader_.reset();
+          lc.encoded = false;
+        }
+      }
+#endif
+      if (rank_ == 0 && !options_.quiet) std::printf("%s\n", choice.line.c_str());
+    }
+    if (!train_loader_) train_loader_ = std::make_unique<Loader>(train_source, lc);
   }
   if (config_.test_data) {
     auto test_source = make_source(config_.test_data->node, config_.base_dir);
@@ -183,12 +203,18 @@ Trainer::Trainer(TrainConfig config, TrainOptions options)
 Trainer::~Trainer() = default;
 
 void Trainer::next_train_batch() {
+  Tensor& data = net_->blob(net_->input_names()[0]).value;
+  Tensor& labels = net_->blob(net_->input_names()[1]).value;
+#ifdef POSEIDON_GPU_IMAGE_FEED
+  if (gpu_feed_) {
+    gpu_feed_->next(data, labels);
+    return;
+  }
+#endif
   if (!options_.feed) {
     feed_batch(*net_, *train_loader_, staged_data_, staged_labels_);
     return;
   }
-  Tensor& data = net_->blob(net_->input_names()[0]).value;
-  Tensor& labels = net_->blob(net_->input_names()[1]).value;
   if (!data.is_cuda()) {
     options_.feed->next(data, labels);
     return;

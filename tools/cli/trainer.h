@@ -20,6 +20,10 @@
 #include "core/net.h"
 #include "core/solver.h"
 #include "data/loader.h"
+#if defined(POSEIDON_HAVE_CUDA) && defined(POSEIDON_HAVE_IMAGES)
+#include "data/gpu_image_feed.h"
+#define POSEIDON_GPU_IMAGE_FEED 1
+#endif
 #include "dist/plan/plan_file.h"
 #include "dist/schemes/emulated_compute.h"
 #include "dist/session/session.h"
@@ -108,6 +112,9 @@ class Trainer {
   std::unique_ptr<Net> net_;
   std::unique_ptr<Solver> solver_;
   std::unique_ptr<Loader> train_loader_, test_loader_;
+#ifdef POSEIDON_GPU_IMAGE_FEED
+  std::unique_ptr<GpuImageFeed> gpu_feed_;  // data.train's JPEGs decoded by nvJPEG on the GPU
+#endif
   int rank_ = 0, world_size_ = 1;
   std::optional<dist::EmulatedCompute> emulated_;  // with --emulate-compute
   std::unique_ptr<dist::Session> session_;          // only in a job of several ranks
