@@ -20,14 +20,16 @@ class GpuImageFeed {
   // Fills `data` (device memory, the batch's shape already) and `labels`
   // (either device) with the loader's next batch.
   void next(Tensor& data, Tensor& labels);
-  // Examples the CPU path decoded because nvJPEG could not, so far.
+  // Examples the CPU path decoded because nvJPEG could not, so far, and
+  // those it passed over (on_error: skip) in their place.
   int64_t decoded_on_cpu() const { return decoded_on_cpu_; }
+  int64_t skipped() const { return skipped_; }
 
  private:
   Loader& loader_;
   NvjpegBatchDecoder decoder_;
   Tensor host_labels_;
-  int64_t decoded_on_cpu_ = 0;
+  int64_t decoded_on_cpu_ = 0, skipped_ = 0;
 };
 
 }  // namespace poseidon

@@ -31,6 +31,7 @@ void GpuImageFeed::next(Tensor& data, Tensor& labels) {
       int64_t skipped = 0;
       b.labels[i] = static_cast<float>(source.read_skipping(b.indices[i], host, b.seeds[i], skipped));
       ++decoded_on_cpu_;
+      skipped_ += skipped;
     }
     device_memory::copy(data.data() + i * sample, data.device(), host, Device{}, static_cast<size_t>(sample));
   }

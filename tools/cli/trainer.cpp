@@ -140,6 +140,7 @@ Trainer::Trainer(TrainConfig config, TrainOptions options)
         try {
           train_loader_ = std::make_unique<Loader>(train_source, lc);
           gpu_feed_ = std::make_unique<GpuImageFeed>(nvjpeg, *train_loader_);
+          gpu_decoding_ = true;
         } catch (const Error& e) {
           choice = {false, "image decoding: CPU (libjpeg-turbo): nvJPEG did not start: " + std::string(e.what())};
           train_loader_.reset();
@@ -224,6 +225,14 @@ void Trainer::next_train_batch() {
   options_.feed->next(staged_data_, staged_labels_);
   data.copy_from(staged_data_);
   labels.copy_from(staged_labels_);
+}
+
+int64_t Trainer::skipped_images() const {
+  int64_t skipped = train_loader_ ? train_loader_->skipped() : 0;
+#ifdef POSEIDON_GPU_IMAGE_FEED
+  if (gpu_feed_) skipped += gpu_feed_->skipped();
+#endif
+  return skipped;
 }
 
 LoaderPosition Trainer::train_position() const {
@@ -466,12 +475,12 @@ EvalResult Trainer::run() {
     const int64_t epoch = position.epoch;
     rng_before = rng_;
     if (hold_updates) buffers_before.copy_from(net_->flat_buffers());
-    // A caller's feed is waited for all the time it takes to give a batch.
+    // A caller's feed, and the GPU's decoding, are waited for all the time they take to give a batch.
     const auto data_begin = std::chrono::steady_clock::now();
     const double waited_before = train_loader_ ? train_loader_->waited_s() : 0;
     on_lane(dist::Timeline::data, "batch", [&] { next_train_batch(); });
     double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - data_begin).count();
-    if (train_loader_) waited = train_loader_->waited_s() - waited_before;
+    if (train_loader_ && !gpu_decoding_) waited = train_loader_->waited_s() - waited_before;
     progress.add_data_wait(waited);
     // The scheduler sets the solver's iteration itself, on its own thread.
     if (!session_) solver_->set_iteration(iter_);
@@ -522,7 +531,7 @@ EvalResult Trainer::run() {
           {"images_per_sec", progress.images_per_sec()},
           {"elapsed_s", elapsed},
           {"unix_time", std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count()},
-          {"skipped_images", train_loader_ ? train_loader_->skipped() : 0}};
+          {"skipped_images", skipped_images()}};
       if (comm) {
         const double n = static_cast<double>(std::max<int64_t>(1, comm->iterations));
         record["comm_bytes_sent"] = comm->bytes_sent / n;

@@ -115,6 +115,8 @@ class Trainer {
 #ifdef POSEIDON_GPU_IMAGE_FEED
   std::unique_ptr<GpuImageFeed> gpu_feed_;  // data.train's JPEGs decoded by nvJPEG on the GPU
 #endif
+  bool gpu_decoding_ = false;  // gpu_feed_ is in use: batches are decoded in next_train_batch
+  int64_t skipped_images() const;
   int rank_ = 0, world_size_ = 1;
   std::optional<dist::EmulatedCompute> emulated_;  // with --emulate-compute
   std::unique_ptr<dist::Session> session_;          // only in a job of several ranks
