@@ -7,9 +7,11 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string>
 
 #include "core/device.h"
+#include "core/gate_scan.h"
 #include "core/update_groups.h"
 #include "core/update_rules.h"
 
@@ -55,8 +57,30 @@ void set_deterministic(const Device& device, bool on);
 // solver's step (core/solver.h) and the finite check (core/finite_check.h).
 void gpu_solver_update(const Device& device, const UpdateStep& step, float* value, const float* grad, float* state,
                        size_t count);
-// The update of a group of parameters (core/update_groups.h), one launch.
-void gpu_update_group(const Device& device, const UpdateGroup& group);
+// The update of a group of parameters (core/update_groups.h), one launch;
+// nothing changes where `rejected` (GPU memory, may be null) holds a
+// non-zero value when the launch runs (the finite guard: core/step_gate.h).
+void gpu_update_group(const Device& device, const UpdateGroup& group, const float* rejected = nullptr);
+// The finite guard's pass over a step (core/gate_scan.h), one launch.
+void gpu_gate_scan(const Device& device, const GateScan& scan, float* gate);
+
+// Pinned host memory for `slots` copies of `count` floats of GPU memory,
+// each queued behind the compute stream's work so far (fetch) and read
+// once it has landed (read waits for that copy alone): what the host reads
+// of a step it does not wait for.
+class Readback {
+ public:
+  Readback(const Device& device, int slots, size_t count);
+  ~Readback();
+  Readback(const Readback&) = delete;
+  Readback& operator=(const Readback&) = delete;
+  void fetch(int slot, const float* device_source);
+  const float* read(int slot);
+
+ private:
+  struct Slots;
+  std::unique_ptr<Slots> slots_;
+};
 // Index of the first NaN or infinity, or -1; waits for the compute stream.
 int64_t gpu_first_non_finite(const Device& device, const float* ptr, size_t count);
 

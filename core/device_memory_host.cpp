@@ -1,6 +1,7 @@
 // Host memory for every build, and the answers of a build without the CUDA
 // backend (core/cuda/device_memory.cpp replaces the latter when it is built).
 #include "core/device_memory.h"
+#include "core/device_pipeline.h"
 
 #include <algorithm>
 #include <cstdlib>
@@ -65,7 +66,25 @@ void gpu_solver_update(const Device& device, const UpdateStep&, float*, const fl
   require(Device::cuda(device.index));
 }
 
-void gpu_update_group(const Device& device, const UpdateGroup&) { require(Device::cuda(device.index)); }
+void gpu_update_group(const Device& device, const UpdateGroup&, const float*) { require(Device::cuda(device.index)); }
+
+void gpu_gate_scan(const Device& device, const GateScan&, float*) { require(Device::cuda(device.index)); }
+
+DeviceCounts device_counts(const Device& device) {
+  require(Device::cuda(device.index));
+  return {};
+}
+
+struct Uploader::Buffers {};
+Uploader::Uploader(const Device& device) { require(Device::cuda(device.index)); }
+Uploader::~Uploader() = default;
+void Uploader::upload(float*, const float*, size_t) {}
+
+struct Readback::Slots {};
+Readback::Readback(const Device& device, int, size_t) { require(Device::cuda(device.index)); }
+Readback::~Readback() = default;
+void Readback::fetch(int, const float*) {}
+const float* Readback::read(int) { return nullptr; }
 
 int64_t gpu_first_non_finite(const Device& device, const float*, size_t) {
   require(Device::cuda(device.index));

@@ -26,10 +26,15 @@ class LocalGradSink : public GradSink {
 
   // Applies the held updates in the order backward reported them (those on
   // a GPU in a few launches: Solver::update_all).
-  void apply_held() {
-    solver_.update_all(held_);
+  // On a GPU they change nothing where `rejected` holds a non-zero value
+  // (the finite guard: core/step_gate.h).
+  void apply_held(const float* rejected = nullptr) {
+    solver_.update_all(held_, rejected);
     held_.clear();  // keeps the capacity: later iterations do not allocate
   }
+  // Drops the held updates: the iteration that computed them is rejected.
+  void discard_held() { held_.clear(); }
+  const std::vector<Param*>& held() const { return held_; }
 
  private:
   Solver& solver_;

@@ -88,7 +88,23 @@ class Net {
   bool fused(size_t i) const { return i < fused_.size() && fused_[i]; }
 
   // Runs every layer; returns the weighted sum of the loss outputs.
+  // Equal to run_forward, loss and check_forward in turn.
   float forward(RunContext& ctx, GradSink* gate = nullptr);
+  // Queues every layer's forward work without waiting for a GPU.
+  void run_forward(RunContext& ctx, GradSink* gate = nullptr);
+  // The weighted sum of the loss outputs: each term's weight times the
+  // first element of its blob, added in float in loss_terms' order (a
+  // GPU's values are read, waiting for its work so far).
+  float loss() const;
+  struct LossTerm {
+    float weight;
+    const Tensor* value;
+  };
+  std::vector<LossTerm> loss_terms() const;
+  // The layers' checks of the oldest forward not yet checked (a GPU loss
+  // layer's label check, brought back without a wait of its own:
+  // Layer::after_forward); throws what they find.
+  void check_forward();
   // Runs backward from the loss outputs, reporting gradients to `sink`.
   void backward(RunContext& ctx, GradSink& sink);
   // Single-layer steps, for per-layer timing.

@@ -20,7 +20,7 @@ void Net::backward_layer(size_t i, RunContext& ctx) {
   if (runs_backward_[i] && !fused(i)) runner().backward(i, *layers_[i], io_[i], ctx);
 }
 
-float Net::forward(RunContext& ctx, GradSink* gate) {
+void Net::run_forward(RunContext& ctx, GradSink* gate) {
   for (size_t i = 0; i < layers_.size(); ++i) {
     if (gate) {
       gate->await_params(*layers_[i]);
@@ -29,14 +29,37 @@ float Net::forward(RunContext& ctx, GradSink* gate) {
     forward_layer(i, ctx);
     if (gate) gate->layer_end(*layers_[i], false);
   }
+}
+
+std::vector<Net::LossTerm> Net::loss_terms() const {
+  std::vector<LossTerm> terms;
+  for (size_t i = 0; i < layers_.size(); ++i) {
+    const float w = layers_[i]->loss_weight();
+    if (w == 0.f) continue;
+    for (size_t b : layer_out_[i]) terms.push_back({w, &blobs_[b].value});
+  }
+  return terms;
+}
+
+float Net::loss() const {
   float loss = 0.f;
   for (size_t i = 0; i < layers_.size(); ++i) {
-    float w = layers_[i]->loss_weight();
+    const float w = layers_[i]->loss_weight();
     if (w == 0.f) continue;
     for (size_t b : layer_out_[i]) loss += w * blobs_[b].value.item(0);
   }
-  for (auto& l : layers_) l->after_forward();
   return loss;
+}
+
+void Net::check_forward() {
+  for (auto& l : layers_) l->after_forward();
+}
+
+float Net::forward(RunContext& ctx, GradSink* gate) {
+  run_forward(ctx, gate);
+  const float result = loss();
+  check_forward();
+  return result;
 }
 
 void Net::zero_blob_grads() {

@@ -153,7 +153,13 @@ float* Solver::state_of(Param& p) {
   return buf.data();
 }
 
-void Solver::update_all(const std::vector<Param*>& params) {
+void Solver::uncount_steps(const std::vector<Param*>& params, int64_t steps) {
+  if (!counts_steps()) return;
+  for (const Param* p : params)
+    if (p->learnable) steps_[p->name] -= steps;
+}
+
+void Solver::update_all(const std::vector<Param*>& params, const float* rejected) {
   groups_.clear();  // keeps the capacity
   Device device;
   for (Param* p : params) {
@@ -170,7 +176,7 @@ void Solver::update_all(const std::vector<Param*>& params) {
     add_update_slice(groups_, step_numbers(p->lr_mult, p->decay_mult, step), p->value.data(), p->grad.data(), state,
                      p->value.numel());
   }
-  for (const UpdateGroup& g : groups_) device_memory::gpu_update_group(device, g);
+  for (const UpdateGroup& g : groups_) device_memory::gpu_update_group(device, g, rejected);
 }
 
 void Solver::update(Param& p) {

@@ -58,7 +58,13 @@ class Solver {
   void update(Param& param);
   // update() of each parameter, the same numbers; those on a GPU in one
   // launch per UpdateGroup (core/update_groups.h) rather than one each.
-  void update_all(const std::vector<Param*>& params);
+  // On a GPU, `rejected` (GPU memory, may be null) is the finite guard's
+  // flag (core/step_gate.h): where it is non-zero when the launches run they
+  // change nothing, though the step counts were advanced (uncount_steps).
+  void update_all(const std::vector<Param*>& params, const float* rejected = nullptr);
+  // Takes back `steps` counted updates of each of `params` (Adam's bias
+  // correction): those a rejected flag turned into nothing.
+  void uncount_steps(const std::vector<Param*>& params, int64_t steps);
   // Applies the update to n contiguous elements. `state` holds their state,
   // slot after slot in state_names() order, n floats each (null when
   // keeps_state() is false); `step` is the number of this update of the

@@ -1,13 +1,19 @@
 // The memory seam (core/device_memory.h) in a build with the CUDA backend:
 // host memory as always, GPU memory through each device's caching
-// allocator, with fills and copies ordered on its compute stream.
+// allocator, with fills and copies ordered on its compute stream; and the
+// feeding of core/device_pipeline.h (pinned uploads, the counts tests read).
 #include "core/device_memory.h"
+#include "core/device_pipeline.h"
 
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <array>
+#include <atomic>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
+#include <vector>
 
 #include "core/cuda/check.h"
 #include "core/cuda/context.h"
@@ -53,10 +59,23 @@ void require(const Device& device) {
                 " GPU(s) visible");
 }
 
+namespace {
+// device_counts' figures, per GPU.
+struct Counters {
+  std::atomic<int64_t> host_waits{0}, allocations{0};
+};
+Counters& counters(int device) {
+  static std::array<Counters, 64> per_device;
+  return per_device.at(static_cast<size_t>(device));
+}
+void count_host_wait(int device) { counters(device).host_waits.fetch_add(1, std::memory_order_relaxed); }
+}  // namespace
+
 void* allocate(const Device& device, size_t bytes) {
   if (!device.is_cuda()) return host_allocate(bytes);
   require(device);
   auto& ctx = cuda::Context::get(device.index);
+  counters(device.index).allocations.fetch_add(1, std::memory_order_relaxed);
   void* ptr = ctx.allocator().allocate(bytes);
   // Reused blocks hold old contents; new tensors start at zero like on the host.
   POSEIDON_CUDA_CHECK(cudaMemsetAsync(ptr, 0, bytes, ctx.compute()));
@@ -90,6 +109,8 @@ void copy(float* dst, const Device& dst_device, const float* src, const Device& 
   // device-to-device copies).
   const Device& gpu = src_device.is_cuda() ? src_device : dst_device;
   cudaStream_t stream = cuda::Context::get(gpu.index).compute();
+  // Pageable host memory may hold the host until the stream reaches the copy.
+  if (!dst_device.is_cuda() || !src_device.is_cuda()) count_host_wait(gpu.index);
   POSEIDON_CUDA_CHECK(cudaMemcpyAsync(dst, src, count * sizeof(float), cudaMemcpyDefault, stream));
   // A copy to the host must be complete before the host reads it. A copy
   // from (pageable) host memory has taken its source into the driver's
@@ -98,7 +119,85 @@ void copy(float* dst, const Device& dst_device, const float* src, const Device& 
 }
 
 void synchronize(const Device& device) {
-  if (device.is_cuda()) POSEIDON_CUDA_CHECK(cudaStreamSynchronize(cuda::Context::get(device.index).compute()));
+  if (!device.is_cuda()) return;
+  count_host_wait(device.index);
+  POSEIDON_CUDA_CHECK(cudaStreamSynchronize(cuda::Context::get(device.index).compute()));
+}
+
+DeviceCounts device_counts(const Device& device) {
+  require(device);
+  const Counters& c = counters(device.index);
+  return {c.host_waits.load(), c.allocations.load(),
+          static_cast<int64_t>(cuda::Context::get(device.index).allocator().stats().driver_allocations)};
+}
+
+struct Uploader::Buffers {
+  int device = 0;
+  size_t capacity = 0;            // floats per buffer
+  float* pinned[2] = {};          // host side, page-locked
+  float* staged[2] = {};          // device side, the copy stream's target
+  cudaEvent_t landed[2] = {};     // the copy stream has filled staged[i]
+  cudaEvent_t consumed[2] = {};   // the compute stream has copied staged[i] out
+  bool used[2] = {false, false};
+  int next = 0;
+  void release() {
+    // Called with no copy in flight (see upload); errors were reported by earlier calls.
+    for (int i = 0; i < 2; ++i) {
+      if (pinned[i]) cudaFreeHost(pinned[i]);
+      if (staged[i]) cuda::Context::get(device).allocator().release(staged[i]);
+      pinned[i] = staged[i] = nullptr;
+    }
+  }
+  ~Buffers() {
+    for (int i = 0; i < 2; ++i) {
+      if (used[i]) cudaEventSynchronize(consumed[i]);
+      if (landed[i]) cudaEventDestroy(landed[i]);
+      if (consumed[i]) cudaEventDestroy(consumed[i]);
+    }
+    release();
+  }
+};
+
+Uploader::Uploader(const Device& device) : buffers_(std::make_unique<Buffers>()) {
+  require(device);
+  cuda::Context::get(device.index);
+  buffers_->device = device.index;
+  for (int i = 0; i < 2; ++i) {
+    POSEIDON_CUDA_CHECK(cudaEventCreateWithFlags(&buffers_->landed[i], cudaEventDisableTiming));
+    POSEIDON_CUDA_CHECK(cudaEventCreateWithFlags(&buffers_->consumed[i], cudaEventDisableTiming));
+  }
+}
+
+Uploader::~Uploader() = default;
+
+void Uploader::upload(float* dst, const float* src, size_t count) {
+  if (!count) return;
+  Buffers& b = *buffers_;
+  cuda::Context& ctx = cuda::Context::get(b.device);
+  if (count > b.capacity) {
+    // A larger batch than before (the first one): no copy may be in flight.
+    for (int i = 0; i < 2; ++i)
+      if (b.used[i]) POSEIDON_CUDA_CHECK(cudaEventSynchronize(b.consumed[i]));
+    b.release();
+    for (int i = 0; i < 2; ++i) {
+      POSEIDON_CUDA_CHECK(cudaMallocHost(&b.pinned[i], count * sizeof(float)));
+      b.staged[i] = static_cast<float*>(ctx.allocate_for(count * sizeof(float), ctx.to_device()));
+    }
+    b.capacity = count;
+  }
+  const int i = b.next;
+  b.next = 1 - i;
+  const size_t bytes = count * sizeof(float);
+  // The copy out of this pinned buffer two uploads ago has long landed.
+  if (b.used[i]) POSEIDON_CUDA_CHECK(cudaEventSynchronize(b.landed[i]));
+  std::memcpy(b.pinned[i], src, bytes);
+  if (b.used[i]) POSEIDON_CUDA_CHECK(cudaStreamWaitEvent(ctx.to_device(), b.consumed[i], 0));
+  POSEIDON_CUDA_CHECK(cudaMemcpyAsync(b.staged[i], b.pinned[i], bytes, cudaMemcpyHostToDevice, ctx.to_device()));
+  POSEIDON_CUDA_CHECK(cudaEventRecord(b.landed[i], ctx.to_device()));
+  POSEIDON_CUDA_CHECK(cudaStreamWaitEvent(ctx.compute(), b.landed[i], 0));
+  POSEIDON_CUDA_CHECK(cudaMemcpyAsync(dst, b.staged[i], bytes, cudaMemcpyDeviceToDevice, ctx.compute()));
+  POSEIDON_CUDA_CHECK(cudaEventRecord(b.consumed[i], ctx.compute()));
+  b.used[i] = true;
 }
 
 void set_tf32(const Device& device, bool on) {
@@ -115,8 +214,49 @@ void gpu_solver_update(const Device& device, const UpdateStep& step, float* valu
   cuda::solver_update(step, value, grad, state, count, cuda::Context::get(device.index).compute());
 }
 
-void gpu_update_group(const Device& device, const UpdateGroup& group) {
-  cuda::update_group(group, cuda::Context::get(device.index).compute());
+void gpu_update_group(const Device& device, const UpdateGroup& group, const float* rejected) {
+  cuda::update_group(group, rejected, cuda::Context::get(device.index).compute());
+}
+
+void gpu_gate_scan(const Device& device, const GateScan& scan, float* gate) {
+  cuda::gate_scan(scan, gate, cuda::Context::get(device.index).compute());
+}
+
+struct Readback::Slots {
+  int device = 0;
+  size_t count = 0;
+  float* host = nullptr;             // slots x count, pinned
+  std::vector<cudaEvent_t> landed;  // per slot: its last copy has reached the host
+  ~Slots() {
+    // Destructors do not throw; a failure here was reported by earlier calls.
+    for (cudaEvent_t e : landed)
+      if (e) cudaEventDestroy(e);
+    if (host) cudaFreeHost(host);
+  }
+};
+
+Readback::Readback(const Device& device, int slots, size_t count) : slots_(std::make_unique<Slots>()) {
+  require(device);
+  cuda::Context::get(device.index);  // makes it the thread's device
+  slots_->device = device.index;
+  slots_->count = count;
+  POSEIDON_CUDA_CHECK(cudaMallocHost(&slots_->host, std::max<size_t>(1, slots * count) * sizeof(float)));
+  slots_->landed.assign(slots, nullptr);
+  for (cudaEvent_t& e : slots_->landed) POSEIDON_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+}
+
+Readback::~Readback() = default;
+
+void Readback::fetch(int slot, const float* device_source) {
+  cudaStream_t stream = cuda::Context::get(slots_->device).compute();
+  POSEIDON_CUDA_CHECK(cudaMemcpyAsync(slots_->host + slot * slots_->count, device_source,
+                                      slots_->count * sizeof(float), cudaMemcpyDeviceToHost, stream));
+  POSEIDON_CUDA_CHECK(cudaEventRecord(slots_->landed[slot], stream));
+}
+
+const float* Readback::read(int slot) {
+  POSEIDON_CUDA_CHECK(cudaEventSynchronize(slots_->landed[slot]));
+  return slots_->host + slot * slots_->count;
 }
 
 void set_deterministic(const Device& device, bool on) {
@@ -124,6 +264,7 @@ void set_deterministic(const Device& device, bool on) {
 }
 
 int64_t gpu_first_non_finite(const Device& device, const float* ptr, size_t count) {
+  count_host_wait(device.index);
   return cuda::first_non_finite(ptr, count, cuda::Context::get(device.index).compute());
 }
 

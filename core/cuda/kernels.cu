@@ -43,11 +43,20 @@ static_assert(sizeof(UpdateGroup) <= 4096, "an UpdateGroup must fit a kernel's a
 
 // The group's range in a grid-stride loop; __grid_constant__ lets every
 // thread read the table where the launch put it, without a copy of its own.
-__global__ void update_group_kernel(const __grid_constant__ UpdateGroup group) {
+// A non-zero *rejected (the finite guard's flag, core/gate_scan.h) leaves
+// everything as it is.
+__global__ void update_group_kernel(const __grid_constant__ UpdateGroup group, const float* rejected) {
+  if (rejected && *rejected != 0.f) return;
   const int64_t total = group.total();
   int slice = 0;
   for (int64_t t = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; t < total; t += int64_t(gridDim.x) * blockDim.x)
     update_group_element(group, t, slice);
+}
+
+__global__ void gate_scan_kernel(const __grid_constant__ GateScan scan, float* gate) {
+  const int64_t total = scan.total();
+  for (int64_t t = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; t < total; t += int64_t(gridDim.x) * blockDim.x)
+    gate_scan_element(scan, t, gate);
 }
 
 // Smallest index of a non-finite value, through atomicMin.
@@ -81,10 +90,17 @@ void solver_update(const UpdateStep& step, float* value, const float* grad, floa
   POSEIDON_CUDA_CHECK_LAUNCH();
 }
 
-void update_group(const UpdateGroup& group, cudaStream_t stream) {
+void update_group(const UpdateGroup& group, const float* rejected, cudaStream_t stream) {
   const int64_t total = group.total();
   if (!total) return;
-  update_group_kernel<<<blocks_for(size_t(total)), 256, 0, stream>>>(group);
+  update_group_kernel<<<blocks_for(size_t(total)), 256, 0, stream>>>(group, rejected);
+  POSEIDON_CUDA_CHECK_LAUNCH();
+}
+
+void gate_scan(const GateScan& scan, float* gate, cudaStream_t stream) {
+  const int64_t total = scan.total();
+  if (!total) return;
+  gate_scan_kernel<<<blocks_for(size_t(total)), 256, 0, stream>>>(scan, gate);
   POSEIDON_CUDA_CHECK_LAUNCH();
 }
 

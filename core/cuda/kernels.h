@@ -1,5 +1,5 @@
 // Element-wise kernels the engine itself needs on the GPU (Tensor fill, the
-// solver's update, the finite check), launched on the given stream.
+// solver's update, the finite checks), launched on the given stream.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "core/gate_scan.h"
 #include "core/update_groups.h"
 #include "core/update_rules.h"
 
@@ -19,8 +20,11 @@ void axpy(float* y, const float* x, size_t n, float alpha, cudaStream_t stream);
 // state slots, n floats each, and is null for SGD without momentum.
 void solver_update(const UpdateStep& step, float* value, const float* grad, float* state, size_t n,
                    cudaStream_t stream);
-// The update of every parameter of `group` in one launch.
-void update_group(const UpdateGroup& group, cudaStream_t stream);
+// The update of every parameter of `group` in one launch; none where
+// `rejected` (device memory, may be null) holds a non-zero value when it runs.
+void update_group(const UpdateGroup& group, const float* rejected, cudaStream_t stream);
+// The finite guard's pass (core/gate_scan.h) in one launch.
+void gate_scan(const GateScan& scan, float* gate, cudaStream_t stream);
 // Index of the first NaN or infinity in ptr[0..n), or -1; waits for the stream.
 int64_t first_non_finite(const float* ptr, size_t n, cudaStream_t stream);
 

@@ -2,7 +2,8 @@
 // without a wait of its own: copied into pinned memory on the stream behind
 // the kernels, and read once the host has waited for that stream anyway (the
 // loss and accuracy layers' label checks, read after Net::forward has read
-// the loss).
+// the loss). Two copies can be in flight, so that a trainer may issue the
+// next forward before it reads the previous one's (Net::check_forward).
 #pragma once
 
 #include <cuda_runtime.h>
@@ -17,36 +18,50 @@ class PinnedStatus {
   PinnedStatus() = default;
   ~PinnedStatus() {
     // Destructors do not throw; a failure here was reported by earlier calls.
-    if (landed_) cudaEventDestroy(landed_);
-    if (host_) cudaFreeHost(host_);
+    for (Slot& s : slots_) {
+      if (s.landed) cudaEventDestroy(s.landed);
+      if (s.host) cudaFreeHost(s.host);
+    }
   }
   PinnedStatus(const PinnedStatus&) = delete;
   PinnedStatus& operator=(const PinnedStatus&) = delete;
 
   // Queues the copy of *device behind the work queued on `stream` so far.
+  // With two copies not yet taken, the older is dropped.
   void fetch(const T* device, cudaStream_t stream) {
-    if (!host_) {
-      POSEIDON_CUDA_CHECK(cudaMallocHost(&host_, sizeof(T)));
-      POSEIDON_CUDA_CHECK(cudaEventCreateWithFlags(&landed_, cudaEventDisableTiming));
+    Slot& s = slots_[next_];
+    if (!s.host) {
+      POSEIDON_CUDA_CHECK(cudaMallocHost(&s.host, sizeof(T)));
+      POSEIDON_CUDA_CHECK(cudaEventCreateWithFlags(&s.landed, cudaEventDisableTiming));
     }
-    POSEIDON_CUDA_CHECK(cudaMemcpyAsync(host_, device, sizeof(T), cudaMemcpyDeviceToHost, stream));
-    POSEIDON_CUDA_CHECK(cudaEventRecord(landed_, stream));
-    pending_ = true;
+    POSEIDON_CUDA_CHECK(cudaMemcpyAsync(s.host, device, sizeof(T), cudaMemcpyDeviceToHost, stream));
+    POSEIDON_CUDA_CHECK(cudaEventRecord(s.landed, stream));
+    if (s.pending) oldest_ = 1 - next_;  // the dropped copy was the oldest: the other one is now
+    s.pending = true;
+    if (!slots_[1 - next_].pending) oldest_ = next_;
+    next_ = 1 - next_;
   }
 
-  // The last fetched value (waiting for it if it has not landed), once per
-  // fetch; null when nothing was fetched since.
+  // The oldest fetched value not yet taken (waiting for it if it has not
+  // landed), once per fetch; null when every fetch was taken.
   const T* take() {
-    if (!pending_) return nullptr;
-    pending_ = false;
-    POSEIDON_CUDA_CHECK(cudaEventSynchronize(landed_));
-    return host_;
+    Slot& s = slots_[oldest_];
+    if (!s.pending) return nullptr;
+    s.pending = false;
+    oldest_ = 1 - oldest_;
+    POSEIDON_CUDA_CHECK(cudaEventSynchronize(s.landed));
+    return s.host;
   }
 
  private:
-  T* host_ = nullptr;
-  cudaEvent_t landed_ = nullptr;  // the copy has reached host_
-  bool pending_ = false;
+  struct Slot {
+    T* host = nullptr;
+    cudaEvent_t landed = nullptr;  // the copy has reached host
+    bool pending = false;
+  };
+  Slot slots_[2];
+  int next_ = 0;    // the slot the next fetch fills
+  int oldest_ = 0;  // the slot take reads
 };
 
 }  // namespace poseidon::cuda

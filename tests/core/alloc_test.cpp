@@ -1,5 +1,6 @@
 // Steady-state training iterations allocate nothing: forward, backward, the
-// finite check and the solver updates of a Net (held or immediate), counted
+// finite check and the solver updates of a Net (held, immediate, or through
+// the step's finite guard read an iteration late as the trainer does), counted
 // after two warm-up iterations (which create the momentum state). The one
 // exception is oneDNN, whose primitive execution builds its argument map on
 // the heap at every call (7 small allocations, freed before it returns; its
@@ -20,6 +21,7 @@
 #include <atomic>
 #include <cstdlib>
 #include <new>
+#include <optional>
 #include <random>
 #include <string>
 #include <utility>
@@ -29,6 +31,7 @@
 #include "core/finite_check.h"
 #include "core/local_sink.h"
 #include "core/net.h"
+#include "core/step_gate.h"
 #include "tools/cli/train_config.h"
 
 namespace poseidon {
@@ -90,9 +93,11 @@ struct Counted {
 };
 
 // Counts `iterations` forward + backward + check + update iterations, one by
-// one, after two warm-up iterations.
+// one, after two warm-up iterations. `read_late`: as the trainer runs alone,
+// the check and the held updates through a StepGate, each iteration read
+// after the next one is closed.
 Counted count_steady_state(const ConfigNode& model, bool hold_updates, int iterations = 3,
-                           Precision precision = Precision::fp32) {
+                           Precision precision = Precision::fp32, bool read_late = false) {
   Net net(model, 4);
   net.set_precision(precision);
   net.fuse_relus();  // as training runs it
@@ -114,12 +119,25 @@ Counted count_steady_state(const ConfigNode& model, bool hold_updates, int itera
   RunContext test_ctx{Phase::test, nullptr, {}};
   int64_t iter = 0;
   bool all_finite = true;
+  std::optional<StepGate> gate;
+  if (read_late) gate.emplace(net, solver);
   auto iteration = [&] {
-    solver.set_iteration(iter++);
-    net.forward(train_ctx);
-    net.backward(train_ctx, sink);
-    all_finite = all_finite && !find_non_finite_gradient(net);
-    sink.apply_held();
+    solver.set_iteration(iter);
+    if (gate) {
+      net.run_forward(train_ctx);
+      net.backward(train_ctx, sink);
+      gate->close(int(iter % 2), sink);
+      if (iter > 0) {
+        net.check_forward();
+        all_finite = all_finite && gate->read(int((iter - 1) % 2)).finite;
+      }
+    } else {
+      net.forward(train_ctx);
+      net.backward(train_ctx, sink);
+      all_finite = all_finite && !find_non_finite_gradient(net);
+      sink.apply_held();
+    }
+    ++iter;
     net.forward(test_ctx);
   };
   iteration();
@@ -137,8 +155,8 @@ Counted count_steady_state(const ConfigNode& model, bool hold_updates, int itera
   return counted;
 }
 
-void expect_steady_state_allocates_nothing(const ConfigNode& model, bool hold_updates) {
-  const Counted counted = count_steady_state(without_onednn(model), hold_updates);
+void expect_steady_state_allocates_nothing(const ConfigNode& model, bool hold_updates, bool read_late = false) {
+  const Counted counted = count_steady_state(without_onednn(model), hold_updates, 3, Precision::fp32, read_late);
   for (size_t k = 0; k < counted.allocations.size(); ++k)
     EXPECT_EQ(counted.allocations[k], 0) << model.yaml()["name"].as<std::string>() << ", iteration " << k
                                          << (hold_updates ? ", held updates" : ", immediate updates");
@@ -169,6 +187,7 @@ TEST(Allocations, SteadyStateOfEveryStatefulLayerAllocatesNothing) {
   ConfigNode model = ConfigNode::parse(kMixedModel, "mixed.yaml");
   expect_steady_state_allocates_nothing(model, true);
   expect_steady_state_allocates_nothing(model, false);
+  expect_steady_state_allocates_nothing(model, true, true);
 }
 
 // Convolutions on 4x4, 2x2 and 1x1 images, with and without bias, which

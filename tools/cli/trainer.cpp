@@ -2,11 +2,13 @@
 #include "tools/cli/trainer.h"
 
 #include <algorithm>
+#include <array>
 #include <charconv>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <sstream>
+#include <utility>
 
 #include "core/checkpoint.h"
 #include "core/device_memory.h"
@@ -14,6 +16,7 @@
 #include "core/local_sink.h"
 #include "core/math.h"
 #include "core/model_summary.h"
+#include "core/step_gate.h"
 #include "core/units.h"
 #include "data/nvjpeg_library.h"
 #include "dist/runtime/device_choice.h"
@@ -213,7 +216,12 @@ void Trainer::next_train_batch() {
   }
 #endif
   if (!options_.feed) {
-    feed_batch(*net_, *train_loader_, staged_data_, staged_labels_);
+    if (!net_->device().is_cuda()) {
+      feed_batch(*net_, *train_loader_, staged_data_, staged_labels_);
+      return;
+    }
+    train_loader_->next(staged_data_, staged_labels_);
+    upload_batch();
     return;
   }
   if (!data.is_cuda()) {
@@ -223,8 +231,18 @@ void Trainer::next_train_batch() {
   staged_data_.resize(data.shape());
   staged_labels_.resize(labels.shape());
   options_.feed->next(staged_data_, staged_labels_);
-  data.copy_from(staged_data_);
-  labels.copy_from(staged_labels_);
+  upload_batch();
+}
+
+void Trainer::upload_batch() {
+  Tensor& data = net_->blob(net_->input_names()[0]).value;
+  Tensor& labels = net_->blob(net_->input_names()[1]).value;
+  if (!data_upload_) {
+    data_upload_ = std::make_unique<device_memory::Uploader>(data.device());
+    labels_upload_ = std::make_unique<device_memory::Uploader>(labels.device());
+  }
+  data_upload_->upload(data.data(), staged_data_.data(), data.numel());
+  labels_upload_->upload(labels.data(), staged_labels_.data(), labels.numel());
 }
 
 int64_t Trainer::skipped_images() const {
@@ -391,6 +409,35 @@ void Trainer::stop_non_finite(const std::string& what, int64_t epoch, const Load
   throw Error(at + "; the state before this iteration is saved in " + path + " (--resume repeats it from there)");
 }
 
+std::string Trainer::repeat_non_finite(const Step& s, const Tensor& before, LocalGradSink& held,
+                                       bool later_issued) {
+  // The net's blobs and gradients may be those of the iteration issued after
+  // it, which never counts: its label check is not reported.
+  if (later_issued) try {
+      net_->check_forward();
+    } catch (const Error&) {
+    }
+  train_loader_->seek(s.position);
+  next_train_batch();
+  std::mt19937_64 rng = s.rng_before;
+  RunContext ctx{Phase::train, &rng, config_.device};
+  const float loss = net_->forward(ctx);
+  std::string what;
+  if (!std::isfinite(loss)) {
+    what = describe_non_finite_loss(loss, *net_);
+  } else {
+    net_->backward(ctx, held);
+    held.discard_held();
+    if (auto bad = find_non_finite_gradient(*net_)) what = bad->describe("non-finite gradient");
+  }
+  net_->flat_buffers().copy_from(before);  // this forward moved the running statistics again
+  if (what.empty())  // a GPU's nondeterministic sums came out finite this time
+    what = (std::isfinite(s.loss) ? std::string("non-finite gradient")
+                                  : "non-finite loss (" + non_finite_text(s.loss) + ")") +
+           " (finite when the iteration ran again)";
+  return what;
+}
+
 EvalResult Trainer::run() {
   std::optional<MetricsLog> log;
   if (rank_ == 0) log.emplace((std::filesystem::path(config_.output_dir) / "metrics.jsonl").string());
@@ -467,67 +514,114 @@ EvalResult Trainer::run() {
   };
 
   const auto start = std::chrono::steady_clock::now();
-  std::mt19937_64 rng_before;  // the RNG state this iteration starts from
-  // and its buffers (forward updates running statistics before the guard looks)
-  Tensor buffers_before = hold_updates ? Tensor(net_->flat_buffers().shape(), config_.device) : Tensor();
-  while (iter_ < max_iter) {
-    const LoaderPosition position = train_position();
-    const int64_t epoch = position.epoch;
-    rng_before = rng_;
-    if (hold_updates) buffers_before.copy_from(net_->flat_buffers());
+  // Alone with held updates, each iteration's loss and finite verdict are
+  // read after the next iteration is issued, so that a GPU is not waited for
+  // between iterations; an iteration after which something is reported or
+  // saved (Step::boundary) is read at once. A non-finite iteration found
+  // late has had its updates, and those of the iteration issued after it,
+  // turned into nothing by the finite guard (core/step_gate.h), and is run
+  // again where the guard cannot say at once where it turned non-finite (a
+  // GPU). A caller's feed cannot give a batch again: read at once.
+  const bool read_late = hold_updates && train_loader_;
+  std::optional<StepGate> step_gate;
+  if (read_late) step_gate.emplace(*net_, *solver_);
+  // An error in the data of iteration `s`, named as such.
+  auto data_error = [&](const Step& s, const Error& e) {
+    return Error(config_.file + ": iteration " + std::to_string(s.iter + 1) + " (epoch " + std::to_string(s.epoch) +
+                 ") of data.train: " + e.what());
+  };
+  // The buffers each iteration starts from, by the parity of its number
+  // (forward updates running statistics before the guard looks).
+  std::array<Tensor, 2> buffers_before;
+  if (hold_updates)
+    for (Tensor& t : buffers_before) t = Tensor(net_->flat_buffers().shape(), config_.device);
+  auto issue = [&](int64_t k) {
+    Step s;
+    s.iter = k;
+    s.position = train_position();
+    s.epoch = s.position.epoch;
+    s.rng_before = rng_;
+    if (hold_updates) buffers_before[k % 2].copy_from(net_->flat_buffers());
     // A caller's feed, and the GPU's decoding, are waited for all the time they take to give a batch.
     const auto data_begin = std::chrono::steady_clock::now();
     const double waited_before = train_loader_ ? train_loader_->waited_s() : 0;
     on_lane(dist::Timeline::data, "batch", [&] { next_train_batch(); });
-    double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - data_begin).count();
-    if (train_loader_ && !gpu_decoding_) waited = train_loader_->waited_s() - waited_before;
-    progress.add_data_wait(waited);
+    s.data_wait_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - data_begin).count();
+    if (train_loader_ && !gpu_decoding_) s.data_wait_s = train_loader_->waited_s() - waited_before;
     // The scheduler sets the solver's iteration itself, on its own thread.
-    if (!session_) solver_->set_iteration(iter_);
-    const double lr = config_.solver.lr.at(iter_);
+    if (!session_) solver_->set_iteration(k);
+    s.lr = config_.solver.lr.at(k);
     RunContext ctx{Phase::train, &rng_, config_.device};
-    float loss = 0;
-    std::optional<NonFinite> bad_gradient;
     try {
-      loss = net_->forward(ctx, gate);
-      if (std::isfinite(loss)) {
+      if (read_late) {
+        net_->run_forward(ctx, gate);
         net_->backward(ctx, sink);
-        if (hold_updates) bad_gradient = find_non_finite_gradient(*net_);
+      } else if (std::isfinite(s.loss = net_->forward(ctx, gate))) {
+        net_->backward(ctx, sink);
+        if (hold_updates) s.bad_gradient = find_non_finite_gradient(*net_);
       }
     } catch (const ConfigError&) {
       throw;
     } catch (const dist::CommError&) {
       throw;  // about the job, not the data
     } catch (const Error& e) {
-      throw Error(config_.file + ": iteration " + std::to_string(iter_ + 1) + " (epoch " + std::to_string(epoch) +
-                  ") of data.train: " + e.what());
+      throw data_error(s, e);
     }
-    if (!std::isfinite(loss) || bad_gradient) {
+    if (read_late) {
+      on_lane(dist::Timeline::update, "update", [&] { step_gate->close(k % 2, local_sink); });
+    } else {
+      s.finite = std::isfinite(s.loss) && !s.bad_gradient;
+      if (hold_updates && s.finite) on_lane(dist::Timeline::update, "update", [&] { local_sink.apply_held(); });
+    }
+    const int64_t done = k + 1;
+    s.display = config_.display > 0 && (done % config_.display == 0 || done == max_iter);
+    s.test = test_loader_ && config_.test_interval > 0 && done % config_.test_interval == 0 && done < max_iter;
+    s.snapshot = config_.snapshot_interval > 0 && done % config_.snapshot_interval == 0;
+    if (read_late) s.signal = stop_signal();
+    return s;
+  };
+  // Reports iteration `s` (iter_ iterations before it); true when a stop
+  // signal ended training after it.
+  auto settle = [&](Step& s, bool later_issued) {
+    if (read_late) {
+      try {
+        net_->check_forward();
+      } catch (const Error& e) {
+        throw data_error(s, e);
+      }
+      const StepGate::Reading reading = step_gate->read(s.iter % 2);
+      s.loss = reading.loss;
+      s.finite = reading.finite;
+      s.what = reading.what;
+    }
+    if (!s.finite) {
       progress.finish();
-      if (hold_updates) net_->flat_buffers().copy_from(buffers_before);
-      stop_non_finite(bad_gradient ? bad_gradient->describe("non-finite gradient")
-                                   : describe_non_finite_loss(loss, *net_),
-                      epoch, position, rng_before);
+      const Tensor& before = buffers_before[s.iter % 2];
+      if (hold_updates) net_->flat_buffers().copy_from(before);
+      if (s.what.empty())
+        s.what = read_late        ? repeat_non_finite(s, before, local_sink, later_issued)
+                 : s.bad_gradient ? s.bad_gradient->describe("non-finite gradient")
+                                  : describe_non_finite_loss(s.loss, *net_);
+      stop_non_finite(s.what, s.epoch, s.position, s.rng_before);
     }
-    if (hold_updates) on_lane(dist::Timeline::update, "update", [&] { local_sink.apply_held(); });
-    ++iter_;
-    const bool display_now = config_.display > 0 && (iter_ % config_.display == 0 || iter_ == max_iter);
+    iter_ = s.iter + 1;
+    progress.add_data_wait(s.data_wait_s);
     std::optional<dist::CommStats> comm;
-    if (session_ && display_now) {
+    if (session_ && s.display) {
       session_->sync();  // the record then covers whole iterations, the last one's transfers included
       comm = session_->take_stats();
       comm_text = comm_summary(*comm);
     }
-    progress.step(iter_, epoch, loss, lr, net_->batch() * world_size_, comm_text);
-    if (display_now) {
+    progress.step(iter_, s.epoch, s.loss, s.lr, net_->batch() * world_size_, comm_text);
+    if (s.display) {
       double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
       nlohmann::json record = {
           {"type", "train"},
           {"iter", iter_},
-          {"epoch", epoch},
-          {"loss", loss},
+          {"epoch", s.epoch},
+          {"loss", s.loss},
           {"loss_avg", progress.smoothed_loss()},
-          {"lr", lr},
+          {"lr", s.lr},
           {"images_per_sec", progress.images_per_sec()},
           {"elapsed_s", elapsed},
           {"unix_time", std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count()},
@@ -542,21 +636,35 @@ EvalResult Trainer::run() {
       }
       write_log(record);
     }
-    if (test_loader_ && config_.test_interval > 0 && iter_ % config_.test_interval == 0 && iter_ < max_iter) run_test();
-    const bool snapshot = config_.snapshot_interval > 0 && iter_ % config_.snapshot_interval == 0;
-    if (snapshot && iter_ < max_iter) checkpoint("iter_" + std::to_string(iter_));
-    // A signal (catch_stop_signals) stops every rank here together, with one checkpoint.
-    const int signal = stop_signal();
+    if (s.test) run_test();
+    if (s.snapshot && iter_ < max_iter) checkpoint("iter_" + std::to_string(iter_));
+    // A signal (catch_stop_signals) stops every rank here together, with one
+    // checkpoint. Read late, an iteration saw it as it was issued: one
+    // issued after it must not be overtaken by the checkpoint.
+    const int signal = read_late ? s.signal : stop_signal();
     if ((session_ ? session_->agree_to_stop(signal != 0) : signal != 0) && iter_ < max_iter) {
       const std::string tag = "iter_" + std::to_string(iter_);
-      if (!snapshot) checkpoint(tag);
+      if (!s.snapshot) checkpoint(tag);
       progress.finish();
       progress.note(std::string("stopped at iteration ") + std::to_string(iter_) + " by " +
                     (signal ? stop_signal_name(signal) : "a signal to another rank") + "; checkpoint " +
                     checkpoint_path(tag) + " (--resume " + checkpoint_path(tag) + " continues)");
       write_log({{"type", "stopped"}, {"iter", iter_}, {"checkpoint", checkpoint_path(tag)}});
-      return last;
+      return true;
     }
+    return false;
+  };
+  std::optional<Step> pending;  // issued, not yet read: never a boundary, so never the last
+  while (iter_ < max_iter) {
+    Step s = issue(iter_ + (pending ? 1 : 0));
+    if (pending) {
+      Step earlier = *std::exchange(pending, std::nullopt);
+      settle(earlier, true);
+    }
+    if (read_late && !s.boundary(max_iter))
+      pending = std::move(s);
+    else if (settle(s, false))
+      return last;
   }
   progress.finish();
   progress.pause();  // training time ends with the last iteration

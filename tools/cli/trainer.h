@@ -9,6 +9,10 @@
 // A NaN or infinite loss, or gradient (solver.check_finite), stops training
 // with an Error naming the iteration, layer and tensor, after saving the
 // state from before that iteration as an ordinary snapshot.
+// Alone, an iteration's loss and finite verdict are read after the next
+// iteration is issued (at once where something is displayed or saved after
+// it): a GPU is not waited for between iterations, and what is reported and
+// saved stays the same.
 #pragma once
 
 #include <map>
@@ -17,6 +21,9 @@
 #include <random>
 #include <string>
 
+#include "core/device_pipeline.h"
+#include "core/finite_check.h"
+#include "core/local_sink.h"
 #include "core/net.h"
 #include "core/solver.h"
 #include "data/loader.h"
@@ -90,13 +97,41 @@ class Trainer {
   void save(const std::string& path);
 
  private:
-  Tensor staged_data_, staged_labels_;  // host side of a GPU net's inputs (feed_batch)
+  Tensor staged_data_, staged_labels_;  // host side of a GPU net's inputs
+  // A GPU net's inputs from staged_data_ and staged_labels_, through pinned
+  // buffers without waiting for the device (device_memory::Uploader).
+  std::unique_ptr<device_memory::Uploader> data_upload_, labels_upload_;
+  void upload_batch();
   EvalResult test();
   void next_train_batch();                // from the feed or data.train's loader
   LoaderPosition train_position() const;  // of the batch next_train_batch gives
   std::map<std::string, std::string> checkpoint_metadata(int64_t iter, const LoaderPosition& pos,
                                                          const std::mt19937_64& rng) const;
   void restore(const std::string& path);
+  // One training iteration as the loop issues it and later reads it.
+  struct Step {
+    int64_t iter = 0;  // iterations completed before it
+    int64_t epoch = 0;
+    LoaderPosition position;     // of its batch
+    std::mt19937_64 rng_before;  // the RNG state it started from
+    double lr = 0, data_wait_s = 0;
+    float loss = 0;
+    bool finite = true;                     // its loss and every gradient it computed
+    std::optional<NonFinite> bad_gradient;  // where, when found at once
+    std::string what;                       // what was not finite, where the guard could say at once
+    bool display = false, test = false, snapshot = false;
+    int signal = 0;  // the stop signal seen once it was issued
+    // Read at once, not after the next iteration is issued: something is
+    // reported or saved after it, or it is the last.
+    bool boundary(int64_t max_iter) const {
+      return display || test || snapshot || signal != 0 || iter + 1 == max_iter;
+    }
+  };
+  // Runs the failing iteration `s` again from the state it started from
+  // (its updates, and any issued after it, discarded; the buffers `before`
+  // it restored) and says where its values first turned non-finite.
+  // `later_issued`: an iteration after it was issued (and turned into nothing).
+  std::string repeat_non_finite(const Step& s, const Tensor& before, LocalGradSink& held, bool later_issued);
   // Throws the Error for a non-finite `what` found in the iteration after
   // iter_, saving first the state from before it: parameters and solver
   // state (untouched by that iteration), buffers (restored by run() to those
