@@ -13,6 +13,7 @@
 #include "dist/plan/compression_plan.h"
 #include "dist/plan/priority.h"
 #include "dist/sim/device_costs.h"
+#include "dist/sim/event_queue.h"
 
 namespace poseidon::dist {
 
@@ -43,12 +44,7 @@ class Simulation {
   void fill(SimResult& result) const;
 
  private:
-  using Action = std::function<void()>;
-  struct Event {
-    double time;
-    uint64_t sequence;
-    Action action;
-  };
+  using Action = EventQueue::Action;
   struct Rank {
     // Compute thread.
     int iteration = 0;
@@ -70,17 +66,16 @@ class Simulation {
   };
   struct UnitCost {
     double numel = 0;
-    double update_s = 0;    // the solver update of its parameters
-    int64_t priority = 0;   // its layer: PrioritySends sends lower layers first
-    double hold_s = 0;      // collectives: the steps' transfers and latencies
-    double busy_s = 0;      // collectives: each host link's busy time, each way
-    double bytes = 0;       // collectives: sent plus received per rank
-    double sums_s = 0;      // all-reduce: the sums after the reduce-scatter's steps
-    double rebuild_s = 0;   // sfb: the GEMM that rebuilds the gradient
+    double update_s = 0;   // the solver update of its parameters
+    int64_t priority = 0;  // its layer: PrioritySends sends lower layers first
+    double hold_s = 0;     // collectives: the steps' transfers and latencies
+    double busy_s = 0;     // collectives: each host link's busy time, each way
+    double bytes = 0;      // collectives: sent plus received per rank
+    double sums_s = 0;     // all-reduce: the sums after the reduce-scatter's steps
+    double rebuild_s = 0;  // sfb: the GEMM that rebuilds the gradient
   };
 
-  static bool later(const Event& a, const Event& b);  // the heap's order: earliest first
-  void at(double time, Action action);
+  void at(double time, Action action) { events_.at(time, std::move(action)); }
   void advance(int n);
   void forward_done(int n);
   void backward_done(int n);
@@ -109,8 +104,7 @@ class Simulation {
   std::vector<std::vector<size_t>> reports_;  // per layer: the unit of each parameter backward reports
   std::vector<std::vector<int>> pushes_;      // per PS unit and block: gradients at the owner
   std::vector<int> collective_started_;       // per unit: ranks that started it
-  std::vector<Event> events_;                 // a heap, earliest on top
-  uint64_t sequence_ = 0;
+  EventQueue events_;                         // lanes: each link's sends beginning, then each link's arrivals
   double now_ = 0;
 };
 
@@ -124,7 +118,8 @@ Simulation::Simulation(const Net& net, const CommPlan& plan, const ComputeProfil
       seconds_per_byte_(8 / (config.link.bandwidth_gbps * 1e9)),
       latency_s_(config.link.latency_us * 1e-6),
       per_host_(std::clamp(config.dist.collective.ranks_per_host, 1, config.workers)),
-      ranks_(config.workers) {
+      ranks_(config.workers),
+      events_(2 * static_cast<size_t>(config.workers)) {
   const size_t units = plan.groups.size();
   for (Rank& r : ranks_) {
     r.backward_end.assign(iterations_, 0);
@@ -177,8 +172,8 @@ Simulation::Simulation(const Net& net, const CommPlan& plan, const ComputeProfil
       const Shape& w = plan.params[unit.params[0]].param->shape;
       const int64_t rows = w[0], cols = shape_numel(w) / rows;
       const int rank = unit.rank;
-      const auto steps = lowrank_steps(unit.algorithm, rows, cols, static_cast<int64_t>(c.numel) - rows * cols, rank,
-                                       p, config.link, options);
+      const auto steps = lowrank_steps(unit.algorithm, rows, cols, static_cast<int64_t>(c.numel) - rows * cols, rank, p,
+                                       config.link, options);
       c.hold_s = steps_seconds(steps, config.link, options);
       c.busy_s = steps_link_busy(steps, config.link);
       c.bytes = steps_floats(steps) * 4;
@@ -197,23 +192,12 @@ Simulation::Simulation(const Net& net, const CommPlan& plan, const ComputeProfil
   }
 }
 
-bool Simulation::later(const Event& a, const Event& b) {
-  return a.time != b.time ? a.time > b.time : a.sequence > b.sequence;
-}
-
-void Simulation::at(double time, Action action) {
-  events_.push_back(Event{time, sequence_++, std::move(action)});
-  std::push_heap(events_.begin(), events_.end(), later);
-}
-
 void Simulation::run() {
   for (int n = 0; n < ranks_count_; ++n) advance(n);
   while (!events_.empty()) {
-    std::pop_heap(events_.begin(), events_.end(), later);
-    Event e = std::move(events_.back());
-    events_.pop_back();
-    now_ = e.time;
-    e.action();
+    auto [time, action] = events_.pop();
+    now_ = time;
+    action();
   }
   for (const Rank& r : ranks_) POSEIDON_CHECK(r.iteration == iterations_) << "simulation stalled";
 }
@@ -369,14 +353,16 @@ void Simulation::transmit(int from, int to, double bytes, int round, Action on_a
   s.send_free = begin + busy;
   s.busy[round].send_s += busy;
   ranks_[from].bytes += bytes;
-  at(begin, [this, to, busy, bytes, round, sent = begin + busy, on_arrival = std::move(on_arrival)]() mutable {
-    Rank& d = ranks_[link_of(to)];
-    const double received = std::max(sent, d.recv_free + busy);
-    d.recv_free = received;
-    d.busy[round].recv_s += busy;
-    ranks_[to].bytes += bytes;
-    at(received + latency_s_, std::move(on_arrival));
-  });
+  events_.at(static_cast<size_t>(link_of(from)), begin,
+             [this, to, busy, bytes, round, sent = begin + busy, on_arrival = std::move(on_arrival)]() mutable {
+               Rank& d = ranks_[link_of(to)];
+               const double received = std::max(sent, d.recv_free + busy);
+               d.recv_free = received;
+               d.busy[round].recv_s += busy;
+               ranks_[to].bytes += bytes;
+               events_.at(static_cast<size_t>(ranks_count_ + link_of(to)), received + latency_s_,
+                          std::move(on_arrival));
+             });
 }
 
 void Simulation::run_collective(size_t u, int round) {
