@@ -13,7 +13,7 @@
 // in precision bf16, cuDNN's bfloat16 configuration: input, filter and
 // output in bfloat16, float32 accumulation (the convolution's compute type),
 // tensor cores. The layer's tensors stay float32: x, w and dy are rounded
-// into the context's staging buffers, and what cuDNN writes in bfloat16 (the
+// into the context's bf16 operand buffers, and what cuDNN writes in bfloat16 (the
 // output, the input and weight gradients) is widened into them. The bias is
 // added, and its gradient summed from the rounded dy, in float32.
 //
@@ -246,7 +246,7 @@ class ConvCudaLayer : public ConvLayer {
         name() + " backward filter");
     if (op.bf16) cuda::widen_bf16(dw, bf16_bits(op.result), param(0).grad.numel(), false, stream);
     if (!io.in_grad[0]) return;
-    // In bf16 the product goes to staging (beta = 0) and its widening adds,
+    // In bf16 the product goes to its bf16 operand buffer (beta = 0) and its widening adds,
     // or writes where this layer is the first to write dX (as beta 0 does).
     void* dx_out = op.bf16 ? op.result : io.in_grad[0]->data();
     run_ranked(
@@ -262,9 +262,9 @@ class ConvCudaLayer : public ConvLayer {
 
  private:
   // What the cuDNN calls read and write: the layer's input, weight and
-  // output; in precision bf16 their bfloat16 copies in the context's staging
+  // output; in precision bf16 their bfloat16 copies in the context's bf16 operand
   // buffers (x and w rounded already, y for the output or the rounded output
-  // gradient), and staging for a gradient on its way to its float32 tensor.
+  // gradient), and a bf16 operand buffer for a gradient on its way to its float32 tensor.
   struct Operands {
     bool bf16 = false;
     const void* x = nullptr;
@@ -278,10 +278,10 @@ class ConvCudaLayer : public ConvLayer {
   Operands operands(const LayerIO& io, cuda::Context& gpu) {
     if (precision() != Precision::bf16)
       return {false, io.in[0]->data(), param(0).value.data(), io.out[0]->data(), nullptr};
-    using Slot = cuda::Context::Staging;
+    using Slot = cuda::Context::Bf16Operand;
     const Tensor& x = *io.in[0];
     const Tensor& w = param(0).value;
-    auto slot = [&](Slot s, int64_t count) { return gpu.staging(s, size_t(count) * sizeof(uint16_t)); };
+    auto slot = [&](Slot s, int64_t count) { return gpu.bf16_operand(s, size_t(count) * sizeof(uint16_t)); };
     Operands op{true, nullptr, nullptr, slot(Slot::output, shape_numel(io.out[0]->shape())),
                 slot(Slot::result, std::max(x.numel(), w.numel()))};
     void* x16 = slot(Slot::input, x.numel());

@@ -5,7 +5,7 @@
 // C^T = B^T A^T.
 //
 // In precision bf16 the products are cublasGemmEx calls that read bfloat16
-// copies of X, W and dY (rounded into the context's staging buffers) and
+// copies of X, W and dY (rounded into the context's bf16 operand buffers) and
 // write float32 with float32 accumulation (CUBLAS_COMPUTE_32F) straight into
 // the layer's tensors; the bias gradient is summed from the rounded dY, as
 // the CPU's bf16 layer sums it.
@@ -127,16 +127,16 @@ class FcCudaLayer : public FcLayer {
   }
 
  private:
-  using Slot = cuda::Context::Staging;
+  using Slot = cuda::Context::Bf16Operand;
 
   // What the products read: the layer's float32 tensors, or in precision
-  // bf16 their bfloat16 copies, rounded into the context's staging buffers
+  // bf16 their bfloat16 copies, rounded into the context's bf16 operand buffers
   // as they are read.
   struct Operands {
     Operands(const FcCudaLayer& layer, cuda::Context& gpu) : bf16(layer.precision() == Precision::bf16), gpu(gpu) {}
     const void* read(Slot slot, const Tensor& t) {
       if (!bf16) return t.data();
-      void* copy = gpu.staging(slot, size_t(t.numel()) * sizeof(uint16_t));
+      void* copy = gpu.bf16_operand(slot, size_t(t.numel()) * sizeof(uint16_t));
       cuda::round_to_bf16(static_cast<uint16_t*>(copy), t.data(), t.numel(), gpu.compute());
       return copy;
     }

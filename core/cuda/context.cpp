@@ -97,7 +97,7 @@ void* Context::workspace(size_t bytes) {
   return grow(workspace_, bytes);
 }
 
-void* Context::staging(Staging slot, size_t bytes) { return grow(staging_.at(static_cast<size_t>(slot)), bytes); }
+void* Context::bf16_operand(Bf16Operand slot, size_t bytes) { return grow(bf16_operands_.at(static_cast<size_t>(slot)), bytes); }
 
 void* Context::grow(Scratch& scratch, size_t bytes) {
   if (bytes > scratch.bytes) {

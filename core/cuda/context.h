@@ -58,8 +58,8 @@ class Context {
   // device's layers (they run one at a time on the compute stream), of at
   // least `bytes`, valid until the next call for the same slot. They grow
   // like the workspace, so training steps after the first allocate nothing.
-  enum class Staging { input, weight, output, result };
-  void* staging(Staging slot, size_t bytes);
+  enum class Bf16Operand { input, weight, output, result };
+  void* bf16_operand(Bf16Operand slot, size_t bytes);
 
   // Whether cuDNN's backward convolutions prefer deterministic algorithms
   // (the same gradients from the same inputs, run after run) over faster
@@ -100,7 +100,7 @@ class Context {
   };
   void* grow(Scratch& scratch, size_t bytes);
   Scratch workspace_;
-  std::array<Scratch, 4> staging_;
+  std::array<Scratch, 4> bf16_operands_;
   bool tf32_ = false;
   bool deterministic_ = true;
 };

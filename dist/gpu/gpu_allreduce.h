@@ -1,5 +1,5 @@
 // Sums over the ranks of a job on their GPUs with NCCL, for the all-reduce
-// units of a GPU net (dist/schemes/allreduce.h): a bucket's gradients are summed in
+// groups of a GPU net (dist/schemes/allreduce.h): a bucket's gradients are summed in
 // place on the GPU, over NVLink or the network as NCCL finds them, and the
 // sum is copied into host memory, where the exchange averages and applies
 // it. NCCL computes each element's sum once and passes it on, so every rank

@@ -229,18 +229,18 @@ std::string count_schemes(const CommPlan& plan, Net& net) {
   return out;
 }
 
-std::string describe_units(const CommPlan& plan) {
+std::string describe_groups(const CommPlan& plan) {
   int buckets = 0, blocks = 0, bf16 = 0;
   std::map<std::string, int> algorithms;
   std::map<int, int> lowrank_ranks;
-  for (const SyncGroup& unit : plan.groups) {
-    if (unit.scheme == Scheme::lowrank) ++lowrank_ranks[unit.rank];
-    if (unit.scheme == Scheme::allreduce) {
+  for (const SyncGroup& group : plan.groups) {
+    if (group.scheme == Scheme::lowrank) ++lowrank_ranks[group.rank];
+    if (group.scheme == Scheme::allreduce) {
       ++buckets;
-      ++algorithms[algorithm_name(unit.algorithm)];
+      ++algorithms[algorithm_name(group.algorithm)];
     }
-    if (unit.scheme == Scheme::ps) blocks += static_cast<int>(unit.blocks.size());
-    if ((unit.scheme == Scheme::allreduce || unit.scheme == Scheme::ps) && unit.wire == Wire::bf16) ++bf16;
+    if (group.scheme == Scheme::ps) blocks += static_cast<int>(group.blocks.size());
+    if ((group.scheme == Scheme::allreduce || group.scheme == Scheme::ps) && group.wire == Wire::bf16) ++bf16;
   }
   std::string out;
   if (buckets > 0) {
@@ -249,7 +249,7 @@ std::string describe_units(const CommPlan& plan) {
     append(out, std::to_string(buckets) + (buckets == 1 ? " all-reduce bucket (" : " all-reduce buckets (") + kinds + ")");
   }
   if (blocks > 0) append(out, std::to_string(blocks) + (blocks == 1 ? " PS block" : " PS blocks"));
-  if (bf16 > 0) append(out, "bf16 wire " + std::to_string(bf16) + (bf16 == 1 ? " unit" : " units"));
+  if (bf16 > 0) append(out, "bf16 wire " + std::to_string(bf16) + (bf16 == 1 ? " group" : " groups"));
   std::string ranks;
   for (const auto& [rank, count] : lowrank_ranks) append(ranks, "rank " + std::to_string(rank) + " x" + std::to_string(count));
   if (!ranks.empty()) append(out, "low-rank " + ranks);

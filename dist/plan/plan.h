@@ -1,10 +1,10 @@
 // CommPlan: what the communication thread does in every iteration, fixed
 // before training and identical on every rank (it depends only on the model,
 // the config and the number of ranks, never on timing): the learnable
-// parameters, the scheme of each, and the units (an all-reduce bucket, one
+// parameters, the scheme of each, and the sync groups (an all-reduce bucket, one
 // PS parameter cut into owned blocks, one SFB layer) in the order they are
 // started. Collectives match across ranks only because every rank starts the
-// same units in this same order.
+// same groups in this same order.
 #pragma once
 
 #include <cstdint>
@@ -61,7 +61,7 @@ struct CommPlan {
 // (last layer first; within a layer, declaration order), all with scheme ps.
 std::vector<PlannedParam> backward_order(Net& net);
 
-// Groups `params` (schemes already chosen) into units: consecutive all-reduce
+// Groups `params` (schemes already chosen) into sync groups: consecutive all-reduce
 // parameters fuse into buckets of at most config.bucket_bytes (a larger
 // parameter is a bucket alone; with dist.fusion auto, of the size
 // dist/plan/collective_costs.h derives from `link`), each reduced by config's
@@ -69,7 +69,7 @@ std::vector<PlannedParam> backward_order(Net& net);
 // blocks of config.block_bytes (with dist.spread_blocks, smaller where the
 // PS bytes would make fewer blocks than ranks), each owned by the rank with
 // the fewest bytes so far (ties: the lowest rank). A low-rank layer is one
-// unit, as an SFB layer, at its parameter's rank, its factors all-reduced by
+// group, as an SFB layer, at its parameter's rank, its factors all-reduced by
 // lowrank_algorithm. The collective options are chosen_options' for `world_size`.
 CommPlan make_comm_plan(Net& net, std::vector<PlannedParam> params, const DistConfig& config, int world_size,
                         const LinkModel& link = {});
@@ -102,9 +102,9 @@ std::string describe_schemes(const CommPlan& plan, Net& net);
 // counted, named only while that stays short (a terminal line).
 std::string count_schemes(const CommPlan& plan, Net& net);
 
-// "12 all-reduce buckets (halving_doubling 9, ring 3), 40 PS blocks, bf16 wire 52 units,
+// "12 all-reduce buckets (halving_doubling 9, ring 3), 40 PS blocks, bf16 wire 52 groups,
 // low-rank rank 4 x2, compression auto":
-// the units the plan moves and how, so a run's log shows what the dist: keys chose.
-std::string describe_units(const CommPlan& plan);
+// the groups the plan moves and how, so a run's log shows what the dist: keys chose.
+std::string describe_groups(const CommPlan& plan);
 
 }  // namespace poseidon::dist

@@ -17,7 +17,7 @@
 namespace poseidon::dist {
 
 // The sequence of a parameter server's send within its layer's priority:
-// block `b` of its unit (id `id`), from rank `from` to rank `to` of `ranks`.
+// block `b` of its group (id `id`), from rank `from` to rank `to` of `ranks`.
 // Blocks go in rounds of `ranks` (their owners taken in turn), and within a
 // round each rank starts with the rank after it: at any moment the ranks
 // send to different ranks (a permutation, so no receiver's link takes seven

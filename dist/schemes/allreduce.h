@@ -6,7 +6,7 @@
 // (dist/schemes/allreduce_schedule.h: ring, halving-doubling or two-level): in each
 // step it sends a range to one rank and receives one from another
 // (nonblocking point-to-point, so the communication thread keeps driving
-// other units), then adds what it received into its own range or keeps it in
+// other groups), then adds what it received into its own range or keeps it in
 // place. The ring moves 2 (P - 1) / P of the bucket each way, the least any
 // all-reduce can; halving-doubling the same in 2 log2 P steps when P is a
 // power of two. Each element's sum is computed once, by one rank, in one

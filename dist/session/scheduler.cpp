@@ -20,7 +20,7 @@ namespace {
 using Clock = std::chrono::steady_clock;
 double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
-// Between polls the thread sleeps (or until a unit becomes ready) instead of
+// Between polls the thread sleeps (or until a group becomes ready) instead of
 // spinning on a core the compute thread, the data loader and the kernel's
 // network stack need: 50 us after a poll that finished something, twice as
 // long after each that finished nothing, up to 800 us (a socket buffer
@@ -62,40 +62,40 @@ Scheduler::Scheduler(Net& net, Solver& solver, const World& world, CommPlan plan
       config_.collective.ranks_per_host > 1 ? config_.collective.ranks_per_host : world.local_size();
   int64_t blocks = 0;
   for (size_t u = 0; u < plan_.groups.size(); ++u) {
-    const SyncGroup& unit = plan_.groups[u];
-    for (size_t i : unit.params) group_of_param_[plan_.params[i].param] = u;
+    const SyncGroup& group = plan_.groups[u];
+    for (size_t i : group.params) group_of_param_[plan_.params[i].param] = u;
     std::unique_ptr<Exchange> ex;
-    if (unit.scheme == Scheme::allreduce) {
+    if (group.scheme == Scheme::allreduce) {
       std::vector<Param*> params;
-      for (size_t i : unit.params) params.push_back(plan_.params[i].param);
+      for (size_t i : group.params) params.push_back(plan_.params[i].param);
       ex = std::make_unique<AllreduceExchange>(comm_->duplicate(), solver_, *compute_, std::move(params),
-                                               net_.flat_grads().data() + unit.begin, unit.end - unit.begin, unit.label,
-                                               unit.wire == Wire::fp32 ? allreduce_sum : DeviceSum{}, unit.wire,
-                                               unit.algorithm, per_host);
-    } else if (unit.scheme == Scheme::ps) {
-      const PlannedParam& p = plan_.params[unit.params[0]];
-      auto ps = std::make_unique<PsExchange>(*comm_, solver_, *compute_, *p.param, unit.blocks, priority_sends_.get(),
-                                             static_cast<int64_t>(p.layer), unit.wire);
+                                               net_.flat_grads().data() + group.begin, group.end - group.begin, group.label,
+                                               group.wire == Wire::fp32 ? allreduce_sum : DeviceSum{}, group.wire,
+                                               group.algorithm, per_host);
+    } else if (group.scheme == Scheme::ps) {
+      const PlannedParam& p = plan_.params[group.params[0]];
+      auto ps = std::make_unique<PsExchange>(*comm_, solver_, *compute_, *p.param, group.blocks, priority_sends_.get(),
+                                             static_cast<int64_t>(p.layer), group.wire);
       ps->import_state(solver_);
       ps_exchanges_.push_back(ps.get());
-      blocks += static_cast<int64_t>(unit.blocks.size());
+      blocks += static_cast<int64_t>(group.blocks.size());
       ex = std::move(ps);
-    } else if (unit.scheme == Scheme::lowrank) {
+    } else if (group.scheme == Scheme::lowrank) {
       std::vector<Param*> params;
-      for (size_t i : unit.params) params.push_back(plan_.params[i].param);
+      for (size_t i : group.params) params.push_back(plan_.params[i].param);
       auto lowrank = std::make_unique<LowRankExchange>(comm_->duplicate(), solver_, *compute_, std::move(params),
-                                                       unit.rank, unit.label, unit.algorithm, per_host);
+                                                       group.rank, group.label, group.algorithm, per_host);
       lowrank->import_state(options.compression_state);
       lowrank_exchanges_.push_back(lowrank.get());
       ex = std::move(lowrank);
     } else {
-      const Layer& layer = net_.layer(plan_.params[unit.params[0]].layer);
-      Param& weight = *plan_.params[unit.params[0]].param;
-      Param* bias = unit.params.size() > 1 ? plan_.params[unit.params[1]].param : nullptr;
+      const Layer& layer = net_.layer(plan_.params[group.params[0]].layer);
+      Param& weight = *plan_.params[group.params[0]].param;
+      Param* bias = group.params.size() > 1 ? plan_.params[group.params[1]].param : nullptr;
       formed_[&weight] = {BlobPart{layer.inputs()[0], false}, BlobPart{layer.outputs()[0], true}};
       ex = std::make_unique<SfbExchange>(comm_->duplicate(), solver_, *compute_, weight, bias,
                                          net_.blob(layer.inputs()[0]).value, net_.blob(layer.outputs()[0]).grad,
-                                         unit.label, layer.precision());
+                                         group.label, layer.precision());
     }
     group_of_exchange_[ex.get()] = u;
     exchanges_.push_back(std::move(ex));
@@ -104,8 +104,8 @@ Scheduler::Scheduler(Net& net, Solver& solver, const World& world, CommPlan plan
     throw Error("the parameter server needs " + std::to_string(blocks) + " blocks, more than MPI's tags allow (" +
                 std::to_string(comm_->max_tag()) + "); raise dist.block_bytes");
   // Each owner keeps the optimizer state of its blocks; the full buffers are gathered only for checkpoints.
-  for (const SyncGroup& unit : plan_.groups)
-    if (unit.scheme == Scheme::ps) solver_.drop_state(plan_.params[unit.params[0]].param->name);
+  for (const SyncGroup& group : plan_.groups)
+    if (group.scheme == Scheme::ps) solver_.drop_state(plan_.params[group.params[0]].param->name);
 
   inspector_ = std::make_unique<StallInspector>(*comm_);
   const size_t n = plan_.groups.size();
@@ -153,11 +153,11 @@ bool Scheduler::groups_done_locked() const {
 void Scheduler::await_params(const Layer& layer) {
   auto it = layer_index_.find(&layer);
   POSEIDON_CHECK(it != layer_index_.end()) << "layer '" << layer.name() << "' is not in the scheduled net";
-  const std::vector<size_t>& units = plan_.layer_groups[it->second];
-  if (units.empty()) return;
+  const std::vector<size_t>& groups = plan_.layer_groups[it->second];
+  if (groups.empty()) return;
   std::unique_lock lock(mutex_);
   auto open = [&] {
-    for (size_t u : units)
+    for (size_t u : groups)
       if (done_rounds_[u] < handed_rounds_) return false;
     return true;
   };

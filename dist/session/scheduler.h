@@ -1,13 +1,13 @@
 // Scheduler: the GradSink of a distributed run, after Horovod's background
 // thread. One communication thread makes every MPI call; the compute thread
 // (Net::backward through grad_ready) only marks parameters ready. The
-// communication thread starts the plan's units strictly in plan order as they
+// communication thread starts the plan's sync groups strictly in plan order as they
 // become ready (so collectives match on every rank), drives them with
 // non-blocking MPI polled by MPI_Testsome, and opens each layer's gate when
 // all of its parameters are synchronised; Net::forward of the next iteration
 // waits on that gate (await_params), layer by layer.
 //
-// With WFBP (dist.wfbp: true) a unit starts the moment backward has produced
+// With WFBP (dist.wfbp: true) a group starts the moment backward has produced
 // its gradients and overlaps the rest of backward and the next forward.
 // Without it, backward_done() hands over everything and waits until all is
 // synchronised: the baseline WFBP is measured against.
@@ -134,7 +134,7 @@ class Scheduler : public GradSink {
   void stop_thread();
   void start_group(size_t u);
   void finish_group(size_t u);
-  bool groups_done_locked() const;  // every unit has finished every handed-over iteration
+  bool groups_done_locked() const;  // every group has finished every handed-over iteration
   void rethrow_locked() const;
   void check_replicas_identical();
 
@@ -149,7 +149,7 @@ class Scheduler : public GradSink {
   std::unordered_map<const Layer*, size_t> layer_index_;
   std::unordered_map<const Param*, size_t> group_of_param_;
   std::unordered_map<const Param*, std::vector<BlobPart>> formed_;  // gradients SFB forms itself
-  std::vector<std::unique_ptr<Exchange>> exchanges_;  // per unit
+  std::vector<std::unique_ptr<Exchange>> exchanges_;  // per group
   std::unordered_map<const Exchange*, size_t> group_of_exchange_;
   std::vector<PsExchange*> ps_exchanges_;
   std::vector<LowRankExchange*> lowrank_exchanges_;
@@ -158,9 +158,9 @@ class Scheduler : public GradSink {
   std::mutex mutex_;
   std::condition_variable gates_;     // the compute thread waits here
   std::condition_variable work_;      // the communication thread waits here
-  std::vector<int> ready_params_;     // per unit: parameters reported this iteration
-  std::vector<bool> ready_;           // per unit: handed over, not started
-  std::vector<int64_t> done_rounds_;  // per unit: iterations finished
+  std::vector<int> ready_params_;     // per group: parameters reported this iteration
+  std::vector<bool> ready_;           // per group: handed over, not started
+  std::vector<int64_t> done_rounds_;  // per group: iterations finished
   int64_t handed_rounds_ = 0;         // iterations handed over (backward_done calls)
   std::function<void()> task_;
   bool stop_ = false;

@@ -139,9 +139,9 @@ int Session::rank() const { return scheduler_->rank(); }
 int Session::size() const { return scheduler_->size(); }
 
 std::string Session::describe() const {
-  const std::string units = describe_units(plan());
+  const std::string groups = describe_groups(plan());
   std::string line = std::to_string(size()) + " ranks, " + choice_name(config_.scheme) + " (" +
-                     count_schemes(plan(), mirror_ ? *mirror_ : net_) + (units.empty() ? "" : "; " + units) +
+                     count_schemes(plan(), mirror_ ? *mirror_ : net_) + (groups.empty() ? "" : "; " + groups) +
                      "; per layer: poseidon plan)" +
                      (config_.wfbp ? ", WFBP" : "") + (gpu_allreduce_ ? ", all-reduce buckets summed by NCCL" : "");
   if (link_)

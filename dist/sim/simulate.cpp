@@ -52,11 +52,11 @@ class Simulation {
     bool backward = false, computing = false;
     std::vector<double> backward_end;  // per iteration
     // Communication thread.
-    std::vector<size_t> reported;  // per unit: parameters backward reported this iteration
-    std::vector<bool> ready;       // per unit: all reported, not yet started
+    std::vector<size_t> reported;  // per group: parameters backward reported this iteration
+    std::vector<bool> ready;       // per group: all reported, not yet started
     size_t next_unit = 0;
-    std::vector<int> started, done;  // per unit: iterations started, finished
-    std::vector<int> pending;        // per unit: operations of its running iteration
+    std::vector<int> started, done;  // per group: iterations started, finished
+    std::vector<int> pending;        // per group: operations of its running iteration
     double device_free = 0;          // updates, sums and SFB rebuilds run one at a time
     std::unique_ptr<PrioritySends> sends;
     // Links.
@@ -101,9 +101,9 @@ class Simulation {
   const int per_host_;
   std::vector<Rank> ranks_;
   std::vector<UnitCost> costs_;
-  std::vector<std::vector<size_t>> reports_;  // per layer: the unit of each parameter backward reports
-  std::vector<std::vector<int>> pushes_;      // per PS unit and block: gradients at the owner
-  std::vector<int> collective_started_;       // per unit: ranks that started it
+  std::vector<std::vector<size_t>> reports_;  // per layer: the group of each parameter backward reports
+  std::vector<std::vector<int>> pushes_;      // per PS group and block: gradients at the owner
+  std::vector<int> collective_started_;       // per group: ranks that started it
   EventQueue events_;                         // lanes: each link's sends beginning, then each link's arrivals
   double now_ = 0;
 };
@@ -120,23 +120,23 @@ Simulation::Simulation(const Net& net, const CommPlan& plan, const ComputeProfil
       per_host_(std::clamp(config.dist.collective.ranks_per_host, 1, config.workers)),
       ranks_(config.workers),
       events_(2 * static_cast<size_t>(config.workers)) {
-  const size_t units = plan.groups.size();
+  const size_t groups = plan.groups.size();
   for (Rank& r : ranks_) {
     r.backward_end.assign(iterations_, 0);
-    r.reported.assign(units, 0);
-    r.ready.assign(units, false);
-    r.started.assign(units, 0);
-    r.done.assign(units, 0);
-    r.pending.assign(units, 0);
+    r.reported.assign(groups, 0);
+    r.ready.assign(groups, false);
+    r.started.assign(groups, 0);
+    r.done.assign(groups, 0);
+    r.pending.assign(groups, 0);
     r.busy.assign(iterations_, {});
     if (config.dist.order == SendOrder::priority)
       r.sends = std::make_unique<PrioritySends>(priority_window_bytes(config.dist.block_bytes, config.workers));
   }
   reports_.assign(net.num_layers(), {});
-  costs_.assign(units, {});
-  pushes_.assign(units, {});
-  collective_started_.assign(units, 0);
-  for (size_t u = 0; u < units; ++u)
+  costs_.assign(groups, {});
+  pushes_.assign(groups, {});
+  collective_started_.assign(groups, 0);
+  for (size_t u = 0; u < groups; ++u)
     for (size_t i : plan.groups[u].params) {
       reports_[plan.params[i].layer].push_back(u);
       costs_[u].numel += static_cast<double>(plan.params[i].param->value.numel());
@@ -144,35 +144,35 @@ Simulation::Simulation(const Net& net, const CommPlan& plan, const ComputeProfil
   const int p = ranks_count_;
   const int64_t k = profile.batch;
   const CollectiveOptions& options = config.dist.collective;
-  for (size_t u = 0; u < units; ++u) {
-    const SyncGroup& unit = plan.groups[u];
+  for (size_t u = 0; u < groups; ++u) {
+    const SyncGroup& group = plan.groups[u];
     UnitCost& c = costs_[u];
     c.update_s = device_.update_s(static_cast<int64_t>(c.numel));
-    c.priority = static_cast<int64_t>(plan.params[unit.params[0]].layer);
-    if (unit.scheme == Scheme::ps) {
-      pushes_[u].assign(unit.blocks.size(), 0);
-    } else if (unit.scheme == Scheme::allreduce) {
+    c.priority = static_cast<int64_t>(plan.params[group.params[0]].layer);
+    if (group.scheme == Scheme::ps) {
+      pushes_[u].assign(group.blocks.size(), 0);
+    } else if (group.scheme == Scheme::allreduce) {
       // The planner's bytes: the parameters, not any gaps of the bucket's range.
       // On a 16-bit wire the transfers shrink, the latencies do not.
-      const double wire = static_cast<double>(wire_bytes(unit.wire)) / 4;
-      const auto steps = allreduce_steps(unit.algorithm, c.numel, p, config.link, options);
+      const double wire = static_cast<double>(wire_bytes(group.wire)) / 4;
+      const auto steps = allreduce_steps(group.algorithm, c.numel, p, config.link, options);
       const double latencies =
-          steps_seconds(allreduce_steps(unit.algorithm, 0, p, config.link, options), config.link, options);
+          steps_seconds(allreduce_steps(group.algorithm, 0, p, config.link, options), config.link, options);
       c.hold_s = latencies + (steps_seconds(steps, config.link, options) - latencies) * wire;
       c.busy_s = steps_link_busy(steps, config.link) * wire;
       c.bytes = steps_floats(steps) * 4 * wire;
       // The chunks cut the bucket's whole range, padding included.
-      const double range = static_cast<double>(unit.end - unit.begin) / c.numel;
+      const double range = static_cast<double>(group.end - group.begin) / c.numel;
       for (const CollectiveStep& s : steps)
         if (s.summed > 0) c.sums_s += device_.sum_s(static_cast<int64_t>(s.summed * range), 2);
-    } else if (unit.scheme == Scheme::lowrank) {
+    } else if (group.scheme == Scheme::lowrank) {
       // Two all-reduces of its factors by the plan's algorithm, each summing
       // step followed by its sum; the rank-r GEMMs (6 n m r flops: three
       // GEMMs of an n x m matrix by r columns) charged as a rebuild of 3 r rows.
-      const Shape& w = plan.params[unit.params[0]].param->shape;
+      const Shape& w = plan.params[group.params[0]].param->shape;
       const int64_t rows = w[0], cols = shape_numel(w) / rows;
-      const int rank = unit.rank;
-      const auto steps = lowrank_steps(unit.algorithm, rows, cols, static_cast<int64_t>(c.numel) - rows * cols, rank, p,
+      const int rank = group.rank;
+      const auto steps = lowrank_steps(group.algorithm, rows, cols, static_cast<int64_t>(c.numel) - rows * cols, rank, p,
                                        config.link, options);
       c.hold_s = steps_seconds(steps, config.link, options);
       c.busy_s = steps_link_busy(steps, config.link);
@@ -181,13 +181,13 @@ Simulation::Simulation(const Net& net, const CommPlan& plan, const ComputeProfil
         if (s.summed > 0) c.sums_s += device_.sum_s(static_cast<int64_t>(s.summed), 2);
       c.rebuild_s = device_.rebuild_s(rows, cols, 3 * rank, false);
     } else {
-      const Shape& w = plan.params[unit.params[0]].param->shape;
+      const Shape& w = plan.params[group.params[0]].param->shape;
       const int steps = p - 1;
       const double step_bytes = sfb_cost(w[0], w[1], k, p, config.link).bytes() / 2 / steps;
       c.busy_s = steps * step_bytes * seconds_per_byte_;
       c.hold_s = c.busy_s + steps * latency_s_;
       c.bytes = 2 * steps * step_bytes;
-      c.rebuild_s = device_.rebuild_s(w[0], w[1], p * k, unit.params.size() > 1);
+      c.rebuild_s = device_.rebuild_s(w[0], w[1], p * k, group.params.size() > 1);
     }
   }
 }
@@ -206,7 +206,7 @@ void Simulation::advance(int n) {
   Rank& r = ranks_[n];
   if (r.computing || r.iteration == iterations_) return;
   if (!r.backward) {
-    if (r.iteration > 0 && !gate_open(r, r.layer)) return;  // a finishing unit calls again
+    if (r.iteration > 0 && !gate_open(r, r.layer)) return;  // a finishing group calls again
     r.computing = true;
     at(now_ + profile_.forward_s[r.layer], [this, n] { forward_done(n); });
   } else {
@@ -268,9 +268,9 @@ void Simulation::start_ready(int n) {
 void Simulation::start_unit(int n, size_t u) {
   Rank& r = ranks_[n];
   const int round = r.started[u]++;
-  POSEIDON_CHECK(r.pending[u] == 0 && r.done[u] == round) << "unit " << u << " restarted before it finished";
-  const SyncGroup& unit = plan_.groups[u];
-  if (unit.scheme != Scheme::ps) {
+  POSEIDON_CHECK(r.pending[u] == 0 && r.done[u] == round) << "group " << u << " restarted before it finished";
+  const SyncGroup& group = plan_.groups[u];
+  if (group.scheme != Scheme::ps) {
     r.pending[u] = 1;
     if (++collective_started_[u] == ranks_count_) {
       collective_started_[u] = 0;
@@ -278,8 +278,8 @@ void Simulation::start_unit(int n, size_t u) {
     }
     return;
   }
-  for (size_t b = 0; b < unit.blocks.size(); ++b) {
-    const int owner = unit.blocks[b].owner;
+  for (size_t b = 0; b < group.blocks.size(); ++b) {
+    const int owner = group.blocks[b].owner;
     if (owner == n) {
       r.pending[u] += ranks_count_ - 1;  // its new values to every other rank
       push_arrived(u, b, round);
@@ -319,9 +319,9 @@ void Simulation::operation_done(int n, size_t u) {
 
 void Simulation::send(int from, int to, size_t u, size_t b, int round, Action on_arrival) {
   // A push (to the owner) travels on the group's wire format; values as fp32.
-  const SyncGroup& unit = plan_.groups[u];
-  const int64_t width = unit.blocks[b].owner == to ? wire_bytes(unit.wire) : 4;
-  const double bytes = static_cast<double>(unit.blocks[b].count) * static_cast<double>(width);
+  const SyncGroup& group = plan_.groups[u];
+  const int64_t width = group.blocks[b].owner == to ? wire_bytes(group.wire) : 4;
+  const double bytes = static_cast<double>(group.blocks[b].count) * static_cast<double>(width);
   PrioritySends* queue = ranks_[from].sends.get();
   if (!queue) return transmit(from, to, bytes, round, std::move(on_arrival));
   queue->submit(costs_[u].priority, ps_send_sequence(b, plan_.groups[u].blocks[b].id, from, to, ranks_count_),

@@ -1,12 +1,12 @@
 // Simulation of the distributed scheduler (`poseidon simulate`): a
 // discrete-event model of what Scheduler does on P identical ranks, for
 // clusters larger than any machine at hand. It runs the plan training would
-// use (plan_for_config on the real Net: the same units, owners, buckets, SFB
+// use (plan_for_config on the real Net: the same sync groups, owners, buckets, SFB
 // layers and start order) against a per-layer compute profile:
 //  - each rank's compute thread runs forward layer by layer, each waiting on
-//    its layer's gate (the previous iteration's units of that layer done),
+//    its layer's gate (the previous iteration's groups of that layer done),
 //    then backward in reverse, each layer's gradients ready at its end;
-//  - its communication thread starts units in plan order as they become
+//  - its communication thread starts groups in plan order as they become
 //    ready (WFBP), or all of them after backward, the next forward waiting
 //    for all (no WFBP);
 //  - its device runs the solver updates, the sums of gradients and the SFB

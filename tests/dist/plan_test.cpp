@@ -1,4 +1,4 @@
-// dist/plan: units cover every learnable parameter once, buckets respect
+// dist/plan: sync groups cover every learnable parameter once, buckets respect
 // their size limit, PS blocks tile their parameter and are balanced by bytes;
 // the one-line summary of a plan counts layers per scheme.
 #include "dist/plan/plan.h"
@@ -108,10 +108,10 @@ TEST(Plan, SfbTakesFcLayersWholeAndPsTheRest) {
   dist::DistConfig config;
   config.scheme = dist::SchemeChoice::sfb;
   dist::CommPlan plan = dist::plan_for_config(net, config, 2);
-  std::vector<std::string> sfb_units;
+  std::vector<std::string> sfb_groups;
   for (const auto& u : plan.groups) {
     if (u.scheme == dist::Scheme::sfb) {
-      sfb_units.push_back(u.label);
+      sfb_groups.push_back(u.label);
       ASSERT_EQ(u.params.size(), 2u) << "an FC layer's weight and bias travel together";
       EXPECT_EQ(plan.params[u.params[0]].param->shape.size(), 2u);
     } else {
@@ -119,7 +119,7 @@ TEST(Plan, SfbTakesFcLayersWholeAndPsTheRest) {
       EXPECT_EQ(u.label.rfind("conv", 0), 0u) << u.label;
     }
   }
-  EXPECT_EQ(sfb_units, (std::vector<std::string>{"fc2.weight, fc2.bias", "fc1.weight, fc1.bias"}));
+  EXPECT_EQ(sfb_groups, (std::vector<std::string>{"fc2.weight, fc2.bias", "fc1.weight, fc1.bias"}));
   for (size_t l = 0; l < net.num_layers(); ++l)
     EXPECT_EQ(dist::sfb_applicable(net, l), net.layer(l).type() == "fc") << net.layer(l).name();
 }
@@ -140,7 +140,7 @@ TEST(Plan, CountSchemesFitsALine) {
   EXPECT_LT(line.size(), 20u) << line;
 }
 
-// The dist: line's units: what fusion, the algorithm and the wire format
+// The dist: line's groups: what fusion, the algorithm and the wire format
 // made of the plan. LeNet on all-reduce with halving-doubling and the
 // default 4 MiB buckets is one bucket of its 431k parameters; on PS at the
 // default 4 MiB blocks every parameter is one block (8), each on bf16.
@@ -149,10 +149,10 @@ TEST(Plan, DescribeUnitsNamesBucketsAlgorithmsAndWire) {
   dist::DistConfig config;
   config.scheme = dist::SchemeChoice::allreduce;
   config.collective.allreduce = dist::AllreduceAlgorithm::halving_doubling;
-  EXPECT_EQ(dist::describe_units(dist::plan_for_config(net, config, 4)), "1 all-reduce bucket (halving_doubling 1)");
+  EXPECT_EQ(dist::describe_groups(dist::plan_for_config(net, config, 4)), "1 all-reduce bucket (halving_doubling 1)");
   config.scheme = dist::SchemeChoice::ps;
   config.wire = dist::Wire::bf16;
-  EXPECT_EQ(dist::describe_units(dist::plan_for_config(net, config, 4)), "8 PS blocks, bf16 wire 8 units");
+  EXPECT_EQ(dist::describe_groups(dist::plan_for_config(net, config, 4)), "8 PS blocks, bf16 wire 8 groups");
 }
 
 }  // namespace poseidon::testing

@@ -120,9 +120,9 @@ TEST(CompressionPolicy, AutoChoosesWireAndRankPerLayerWithinTheBudget) {
     EXPECT_EQ(c.wire, dist::Wire::fp32) << layer;
   }
   // The plan names its policy and ranks (the training log's dist: line).
-  const std::string units = dist::describe_units(dist::plan_for_config(net, parse("compression: auto\n"), 4, slow));
-  EXPECT_NE(units.find("compression auto"), std::string::npos) << units;
-  EXPECT_NE(units.find("low-rank rank "), std::string::npos) << units;
+  const std::string groups = dist::describe_groups(dist::plan_for_config(net, parse("compression: auto\n"), 4, slow));
+  EXPECT_NE(groups.find("compression auto"), std::string::npos) << groups;
+  EXPECT_NE(groups.find("low-rank rank "), std::string::npos) << groups;
 }
 
 // Low-rank factors are summed by the plan's algorithm: at 512 ranks,

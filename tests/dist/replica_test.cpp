@@ -384,9 +384,9 @@ DistRun train_distributed(const std::string& model, const dist::DistConfig& conf
   std::map<const float*, std::unique_ptr<dist::Comm>> sums;
   dist::DeviceOffload device;
   if (offload) {
-    for (const dist::SyncGroup& unit : plan.groups)
-      if (unit.scheme == dist::Scheme::allreduce)
-        sums[net.flat_grads().data() + unit.begin] = std::make_unique<dist::Comm>(base.duplicate());
+    for (const dist::SyncGroup& group : plan.groups)
+      if (group.scheme == dist::Scheme::allreduce)
+        sums[net.flat_grads().data() + group.begin] = std::make_unique<dist::Comm>(base.duplicate());
     device.allreduce_sum = [&](float* grads, int64_t count) {
       ++run.device_sums;
       return start_sum(*sums.at(grads), grads, count);
@@ -417,25 +417,25 @@ DistRun train_distributed(const std::string& model, const dist::DistConfig& conf
     reference.train_combined(it, before, state_before);
     run.losses.push_back(reference.loss);
     const dist::CommPlan& plan = scheduler.plan();
-    for (const dist::SyncGroup& unit : plan.groups) {
-      for (size_t k : unit.params) {
+    for (const dist::SyncGroup& group : plan.groups) {
+      for (size_t k : group.params) {
         const dist::PlannedParam& p = plan.params[k];
         const int64_t n = p.param->value.numel(), at = p.offset;
         const std::string name = where + std::to_string(it) + ": " + p.param->name;
         // Where each element's sum starts, and the update's blocks.
         std::vector<int> first(n, 0);
-        std::vector<dist::PsBlock> blocks = unit.blocks;
-        if (unit.scheme != dist::Scheme::ps) blocks = {dist::PsBlock{0, n, 0, 0}};
-        if (unit.scheme == dist::Scheme::allreduce) {
-          const int64_t count = unit.end - unit.begin, ranks = world.size();
+        std::vector<dist::PsBlock> blocks = group.blocks;
+        if (group.scheme != dist::Scheme::ps) blocks = {dist::PsBlock{0, n, 0, 0}};
+        if (group.scheme == dist::Scheme::allreduce) {
+          const int64_t count = group.end - group.begin, ranks = world.size();
           for (int64_t i = 0; i < n; ++i) {
-            const int64_t j = at + i - unit.begin;  // in the bucket, cut into chunks of count / P (+1 for the first)
+            const int64_t j = at + i - group.begin;  // in the bucket, cut into chunks of count / P (+1 for the first)
             const int64_t big = count / ranks + 1, bigs = count % ranks;
             first[i] = static_cast<int>(j < bigs * big ? j / big : bigs + (j - bigs * big) / (count / ranks));
           }
         }
-        const Lockstep::Step step = unit.scheme == dist::Scheme::sfb
-                                        ? reference.sfb_step(it, p, k != unit.params[0], before, state_before)
+        const Lockstep::Step step = group.scheme == dist::Scheme::sfb
+                                        ? reference.sfb_step(it, p, k != group.params[0], before, state_before)
                                         : reference.rank_sum_step(it, p, first, blocks, before, state_before);
         std::vector<float> update(n), combined(n);
         for (int64_t i = 0; i < n; ++i) {
@@ -449,7 +449,7 @@ DistRun train_distributed(const std::string& model, const dist::DistConfig& conf
         const ParamState& state = state_after.count(p.param->name) ? state_after.at(p.param->name) : ParamState{};
         const ParamState& combined_state = reference.state_after[p.param->name];
         const int64_t slots = static_cast<int64_t>(state.slots.size());
-        if (unit.scheme == dist::Scheme::allreduce && (offload || unit.algorithm != dist::AllreduceAlgorithm::ring)) {
+        if (group.scheme == dist::Scheme::allreduce && (offload || group.algorithm != dist::AllreduceAlgorithm::ring)) {
           // Summed by the offload's stand-in (MPI_Reduce), in an order of MPI's, or by a tree.
           std::vector<float> rank_sum(n);
           for (int64_t i = 0; i < n; ++i) rank_sum[i] = step.value[i] - before[at + i];

@@ -103,7 +103,7 @@ TEST(Simulate, TwoLayersOverlapByHand) {
   // push and pull (2 x (0.8 + 0.1) ms) stand between backward and the next forward.
   SimResult on = simulate(net, profile, config_of(2, "ps", true, 1, 100));
   EXPECT_NEAR(on.iteration_s * 1e3, 9 + 2 * (0.8 + 0.1), 1e-9);
-  // Without WFBP both units start after backward, each on the other rank's
+  // Without WFBP both groups start after backward, each on the other rank's
   // send link (fc1's owner is rank 1), so the longer, fc2's, is the wait.
   SimResult off = simulate(net, profile, config_of(2, "ps", false, 1, 100));
   EXPECT_NEAR(off.iteration_s * 1e3, 9 + 2 * (1.0 + 0.1), 1e-9);

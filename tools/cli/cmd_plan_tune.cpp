@@ -53,7 +53,7 @@ int cmd_plan_tune(const PlanArgs& args) {
               best.result.iteration_s * 1e3, 100 * best.result.efficiency());
   const dist::CommPlan plan = dist::simulation_plan(net, best.config, args.workers, start.link, profile.batch);
   std::printf("layers: %s\n", dist::count_schemes(plan, net).c_str());
-  std::printf("units: %s\n", dist::describe_units(plan).c_str());
+  std::printf("groups: %s\n", dist::describe_groups(plan).c_str());
   if (!args.out.empty()) {
     dist::PlanRecord record = dist::plan_record(plan, net, start.link);
     record.batch = profile.batch;
