@@ -17,13 +17,12 @@ void PrioritySends::submit(int64_t priority, int64_t sequence, int64_t bytes, st
   queue_.push(Entry{priority, sequence, bytes, std::move(post)});
 }
 
-void PrioritySends::pump() {
-  while (!queue_.empty() && (in_flight_ == 0 || in_flight_ + queue_.top().bytes <= window_)) {
-    Entry e = queue_.top();
-    queue_.pop();
-    in_flight_ += e.bytes;
-    e.post();
-  }
+std::function<void()> PrioritySends::release() {
+  if (queue_.empty() || (in_flight_ > 0 && in_flight_ + queue_.top().bytes > window_)) return {};
+  Entry e = queue_.top();
+  queue_.pop();
+  in_flight_ += e.bytes;
+  return std::move(e.post);
 }
 
 }  // namespace poseidon::dist

@@ -37,8 +37,14 @@ class PrioritySends {
   void submit(int64_t priority, int64_t sequence, int64_t bytes, std::function<void()> post);
   // A send that went out from here has completed.
   void sent(int64_t bytes) { in_flight_ -= bytes; }
-  // Issues queued sends while the window has room (always one when empty).
-  void pump();
+  // The next queued send the window has room for (always one when nothing
+  // is in flight), counted in flight from now; empty when there is none.
+  // The caller issues it.
+  std::function<void()> release();
+  // Issues queued sends while the window has room.
+  void pump() {
+    while (std::function<void()> post = release()) post();
+  }
   bool empty() const { return queue_.empty(); }
 
  private:

@@ -7,16 +7,18 @@
 
 namespace poseidon::dist {
 
-void InFlight::post(MPI_Request request, Exchange& owner, int slot, int64_t sent, int64_t received) {
+void InFlight::post(MPI_Request request, Exchange& owner, int slot, int64_t sent, int64_t received,
+                    std::function<void()> on_done) {
   requests_.push_back(request);
-  entries_.push_back(Entry{&owner, slot, std::chrono::steady_clock::now()});
+  entries_.push_back(Entry{&owner, slot, std::chrono::steady_clock::now(), std::move(on_done)});
   ++owner.in_flight_;
   bytes_sent_ += sent;
   bytes_received_ += received;
 }
 
-void InFlight::post_held(MPI_Request request, Exchange& owner, int slot, int64_t sent, int64_t received) {
-  post(request, owner, slot, sent, received);
+void InFlight::post_held(MPI_Request request, Exchange& owner, int slot, int64_t sent, int64_t received,
+                         std::function<void()> on_done) {
+  post(request, owner, slot, sent, received, std::move(on_done));
   --owner.in_flight_;  // counted since hold()
 }
 
@@ -26,7 +28,7 @@ void InFlight::post_timed(std::chrono::steady_clock::time_point done, Exchange& 
 }
 
 void InFlight::post_polled(std::function<bool()> landed, Exchange& owner, int slot) {
-  polled_.push_back(Polled{std::move(landed), Entry{&owner, slot, std::chrono::steady_clock::now()}});
+  polled_.push_back(Polled{std::move(landed), Entry{&owner, slot, std::chrono::steady_clock::now(), {}}});
   ++owner.in_flight_;
 }
 
@@ -36,7 +38,7 @@ void InFlight::poll_polled(std::vector<Exchange*>& idle) {
       ++i;
       continue;
     }
-    const Entry e = polled_[i].entry;
+    const Entry e = std::move(polled_[i].entry);
     polled_.erase(polled_.begin() + static_cast<std::ptrdiff_t>(i));
     --e.owner->in_flight_;
     ++finished_;
@@ -83,19 +85,20 @@ void InFlight::poll_mpi(std::vector<Exchange*>& idle) {
   if (done == MPI_UNDEFINED || done == 0) return;
   std::vector<Entry> finished;
   finished.reserve(done);
-  for (int k = 0; k < done; ++k) finished.push_back(entries_[indices_[k]]);
+  for (int k = 0; k < done; ++k) finished.push_back(std::move(entries_[indices_[k]]));
   // Testsome set the finished requests to MPI_REQUEST_NULL: drop them, keeping the order of the rest.
   size_t kept = 0;
   for (size_t i = 0; i < requests_.size(); ++i)
     if (requests_[i] != MPI_REQUEST_NULL) {
       requests_[kept] = requests_[i];
-      entries_[kept] = entries_[i];
+      if (kept != i) entries_[kept] = std::move(entries_[i]);
       ++kept;
     }
   requests_.resize(kept);
   entries_.resize(kept);
   finished_ += done;
   for (const Entry& e : finished) {
+    if (e.on_done) e.on_done();
     --e.owner->in_flight_;
     e.owner->complete(e.slot, *this);
     if (e.owner->in_flight_ == 0) idle.push_back(e.owner);

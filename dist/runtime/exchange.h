@@ -5,6 +5,11 @@
 // InFlight is the table of everything in flight: MPI operations (polled with
 // MPI_Testsome), work whose end is polled (a sum on a GPU), and work whose end
 // is known in advance (an emulated device's: dist/schemes/emulated_compute.h).
+// The transports post into it: dist/runtime/host_transport.h (MPI on host
+// memory) and dist/runtime/device_transport.h (sums on the GPUs' memory).
+// What an exchange keeps across iterations (a checkpoint's part of it) it
+// restores and hands out through its own virtuals, so the scheduler keeps
+// no list of exchanges by scheme.
 #pragma once
 
 #include <mpi.h>
@@ -13,13 +18,30 @@
 #include <cstdint>
 #include <deque>
 #include <functional>
+#include <map>
 #include <string>
 #include <vector>
 
+#include "core/events.h"
+#include "core/safetensors.h"
+#include "core/solver.h"
 
 namespace poseidon::dist {
 
 class InFlight;
+
+// A tensor of an exchange's own state that a checkpoint holds besides the
+// net and the solver (low-rank compression's Q and error memories).
+// write(root, writer) hands it to rank `root`'s writer. A `collective` one
+// is written by every rank at once, on the communication thread, each with
+// its part (the other ranks' writers are empty); otherwise root alone writes
+// it from its own copy.
+struct ExchangeStateEntry {
+  std::string name;
+  Shape shape;
+  bool collective = false;
+  std::function<void(int root, const StreamedTensor::Writer& write)> write;
+};
 
 class Exchange {
  public:
@@ -35,6 +57,20 @@ class Exchange {
   // "fc1.weight block 2 from rank 3", for stall and failure messages.
   virtual std::string describe(int slot) const = 0;
 
+  // Where `param`'s gradient comes from when the exchange forms it itself
+  // (SFB: from its layer's input and output gradient, GradSink::gradient_sources);
+  // null when backward computes it.
+  virtual const std::vector<BlobPart>* gradient_sources(const Param&) const { return nullptr; }
+  // Once, before the first iteration: takes the exchange's state from a
+  // restored `solver` and the checkpoint's other entries (`saved`); may move
+  // state out of the solver (a PS owner keeps its blocks' own).
+  virtual void restore(Solver& /*solver*/, const std::map<std::string, DeferredTensor>& /*saved*/) {}
+  // Collective, outside iterations: rank `root` assembles into `solver` the
+  // solver state this exchange keeps (PS blocks' owners send theirs).
+  virtual void gather_solver_state(Solver& /*solver*/, int /*root*/) {}
+  // The checkpoint entries of the exchange's own state, the same list on every rank.
+  virtual std::vector<ExchangeStateEntry> state_entries() { return {}; }
+
   int operations_in_flight() const { return in_flight_; }
 
  private:
@@ -44,12 +80,15 @@ class Exchange {
 
 class InFlight {
  public:
-  // Adds a posted operation; `sent` and `received` are its payload bytes.
-  void post(MPI_Request request, Exchange& owner, int slot, int64_t sent, int64_t received);
+  // Adds a posted operation; `sent` and `received` are its payload bytes;
+  // `on_done` (if any) runs when it finishes, before owner.complete(slot).
+  void post(MPI_Request request, Exchange& owner, int slot, int64_t sent, int64_t received,
+            std::function<void()> on_done = {});
   // An operation `owner` will post later (a held send) counts as in flight
   // from now: the exchange is not over while it waits. post_held() posts it.
   void hold(Exchange& owner) { ++owner.in_flight_; }
-  void post_held(MPI_Request request, Exchange& owner, int slot, int64_t sent, int64_t received);
+  void post_held(MPI_Request request, Exchange& owner, int slot, int64_t sent, int64_t received,
+                 std::function<void()> on_done = {});
   bool empty() const { return requests_.empty() && timed_.empty() && polled_.empty(); }
   // Tests everything in flight (MPI_Testsome, the polled and the timed
   // work), tells the owners of the finished operations, and returns the
@@ -79,6 +118,7 @@ class InFlight {
     Exchange* owner;
     int slot;
     std::chrono::steady_clock::time_point posted;
+    std::function<void()> on_done;
   };
   void poll_mpi(std::vector<Exchange*>& idle);
   struct TimedWork {

@@ -4,20 +4,39 @@
 #include <algorithm>
 #include <limits>
 
+#include "dist/schemes/exchange_registry.h"
+
 namespace poseidon::dist {
 
+namespace {
+std::unique_ptr<Exchange> make_allreduce(const ExchangeSetup& setup, const SyncGroup& group) {
+  std::vector<Param*> params;
+  for (size_t i : group.params) params.push_back(setup.plan.params[i].param);
+  // NCCL sums fp32; a bucket on the bf16 wire keeps the MPI steps.
+  DeviceTransport* device_sums = group.wire == Wire::fp32 ? setup.device_sums : nullptr;
+  return std::make_unique<AllreduceExchange>(setup.comm.duplicate(), setup.solver, setup.compute, std::move(params),
+                                             setup.net.flat_grads().data() + group.begin, group.begin,
+                                             group.end - group.begin, group.label, device_sums, group.wire,
+                                             group.algorithm, setup.ranks_per_host);
+}
+}  // namespace
+
+POSEIDON_REGISTER_EXCHANGE(Scheme::allreduce, make_allreduce);
+
 AllreduceExchange::AllreduceExchange(Comm comm, Solver& solver, ExchangeCompute& compute,
-                                     std::vector<Param*> params, float* grads, int64_t count, std::string label,
-                                     DeviceSum device_sum, Wire wire, AllreduceAlgorithm algorithm,
-                                     int per_host)
+                                     std::vector<Param*> params, float* grads, int64_t begin, int64_t count,
+                                     std::string label, DeviceTransport* device_sums, Wire wire,
+                                     AllreduceAlgorithm algorithm, int per_host)
     : comm_(std::move(comm)),
+      transport_(comm_),
       solver_(solver),
       compute_(compute),
       params_(std::move(params)),
       grads_(grads),
+      begin_(begin),
       count_(count),
       label_(std::move(label)),
-      device_sum_(std::move(device_sum)),
+      device_sums_(device_sums),
       algorithm_(algorithm),
       schedule_(allreduce_schedule(algorithm, count, comm_.size(), comm_.rank(), per_host)),
       wire_(wire) {
@@ -43,7 +62,7 @@ void AllreduceExchange::start(InFlight& in_flight) {
     update(in_flight);  // alone: the sum is the gradient
     return;
   }
-  if (device_sum_) return in_flight.post_polled(device_sum_(grads_, count_), *this, kDeviceSummed);
+  if (device_sums_) return device_sums_->sum_to_host(in_flight, begin_, count_, grads_, *this, kDeviceSummed);
   if (steps() == 0) return update(in_flight);
   post_step(in_flight);
 }
@@ -61,25 +80,22 @@ void AllreduceExchange::post_step(InFlight& in_flight) {
   // work the simulator does not charge either), so that the emulated hosts'
   // shared cores do not pay for them.
   const bool bf16 = wire_ == Wire::bf16;
-  const MPI_Datatype type = bf16 ? MPI_UINT16_T : MPI_FLOAT;
-  const int64_t bytes = bf16 ? 2 : 4;
-  MPI_Request req;
   if (s.send_to >= 0) {
-    const void* out = grads_ + s.send_begin;
     if (bf16) {
       compute_.encode_wire(grads_ + s.send_begin, wire_out_.data(), s.send_count);
-      out = wire_out_.data();
+      transport_.send(in_flight, wire_out_.data(), s.send_count, s.send_to, s.tag, *this, step_ * 2 + sent);
+    } else {
+      transport_.send(in_flight, grads_ + s.send_begin, s.send_count, s.send_to, s.tag, *this, step_ * 2 + sent);
     }
-    POSEIDON_MPI(MPI_Isend(out, static_cast<int>(s.send_count), type, s.send_to, s.tag, comm_.handle(), &req));
-    in_flight.post(req, *this, step_ * 2 + sent, s.send_count * bytes, 0);
     ++step_pending_;
   }
   if (s.receive_from >= 0) {
-    void* into = bf16 ? static_cast<void*>(wire_in_.data())
-                      : static_cast<void*>(s.add ? incoming_.data() : grads_ + s.receive_begin);
-    POSEIDON_MPI(
-        MPI_Irecv(into, static_cast<int>(s.receive_count), type, s.receive_from, s.tag, comm_.handle(), &req));
-    in_flight.post(req, *this, step_ * 2 + received, 0, s.receive_count * bytes);
+    if (bf16)
+      transport_.receive(in_flight, wire_in_.data(), s.receive_count, s.receive_from, s.tag, *this,
+                         step_ * 2 + received);
+    else
+      transport_.receive(in_flight, s.add ? incoming_.data() : grads_ + s.receive_begin, s.receive_count,
+                         s.receive_from, s.tag, *this, step_ * 2 + received);
     ++step_pending_;
   }
 }

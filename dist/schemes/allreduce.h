@@ -13,12 +13,13 @@
 // order: every rank then holds the very same numbers, so replicas stay
 // bitwise identical.
 //
-// Each bucket has its own communicator and every step its own tag; a step
-// starts when the previous one is over. The sums and the update run on
-// `compute` (dist/schemes/exchange_compute.h). With a `device_sum` (a GPU
-// net's buckets summed by NCCL on the GPUs: dist/gpu/gpu_allreduce.h) the steps
-// are not run: the sum lands in the bucket's host range, which is then averaged
-// and applied, the same bits on every rank.
+// Each bucket has its own communicator and HostTransport
+// (dist/runtime/host_transport.h) and every step its own tag; a step starts
+// when the previous one is over. The sums and the update run on `compute`
+// (dist/schemes/exchange_compute.h). With `device_sums` (a GPU net's buckets
+// summed by NCCL on the GPUs: dist/runtime/nccl_transport.h) the steps are
+// not run: the sum of the bucket's range lands in its host range, which is
+// then averaged and applied, the same bits on every rank.
 //
 // On the bf16 wire (dist/plan/wire.h) every step sends its chunk rounded to bf16
 // and the receiver adds the widened numbers in fp32; the rank that completes
@@ -27,7 +28,6 @@
 // given a device sum.)
 #pragma once
 
-#include <functional>
 #include <string>
 #include <vector>
 
@@ -35,24 +35,23 @@
 #include "core/solver.h"
 #include "dist/plan/wire.h"
 #include "dist/runtime/comm.h"
+#include "dist/runtime/device_transport.h"
 #include "dist/runtime/exchange.h"
+#include "dist/runtime/host_transport.h"
 #include "dist/schemes/allreduce_schedule.h"
 #include "dist/schemes/exchange_compute.h"
 
 namespace poseidon::dist {
 
-// Starts summing a bucket over the ranks elsewhere into its host range
-// (`grads`, `count` floats) and returns a test of whether it has landed.
-using DeviceSum = std::function<std::function<bool()>(float* grads, int64_t count)>;
-
 class AllreduceExchange : public Exchange {
  public:
   // `grads` is the bucket's range of the flat gradient buffer (`count`
-  // floats, padding included); `params` are the parameters inside it;
-  // `per_host`: consecutive ranks per host, for two_level.
+  // floats, padding included, from element `begin`); `params` are the
+  // parameters inside it; `per_host`: consecutive ranks per host, for two_level.
   AllreduceExchange(Comm comm, Solver& solver, ExchangeCompute& compute, std::vector<Param*> params,
-                    float* grads, int64_t count, std::string label, DeviceSum device_sum = {},
-                    Wire wire = Wire::fp32, AllreduceAlgorithm algorithm = AllreduceAlgorithm::ring, int per_host = 1);
+                    float* grads, int64_t begin, int64_t count, std::string label,
+                    DeviceTransport* device_sums = nullptr, Wire wire = Wire::fp32,
+                    AllreduceAlgorithm algorithm = AllreduceAlgorithm::ring, int per_host = 1);
   void start(InFlight& in_flight) override;
   void complete(int slot, InFlight& in_flight) override;
   std::string describe(int slot) const override;
@@ -69,13 +68,14 @@ class AllreduceExchange : public Exchange {
   void update(InFlight& in_flight);
 
   Comm comm_;
+  HostTransport transport_;  // over comm_
   Solver& solver_;
   ExchangeCompute& compute_;
   std::vector<Param*> params_;
   float* grads_;
-  int64_t count_;
+  int64_t begin_, count_;
   std::string label_;
-  DeviceSum device_sum_;
+  DeviceTransport* device_sums_;
   AllreduceAlgorithm algorithm_;
   std::vector<ScheduleStep> schedule_;  // this rank's steps
   std::vector<float> incoming_;         // a range received to be added

@@ -8,6 +8,7 @@
 
 #include "core/checkpoint.h"
 #include "core/math.h"
+#include "dist/schemes/exchange_registry.h"
 
 namespace poseidon::dist {
 
@@ -57,9 +58,21 @@ void lowrank_decompress(LowRankState& s, const float* m, const float* p, float* 
   for (int64_t i = 0; i < n; ++i) s.error[i] = m[i] - grad[i];
 }
 
+namespace {
+std::unique_ptr<Exchange> make_lowrank(const ExchangeSetup& setup, const SyncGroup& group) {
+  std::vector<Param*> params;
+  for (size_t i : group.params) params.push_back(setup.plan.params[i].param);
+  return std::make_unique<LowRankExchange>(setup.comm.duplicate(), setup.solver, setup.compute, std::move(params),
+                                           group.rank, group.label, group.algorithm, setup.ranks_per_host);
+}
+}  // namespace
+
+POSEIDON_REGISTER_EXCHANGE(Scheme::lowrank, make_lowrank);
+
 LowRankExchange::LowRankExchange(Comm comm, Solver& solver, ExchangeCompute& compute, std::vector<Param*> params,
                                  int rank, std::string label, AllreduceAlgorithm algorithm, int per_host)
     : comm_(std::move(comm)),
+      transport_(comm_),
       solver_(solver),
       compute_(compute),
       params_(std::move(params)),
@@ -104,19 +117,14 @@ void LowRankExchange::allreduce(float* data, int64_t count, int then, InFlight& 
 void LowRankExchange::post_step(InFlight& in_flight) {
   const ScheduleStep& s = schedule_[step_];
   step_pending_ = 0;
-  MPI_Request req;
   // The send first, as AllreduceExchange posts it (dist/schemes/allreduce.cpp says why).
   if (s.send_to >= 0) {
-    POSEIDON_MPI(MPI_Isend(reduced_ + s.send_begin, static_cast<int>(s.send_count), MPI_FLOAT, s.send_to, s.tag,
-                           comm_.handle(), &req));
-    in_flight.post(req, *this, kSteps + 2 * step_ + 1, s.send_count * 4, 0);
+    transport_.send(in_flight, reduced_ + s.send_begin, s.send_count, s.send_to, s.tag, *this, kSteps + 2 * step_ + 1);
     ++step_pending_;
   }
   if (s.receive_from >= 0) {
     float* into = s.add ? incoming_.data() : reduced_ + s.receive_begin;
-    POSEIDON_MPI(MPI_Irecv(into, static_cast<int>(s.receive_count), MPI_FLOAT, s.receive_from, s.tag,
-                           comm_.handle(), &req));
-    in_flight.post(req, *this, kSteps + 2 * step_, 0, s.receive_count * 4);
+    transport_.receive(in_flight, into, s.receive_count, s.receive_from, s.tag, *this, kSteps + 2 * step_);
     ++step_pending_;
   }
 }
@@ -179,7 +187,14 @@ StreamedTensor LowRankExchange::q_entry() const {
           [this](const StreamedTensor::Writer& write) { write(state_.q.data(), state_.q.size()); }};
 }
 
-void LowRankExchange::import_state(const std::map<std::string, DeferredTensor>& saved) {
+std::vector<ExchangeStateEntry> LowRankExchange::state_entries() {
+  return {{q_name(), Shape{state_.cols, state_.rank}, false,
+           [this](int, const StreamedTensor::Writer& write) { q_entry().produce(write); }},
+          {error_name(), error_shape(), true,
+           [this](int root, const StreamedTensor::Writer& write) { stream_error(root, write); }}};
+}
+
+void LowRankExchange::restore(Solver&, const std::map<std::string, DeferredTensor>& saved) {
   const auto q = saved.find(q_name()), error = saved.find(error_name());
   if (q == saved.end() && error == saved.end()) return;
   const Shape q_shape{state_.cols, state_.rank};
@@ -203,8 +218,7 @@ void LowRankExchange::stream_error(int root, const StreamedTensor::Writer& write
   const int64_t n = static_cast<int64_t>(state_.error.size());
   if (comm_.rank() != root) {
     for (int64_t at = 0; at < n; at += kStreamPiece)
-      POSEIDON_MPI(MPI_Send(state_.error.data() + at, static_cast<int>(std::min(kStreamPiece, n - at)), MPI_FLOAT,
-                            root, 0, comm_.handle()));
+      transport_.send_now(state_.error.data() + at, std::min(kStreamPiece, n - at), root, 0);
     return;
   }
   std::vector<float> piece;
@@ -216,7 +230,7 @@ void LowRankExchange::stream_error(int root, const StreamedTensor::Writer& write
     piece.resize(static_cast<size_t>(std::min(kStreamPiece, n)));
     for (int64_t at = 0; at < n; at += kStreamPiece) {
       const int count = static_cast<int>(std::min(kStreamPiece, n - at));
-      POSEIDON_MPI(MPI_Recv(piece.data(), count, MPI_FLOAT, r, 0, comm_.handle(), MPI_STATUS_IGNORE));
+      transport_.receive_now(piece.data(), count, r, 0);
       if (write) write(piece.data(), static_cast<size_t>(count));
     }
   }

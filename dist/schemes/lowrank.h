@@ -17,7 +17,8 @@
 // stay bitwise identical. The error memory differs per rank (it is what that
 // rank's own gradient lost).
 // The arithmetic is in the free functions below, which a single-process
-// simulation of the same exchange calls in the same order.
+// simulation of the same exchange calls in the same order. The factors move
+// on the layer's own communicator (dist/runtime/host_transport.h).
 #pragma once
 
 #include <cstdint>
@@ -31,6 +32,7 @@
 #include "core/solver.h"
 #include "dist/runtime/comm.h"
 #include "dist/runtime/exchange.h"
+#include "dist/runtime/host_transport.h"
 #include "dist/schemes/allreduce_schedule.h"
 #include "dist/schemes/exchange_compute.h"
 
@@ -71,16 +73,17 @@ class LowRankExchange : public Exchange {
 
   // Checkpointed state: "compression.<weight>.lowrank_q" [cols, r] and
   // "compression.<weight>.lowrank_error" [ranks, rows, cols], every rank's
-  // error memory in rank order.
+  // error memory in rank order (streamed: stream_error).
   std::string q_name() const;
   std::string error_name() const;
   Shape error_shape() const;
+  std::vector<ExchangeStateEntry> state_entries() override;
   // Q as an entry written from this rank's copy (the same on every rank).
   StreamedTensor q_entry() const;
   // Takes Q and this rank's slice of the error memory from `saved` where it
   // holds them (a resumed run), reading no other rank's; throws Error when
   // their shapes do not fit this layer, rank and rank count.
-  void import_state(const std::map<std::string, DeferredTensor>& saved);
+  void restore(Solver& solver, const std::map<std::string, DeferredTensor>& saved) override;
   // Collective over this exchange's communicator, outside iterations: rank
   // `root` hands every rank's error memory, in rank order, to `write` (an
   // empty one drops it), receiving one piece at a time; the others send theirs.
@@ -98,6 +101,7 @@ class LowRankExchange : public Exchange {
   void step_over(InFlight& in_flight);
 
   Comm comm_;
+  HostTransport transport_;  // over comm_
   Solver& solver_;
   ExchangeCompute& compute_;
   std::vector<Param*> params_;

@@ -4,18 +4,38 @@
 #include <cstring>
 #include <limits>
 
+#include "dist/schemes/exchange_registry.h"
 
 namespace poseidon::dist {
 
+namespace {
+std::unique_ptr<Exchange> make_sfb(const ExchangeSetup& setup, const SyncGroup& group) {
+  const Layer& layer = setup.net.layer(setup.plan.params[group.params[0]].layer);
+  Param& weight = *setup.plan.params[group.params[0]].param;
+  Param* bias = group.params.size() > 1 ? setup.plan.params[group.params[1]].param : nullptr;
+  const std::string& input = layer.inputs()[0];
+  const std::string& output = layer.outputs()[0];
+  return std::make_unique<SfbExchange>(setup.comm.duplicate(), setup.solver, setup.compute, weight, bias,
+                                       setup.net.blob(input).value, setup.net.blob(output).grad,
+                                       std::vector<BlobPart>{BlobPart{input, false}, BlobPart{output, true}},
+                                       group.label, layer.precision());
+}
+}  // namespace
+
+POSEIDON_REGISTER_EXCHANGE(Scheme::sfb, make_sfb);
+
 SfbExchange::SfbExchange(Comm comm, Solver& solver, ExchangeCompute& compute, Param& weight, Param* bias,
-                         const Tensor& input, const Tensor& output_grad, std::string label, Precision precision)
+                         const Tensor& input, const Tensor& output_grad, std::vector<BlobPart> sources,
+                         std::string label, Precision precision)
     : comm_(std::move(comm)),
+      transport_(comm_),
       solver_(solver),
       compute_(compute),
       weight_(weight),
       bias_(bias),
       input_(input),
       output_grad_(output_grad),
+      sources_(std::move(sources)),
       label_(std::move(label)),
       precision_(precision) {
   POSEIDON_CHECK(weight_.shape.size() == 2) << weight_.name << " is not a matrix";
@@ -46,15 +66,10 @@ void SfbExchange::snapshot_operands() {
 }
 
 void SfbExchange::start(InFlight& in_flight) {
-  const int64_t others = comm_.size() - 1;
-  MPI_Request req;
   // Two collectives on this layer's own communicator, always in this order.
-  POSEIDON_MPI(MPI_Iallgather(my_inputs_.data(), static_cast<int>(k_ * n_), MPI_FLOAT, all_inputs_.data(),
-                              static_cast<int>(k_ * n_), MPI_FLOAT, comm_.handle(), &req));
-  in_flight.post(req, *this, gather_inputs, others * k_ * n_ * 4, others * k_ * n_ * 4);
-  POSEIDON_MPI(MPI_Iallgather(my_output_grads_.data(), static_cast<int>(k_ * m_), MPI_FLOAT, all_output_grads_.data(),
-                              static_cast<int>(k_ * m_), MPI_FLOAT, comm_.handle(), &req));
-  in_flight.post(req, *this, gather_output_grads, others * k_ * m_ * 4, others * k_ * m_ * 4);
+  transport_.all_gather(in_flight, my_inputs_.data(), k_ * n_, all_inputs_.data(), *this, gather_inputs);
+  transport_.all_gather(in_flight, my_output_grads_.data(), k_ * m_, all_output_grads_.data(), *this,
+                        gather_output_grads);
 }
 
 void SfbExchange::complete(int slot, InFlight& in_flight) {

@@ -9,10 +9,8 @@
 
 #include "core/finite_check.h"
 #include "core/math.h"
-#include "dist/schemes/allreduce.h"
-#include "dist/schemes/lowrank.h"
-#include "dist/schemes/ps.h"
-#include "dist/schemes/sfb.h"
+#include "dist/plan/priority.h"
+#include "dist/schemes/exchange_registry.h"
 
 namespace poseidon::dist {
 
@@ -51,61 +49,28 @@ Scheduler::Scheduler(Net& net, Solver& solver, const World& world, CommPlan plan
       check_finite_(options.check_finite),
       compute_(std::make_shared<TracingCompute>(
           options.compute ? std::move(options.compute)
-                          : std::make_shared<HostCompute>(std::move(options.offload.rebuild_gemm)))) {
+                          : std::make_shared<HostCompute>(std::move(options.rebuild_gemm)))) {
   POSEIDON_CHECK(plan_.world_size == comm_->size()) << plan_.world_size << " vs " << comm_->size();
-  const DeviceSum& allreduce_sum = options.offload.allreduce_sum;
   for (size_t i = 0; i < net_.num_layers(); ++i) layer_index_[&net_.layer(i)] = i;
-  if (config_.order == SendOrder::priority)
-    priority_sends_ = std::make_unique<PrioritySends>(priority_window_bytes(config_.block_bytes, comm_->size()));
+  shared_transport_ = std::make_unique<HostTransport>(
+      *comm_, config_.order == SendOrder::priority ? priority_window_bytes(config_.block_bytes, comm_->size()) : 0);
   // two_level's hosts: as the config emulates them, else as MPI's shared-memory split finds them.
   const int per_host =
       config_.collective.ranks_per_host > 1 ? config_.collective.ranks_per_host : world.local_size();
-  int64_t blocks = 0;
-  for (size_t u = 0; u < plan_.groups.size(); ++u) {
-    const SyncGroup& group = plan_.groups[u];
-    for (size_t i : group.params) group_of_param_[plan_.params[i].param] = u;
-    std::unique_ptr<Exchange> ex;
-    if (group.scheme == Scheme::allreduce) {
-      std::vector<Param*> params;
-      for (size_t i : group.params) params.push_back(plan_.params[i].param);
-      ex = std::make_unique<AllreduceExchange>(comm_->duplicate(), solver_, *compute_, std::move(params),
-                                               net_.flat_grads().data() + group.begin, group.end - group.begin, group.label,
-                                               group.wire == Wire::fp32 ? allreduce_sum : DeviceSum{}, group.wire,
-                                               group.algorithm, per_host);
-    } else if (group.scheme == Scheme::ps) {
-      const PlannedParam& p = plan_.params[group.params[0]];
-      auto ps = std::make_unique<PsExchange>(*comm_, solver_, *compute_, *p.param, group.blocks, priority_sends_.get(),
-                                             static_cast<int64_t>(p.layer), group.wire);
-      ps->import_state(solver_);
-      ps_exchanges_.push_back(ps.get());
-      blocks += static_cast<int64_t>(group.blocks.size());
-      ex = std::move(ps);
-    } else if (group.scheme == Scheme::lowrank) {
-      std::vector<Param*> params;
-      for (size_t i : group.params) params.push_back(plan_.params[i].param);
-      auto lowrank = std::make_unique<LowRankExchange>(comm_->duplicate(), solver_, *compute_, std::move(params),
-                                                       group.rank, group.label, group.algorithm, per_host);
-      lowrank->import_state(options.compression_state);
-      lowrank_exchanges_.push_back(lowrank.get());
-      ex = std::move(lowrank);
-    } else {
-      const Layer& layer = net_.layer(plan_.params[group.params[0]].layer);
-      Param& weight = *plan_.params[group.params[0]].param;
-      Param* bias = group.params.size() > 1 ? plan_.params[group.params[1]].param : nullptr;
-      formed_[&weight] = {BlobPart{layer.inputs()[0], false}, BlobPart{layer.outputs()[0], true}};
-      ex = std::make_unique<SfbExchange>(comm_->duplicate(), solver_, *compute_, weight, bias,
-                                         net_.blob(layer.inputs()[0]).value, net_.blob(layer.outputs()[0]).grad,
-                                         group.label, layer.precision());
+  const ExchangeSetup setup{net_,    plan_,   solver_, *compute_, *comm_, *shared_transport_, options.device_sums,
+                            config_, per_host};
+  for (size_t g = 0; g < plan_.groups.size(); ++g) {
+    const SyncGroup& group = plan_.groups[g];
+    std::unique_ptr<Exchange> ex = ExchangeRegistry::instance().create(setup, group);
+    for (size_t i : group.params) {
+      Param* param = plan_.params[i].param;
+      group_of_param_[param] = g;
+      if (const std::vector<BlobPart>* sources = ex->gradient_sources(*param)) formed_[param] = sources;
     }
-    group_of_exchange_[ex.get()] = u;
+    group_of_exchange_[ex.get()] = g;
     exchanges_.push_back(std::move(ex));
   }
-  if (PsExchange::max_tag(blocks) > comm_->max_tag())
-    throw Error("the parameter server needs " + std::to_string(blocks) + " blocks, more than MPI's tags allow (" +
-                std::to_string(comm_->max_tag()) + "); raise dist.block_bytes");
-  // Each owner keeps the optimizer state of its blocks; the full buffers are gathered only for checkpoints.
-  for (const SyncGroup& group : plan_.groups)
-    if (group.scheme == Scheme::ps) solver_.drop_state(plan_.params[group.params[0]].param->name);
+  for (const auto& ex : exchanges_) ex->restore(solver_, options.compression_state);
 
   inspector_ = std::make_unique<StallInspector>(*comm_);
   const size_t n = plan_.groups.size();
@@ -171,7 +136,7 @@ void Scheduler::await_params(const Layer& layer) {
 
 const std::vector<BlobPart>& Scheduler::gradient_sources(const Param& param) const {
   auto it = formed_.find(&param);
-  return it == formed_.end() ? no_sources() : it->second;
+  return it == formed_.end() ? no_sources() : *it->second;
 }
 
 void Scheduler::grad_ready(Param& param) {
@@ -301,11 +266,11 @@ void Scheduler::loop() {
       inspector_->answer(progress);
       if (task) task();
       for (size_t u : starting) start_group(u);
-      if (priority_sends_) priority_sends_->pump();
+      shared_transport_->pump();
       std::vector<Exchange*> finished_exchanges;
       if (!in_flight_.empty()) {
         finished_exchanges = in_flight_.poll();
-        if (priority_sends_) priority_sends_->pump();
+        shared_transport_->pump();
         if (const std::string* what = in_flight_.stalled(config_.timeout_s)) {
           std::string message = "no progress for " + std::to_string(static_cast<int>(config_.timeout_s)) +
                                 " s (dist.timeout_s) waiting for " + *what;
@@ -384,34 +349,44 @@ Solver Scheduler::solver_snapshot(int root) {
   sync();
   Solver copy = solver_;
   run([&](const Comm&) {
-    for (PsExchange* ps : ps_exchanges_) ps->gather_state(copy, root);
+    for (const auto& ex : exchanges_) ex->gather_solver_state(copy, root);
   });
   return copy;
 }
 
 void Scheduler::save_with_compression_state(const std::function<void(const std::vector<StreamedTensor>&)>& save,
                                             int root) {
+  std::vector<ExchangeStateEntry> state;
+  for (const auto& ex : exchanges_)
+    for (ExchangeStateEntry& entry : ex->state_entries()) state.push_back(std::move(entry));
+  std::vector<const ExchangeStateEntry*> collective;
+  for (const ExchangeStateEntry& entry : state)
+    if (entry.collective) collective.push_back(&entry);
   if (comm_->rank() != root) {
     run([&](const Comm&) {
-      for (LowRankExchange* lowrank : lowrank_exchanges_) lowrank->stream_error(root, {});
+      for (const ExchangeStateEntry* entry : collective) entry->write(root, {});
     });
     return;
   }
   std::vector<StreamedTensor> entries;
-  size_t started = 0;  // error entries whose streaming began, in order
-  for (LowRankExchange* lowrank : lowrank_exchanges_) {
-    entries.push_back(lowrank->q_entry());
-    entries.push_back({lowrank->error_name(), lowrank->error_shape(),
-                       [this, lowrank, root, &started](const StreamedTensor::Writer& write) {
+  size_t started = 0;  // collective entries whose writing began, in order
+  for (const ExchangeStateEntry& entry : state) {
+    if (!entry.collective) {
+      entries.push_back({entry.name, entry.shape, [&entry, root](const StreamedTensor::Writer& write) {
+                           entry.write(root, write);
+                         }});
+      continue;
+    }
+    entries.push_back({entry.name, entry.shape, [this, &entry, root, &started](const StreamedTensor::Writer& write) {
                          ++started;
-                         run([&](const Comm&) { lowrank->stream_error(root, write); });
+                         run([&](const Comm&) { entry.write(root, write); });
                        }});
   }
-  // The other ranks send every error memory whatever happens here: what
-  // `save` did not take is received and dropped, so none of them waits for ever.
+  // The other ranks send their parts whatever happens here: what `save` did
+  // not take is received and dropped, so none of them waits for ever.
   auto drain = [&] {
     run([&](const Comm&) {
-      for (size_t i = started; i < lowrank_exchanges_.size(); ++i) lowrank_exchanges_[i]->stream_error(root, {});
+      for (size_t i = started; i < collective.size(); ++i) collective[i]->write(root, {});
     });
   };
   try {
@@ -422,8 +397,8 @@ void Scheduler::save_with_compression_state(const std::function<void(const std::
   }
   const size_t taken = started;
   drain();
-  POSEIDON_CHECK(taken == lowrank_exchanges_.size())
-      << "the checkpoint took " << taken << " of " << lowrank_exchanges_.size() << " low-rank error entries";
+  POSEIDON_CHECK(taken == collective.size())
+      << "the checkpoint took " << taken << " of " << collective.size() << " collective exchange state entries";
 }
 
 void Scheduler::check_replicas_identical() {

@@ -12,9 +12,12 @@
 // Without it, backward_done() hands over everything and waits until all is
 // synchronised: the baseline WFBP is measured against.
 //
-// With dist.order: priority the parameter server's sends go out lowest layer
-// first through a window of two blocks (PrioritySends); collectives (all-reduce
-// buckets, SFB layers) start as soon as they are ready either way.
+// Each group's exchange comes from the registry of schemes
+// (dist/schemes/exchange_registry.h); what it moves goes through a transport
+// (dist/runtime/host_transport.h, device_transport.h). With dist.order:
+// priority the parameter server's sends go out lowest layer first through
+// the shared transport's window; collectives (all-reduce buckets, SFB
+// layers) start as soon as they are ready either way.
 #pragma once
 
 #include <atomic>
@@ -36,19 +39,15 @@
 #include "core/solver.h"
 #include "dist/plan/dist_config.h"
 #include "dist/plan/plan.h"
-#include "dist/plan/priority.h"
 #include "dist/runtime/comm.h"
+#include "dist/runtime/device_transport.h"
 #include "dist/runtime/exchange.h"
+#include "dist/runtime/host_transport.h"
 #include "dist/runtime/stall.h"
 #include "dist/runtime/timeline.h"
-#include "dist/schemes/allreduce.h"
 #include "dist/schemes/exchange_compute.h"
-#include "dist/schemes/sfb.h"
 
 namespace poseidon::dist {
-
-class PsExchange;
-class LowRankExchange;
 
 // Communication of the iterations since the last take_stats().
 struct CommStats {
@@ -60,13 +59,6 @@ struct CommStats {
   double hidden_share() const { return comm_s > 0 ? std::max(0.0, 1.0 - wait_s / comm_s) : 1.0; }
 };
 
-// What the exchange of a net staged from a GPU (dist/gpu/host_staging_sink.h)
-// leaves to that GPU; empty members run on the host.
-struct DeviceOffload {
-  RebuildGemm rebuild_gemm;  // SFB's rebuild GEMMs (dist/gpu/gpu_gemm.h)
-  DeviceSum allreduce_sum;   // all-reduce buckets' sums (NCCL: dist/gpu/gpu_allreduce.h)
-};
-
 struct SchedulerOptions {
   DistConfig config;
   // The solver iteration of the first update (a resumed run's iteration).
@@ -74,12 +66,17 @@ struct SchedulerOptions {
   // A gradient holding a NaN or an infinity is refused before it leaves this
   // rank (grad_ready throws), so it reaches no replica.
   bool check_finite = false;
-  // Work handed to the GPU of a net staged from one.
-  DeviceOffload offload;
-  // The exchanges' arithmetic; null: on this host (HostCompute, with the
-  // offload's GEMM). Emulated compute passes its own (dist/schemes/emulated_compute.h).
+  // For a net staged from a GPU (dist/gpu/host_staging_sink.h), what that GPU
+  // does for the exchanges; empty or null: the host. SFB's rebuild GEMMs
+  // (dist/gpu/gpu_gemm.h), and the all-reduce buckets' sums
+  // (dist/runtime/nccl_transport.h: not owned; it outlives the scheduler).
+  RebuildGemm rebuild_gemm;
+  DeviceTransport* device_sums = nullptr;
+  // The exchanges' arithmetic; null: on this host (HostCompute, with
+  // `rebuild_gemm`). Emulated compute passes its own (dist/schemes/emulated_compute.h).
   std::shared_ptr<ExchangeCompute> compute;
-  // Low-rank compression's state from a checkpoint (LowRankExchange::import_state).
+  // A checkpoint's entries beyond the net and the solver (low-rank
+  // compression's state), which each exchange restores its own from (Exchange::restore).
   std::map<std::string, DeferredTensor> compression_state;
 };
 
@@ -110,10 +107,11 @@ class Scheduler : public GradSink {
   // A copy of the solver holding the full optimizer state, PS shards
   // gathered; complete on rank `root` only. Every rank must call it.
   Solver solver_snapshot(int root = 0);
-  // Runs `save` on rank `root` with low-rank compression's state (dist/schemes/lowrank.h:
-  // Q and every rank's error memory) as streamed checkpoint entries: each
-  // error entry, when its turn comes, receives the ranks' memories one at a
-  // time, which the other ranks send meanwhile. Every rank must call it;
+  // Runs `save` on rank `root` with the exchanges' own state
+  // (Exchange::state_entries; low-rank compression's Q and every rank's error
+  // memory: dist/schemes/lowrank.h) as streamed checkpoint entries: each
+  // collective entry, when its turn comes, receives the ranks' parts one at
+  // a time, which the other ranks send meanwhile. Every rank must call it;
   // `save` must produce the entries in order (write_safetensors does).
   void save_with_compression_state(const std::function<void(const std::vector<StreamedTensor>&)>& save,
                                    int root = 0);
@@ -148,11 +146,10 @@ class Scheduler : public GradSink {
   std::shared_ptr<TracingCompute> compute_;  // the options' compute, traced when a timeline is set
   std::unordered_map<const Layer*, size_t> layer_index_;
   std::unordered_map<const Param*, size_t> group_of_param_;
-  std::unordered_map<const Param*, std::vector<BlobPart>> formed_;  // gradients SFB forms itself
+  std::unordered_map<const Param*, const std::vector<BlobPart>*> formed_;  // gradients an exchange forms itself
+  std::unique_ptr<HostTransport> shared_transport_;  // over comm_, with dist.order's queue
   std::vector<std::unique_ptr<Exchange>> exchanges_;  // per group
   std::unordered_map<const Exchange*, size_t> group_of_exchange_;
-  std::vector<PsExchange*> ps_exchanges_;
-  std::vector<LowRankExchange*> lowrank_exchanges_;
 
   // Shared between the threads, under mutex_.
   std::mutex mutex_;
@@ -172,7 +169,6 @@ class Scheduler : public GradSink {
 
   // The communication thread's own.
   InFlight in_flight_;
-  std::unique_ptr<PrioritySends> priority_sends_;  // dist.order: priority
   std::vector<Timeline::Clock::time_point> group_started_;
   std::unique_ptr<StallInspector> inspector_;
   size_t next_group_ = 0;

@@ -1,16 +1,13 @@
 // The distributed stack of a training run, built in order (see session.h).
 #include "dist/session/session.h"
 
-#include <algorithm>
 #include <map>
-#include <cstdio>
-#include <set>
 
 #include "core/units.h"
-#include "dist/gpu/gpu_allreduce.h"
 #include "dist/gpu/gpu_gemm.h"
 #include "dist/gpu/host_staging_sink.h"
 #include "dist/runtime/link_probe.h"
+#include "dist/runtime/nccl_transport.h"
 
 namespace poseidon::dist {
 
@@ -47,7 +44,15 @@ Session::Session(Net& net, const ConfigNode& model, Solver& solver, const World&
   scheduler.compute = std::move(options.compute);
   scheduler.compression_state = std::move(options.compression_state);
   // Emulated, the exchanges' work is a wait: nothing is left to a GPU.
-  if (net_.device().is_cuda() && !scheduler.compute) scheduler.offload = make_offload(world);
+  if (net_.device().is_cuda() && !scheduler.compute) {
+    gpu_gemm_ = std::make_unique<GpuGemm>(net_.device());
+    scheduler.rebuild_gemm = [gemm = gpu_gemm_.get()](bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha,
+                                                      const float* a, const float* b, float beta, float* c) {
+      (*gemm)(ta, tb, m, n, k, alpha, a, b, beta, c);
+    };
+    nccl_ = NcclTransport::connect(world, net_);
+    scheduler.device_sums = nccl_.get();
+  }
   scheduler_ =
       std::make_unique<Scheduler>(exchanged, solver, world,
                                   plan_for_config(exchanged, config_, world.size(), link_.value_or(LinkModel{}),
@@ -57,38 +62,6 @@ Session::Session(Net& net, const ConfigNode& model, Solver& solver, const World&
 }
 
 Session::~Session() = default;
-
-DeviceOffload Session::make_offload(const World& world) {
-  DeviceOffload offload;
-  gpu_gemm_ = std::make_unique<GpuGemm>(net_.device());
-  offload.rebuild_gemm = [gemm = gpu_gemm_.get()](bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha,
-                                                  const float* a, const float* b, float beta, float* c) {
-    (*gemm)(ta, tb, m, n, k, alpha, a, b, beta, c);
-  };
-  // NCCL takes one GPU per rank; ranks sharing one keep the MPI ring.
-  const Comm comm(world);
-  constexpr int kIdentity = 64;
-  const std::string mine = GpuAllReduce::gpu_identity(net_.device());
-  std::vector<char> padded(kIdentity, 0), identities(static_cast<size_t>(comm.size()) * kIdentity, 0);
-  std::copy_n(mine.begin(), std::min<size_t>(mine.size(), kIdentity - 1), padded.begin());
-  POSEIDON_MPI(MPI_Allgather(padded.data(), kIdentity, MPI_CHAR, identities.data(), kIdentity, MPI_CHAR,
-                             comm.handle()));
-  std::set<std::string> distinct;
-  for (int r = 0; r < comm.size(); ++r) distinct.insert(std::string(identities.data() + kIdentity * r));
-  if (static_cast<int>(distinct.size()) < comm.size()) return offload;
-  std::vector<char> id = comm.rank() == 0 ? GpuAllReduce::unique_id() : std::vector<char>();
-  int bytes = static_cast<int>(id.size());
-  POSEIDON_MPI(MPI_Bcast(&bytes, 1, MPI_INT, 0, comm.handle()));
-  id.resize(bytes);
-  POSEIDON_MPI(MPI_Bcast(id.data(), bytes, MPI_CHAR, 0, comm.handle()));
-  gpu_allreduce_ = std::make_unique<GpuAllReduce>(net_.device(), id, comm.size(), comm.rank());
-  // A bucket's range of the mirror's flat gradients is the same range of the GPU net's.
-  offload.allreduce_sum = [this](float* grads, int64_t count) {
-    const std::ptrdiff_t at = grads - mirror_->flat_grads().data();
-    return gpu_allreduce_->sum_to_host(net_.flat_grads().data() + at, grads, static_cast<size_t>(count));
-  };
-  return offload;
-}
 
 GradSink& Session::sink() { return staging_ ? static_cast<GradSink&>(*staging_) : *scheduler_; }
 
@@ -143,7 +116,7 @@ std::string Session::describe() const {
   std::string line = std::to_string(size()) + " ranks, " + choice_name(config_.scheme) + " (" +
                      count_schemes(plan(), mirror_ ? *mirror_ : net_) + (groups.empty() ? "" : "; " + groups) +
                      "; per layer: poseidon plan)" +
-                     (config_.wfbp ? ", WFBP" : "") + (gpu_allreduce_ ? ", all-reduce buckets summed by NCCL" : "");
+                     (config_.wfbp ? ", WFBP" : "") + (nccl_ ? ", all-reduce buckets summed by NCCL" : "");
   if (link_)
     line += "; link " + human_number(link_->bandwidth_gbps) + " Gbit/s, " + human_seconds(link_->latency_us * 1e-6) +
             ", GEMM " + human_number(link_->gemm_gflops) + " GFLOP/s";

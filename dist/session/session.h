@@ -36,9 +36,9 @@
 
 namespace poseidon::dist {
 
-class GpuAllReduce;
 class GpuGemm;
 class HostStagingSink;
+class NcclTransport;
 
 struct SessionOptions {
   DistConfig config;
@@ -54,7 +54,7 @@ struct SessionOptions {
   std::optional<PlanRecord> pinned_plan;
   std::string pinned_plan_path;  // for its errors
   // Low-rank compression's state from a checkpoint, left in the file
-  // (LowRankExchange::import_state reads each rank's part).
+  // (LowRankExchange::restore reads each rank's part).
   std::map<std::string, DeferredTensor> compression_state;
 };
 
@@ -106,14 +106,12 @@ class Session {
   std::string describe() const;
 
  private:
-  DeviceOffload make_offload(const World& world);
-
   Net& net_;
   DistConfig config_;
   std::optional<LinkModel> link_;     // what the hybrid planner assumed
   std::unique_ptr<Net> mirror_;       // the host copy the exchange works on; null: net_ itself
   std::unique_ptr<GpuGemm> gpu_gemm_;
-  std::unique_ptr<GpuAllReduce> gpu_allreduce_;
+  std::unique_ptr<NcclTransport> nccl_;  // the all-reduce buckets' sums on the GPUs, or null
   std::unique_ptr<Scheduler> scheduler_;
   std::unique_ptr<HostStagingSink> staging_;
   std::unique_ptr<StopVote> stop_vote_;  // null without MPI_THREAD_MULTIPLE

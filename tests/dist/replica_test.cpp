@@ -20,7 +20,7 @@
 //   loss falls under SGD.
 // Parameters end bitwise identical on every rank. The "offload" cases hand
 // the all-reduce sums and SFB's rebuild GEMMs to stand-ins of a GPU's
-// (dist::DeviceOffload: a reduce to rank 0 and a broadcast, as NCCL gives
+// (a dist::DeviceTransport: a reduce to rank 0 and a broadcast, as NCCL gives
 // every rank the same sum, and the host's gemm), which must change nothing
 // but who computes (their sums' order is MPI's: within 1e-4). The
 // halving-doubling and two-level cases sum each element by a tree, not
@@ -153,6 +153,23 @@ std::function<bool()> start_sum(const dist::Comm& comm, float* grads, int64_t co
     return false;
   };
 }
+
+// The device transport's stand-in: each bucket (by its first element) summed
+// by start_sum on a communicator of its own.
+class StandInSums : public dist::DeviceTransport {
+ public:
+  explicit StandInSums(int& calls) : calls_(calls) {}
+  void add(int64_t begin, dist::Comm comm) { comms_[begin] = std::make_unique<dist::Comm>(std::move(comm)); }
+  void sum_to_host(dist::InFlight& in_flight, int64_t begin, int64_t count, float* host, dist::Exchange& owner,
+                   int slot) override {
+    ++calls_;
+    in_flight.post_polled(start_sum(*comms_.at(begin), host, count), owner, slot);
+  }
+
+ private:
+  int& calls_;
+  std::map<int64_t, std::unique_ptr<dist::Comm>> comms_;
+};
 
 uint64_t hash_of(const std::vector<float>& v) {
   uint64_t h = 1469598103934665603ull;
@@ -381,25 +398,19 @@ DistRun train_distributed(const std::string& model, const dist::DistConfig& conf
   // they start in the same order everywhere, but a bucket's broadcast
   // follows its reduce whenever that ends, so buckets must not share one).
   const dist::Comm base(world);
-  std::map<const float*, std::unique_ptr<dist::Comm>> sums;
-  dist::DeviceOffload device;
+  StandInSums sums(run.device_sums);
+  dist::SchedulerOptions options;
+  options.config = config;
   if (offload) {
     for (const dist::SyncGroup& group : plan.groups)
-      if (group.scheme == dist::Scheme::allreduce)
-        sums[net.flat_grads().data() + group.begin] = std::make_unique<dist::Comm>(base.duplicate());
-    device.allreduce_sum = [&](float* grads, int64_t count) {
-      ++run.device_sums;
-      return start_sum(*sums.at(grads), grads, count);
-    };
-    device.rebuild_gemm = [&](bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
-                              const float* b, float beta, float* c) {
+      if (group.scheme == dist::Scheme::allreduce) sums.add(group.begin, base.duplicate());
+    options.device_sums = &sums;
+    options.rebuild_gemm = [&](bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
+                               const float* b, float beta, float* c) {
       ++run.device_rebuilds;
       gemm(ta, tb, m, n, k, alpha, a, b, beta, c);
     };
   }
-  dist::SchedulerOptions options;
-  options.config = config;
-  options.offload = device;
   dist::Scheduler scheduler(net, solver, world, std::move(plan), std::move(options));
   Lockstep reference(model, world.size(), solver_type);
   std::mt19937_64 rng(11);  // dropout layers need one even at ratio 0
