@@ -20,7 +20,7 @@
 //  - PS: each rank pushes each block to its owner, which waits for all P,
 //    sums the P pushes and updates on its device, and sends the new values
 //    to every rank; with order priority, sends leave through the
-//    scheduler's PrioritySends;
+//    PrioritySends queue the host transport keeps (dist/runtime/host_transport.h);
 //  - all-reduce bucket: the steps of its algorithm (dist/plan/collective_costs.h: a ring,
 //    2(P-1) steps; halving-doubling, 2 log2 P; two levels), each holding the
 //    links for its bytes and a latency, the summing steps followed by their
