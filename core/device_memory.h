@@ -1,5 +1,5 @@
-// The memory seam between the engine and its devices: allocation, fill and
-// copies of float buffers on any Device. Host memory is handled here; CUDA
+// The memory seam between the engine and its devices: allocation, fill,
+// copies and the float32 <-> bfloat16 casts of buffers on any Device. Host memory is handled here; CUDA
 // memory by core/cuda (caching allocator, compute stream) when the build has
 // the CUDA backend, and with a clear error otherwise. Device work is queued
 // on the device's compute stream, so it is ordered with the layers' kernels.
@@ -40,6 +40,13 @@ void fill(const Device& device, float* ptr, size_t count, float value);
 // waits for the stream) and change `src` (host memory is never pinned, and
 // the driver takes a pageable source in before the call returns).
 void copy(float* dst, const Device& dst_device, const float* src, const Device& src_device, size_t count);
+// The same for `bytes` bytes of any type.
+void copy_bytes(void* dst, const Device& dst_device, const void* src, const Device& src_device, size_t bytes);
+// dst[i] = src[i] rounded to bfloat16 (core/bf16.h), and dst[i] = src[i]
+// widened to float32, for `count` elements on one device, ordered on a GPU's
+// compute stream.
+void round_to_bf16(const Device& device, uint16_t* dst, const float* src, size_t count);
+void widen_bf16(const Device& device, float* dst, const uint16_t* src, size_t count);
 // Waits until the device's queued work is done (no-op on the host).
 void synchronize(const Device& device);
 // TF32 tensor-core math for the GPU's float32 GEMMs from now on, and for the
@@ -54,7 +61,11 @@ void set_tf32(const Device& device, bool on);
 void set_deterministic(const Device& device, bool on);
 
 // The engine's own computations on GPU buffers (layers bring theirs): the
-// solver's step (core/solver.h) and the finite check (core/finite_check.h).
+// bfloat16 fill and casts of Tensor, the solver's step (core/solver.h) and
+// the finite check (core/finite_check.h).
+void gpu_fill_bf16(const Device& device, uint16_t* ptr, size_t count, uint16_t value);
+void gpu_round_to_bf16(const Device& device, uint16_t* dst, const float* src, size_t count);
+void gpu_widen_bf16(const Device& device, float* dst, const uint16_t* src, size_t count);
 void gpu_solver_update(const Device& device, const UpdateStep& step, float* value, const float* grad, float* state,
                        size_t count);
 // The update of a group of parameters (core/update_groups.h), one launch;

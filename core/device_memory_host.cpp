@@ -8,6 +8,7 @@
 #include <cstring>
 #include <new>
 
+#include "core/bf16.h"
 #include "core/error.h"
 
 namespace poseidon::device_memory {
@@ -18,6 +19,24 @@ void* host_allocate(size_t bytes) {
   if (!p) throw std::bad_alloc();
   std::memset(p, 0, rounded);
   return p;
+}
+
+void copy(float* dst, const Device& dst_device, const float* src, const Device& src_device, size_t count) {
+  copy_bytes(dst, dst_device, src, src_device, count * sizeof(float));
+}
+
+void round_to_bf16(const Device& device, uint16_t* dst, const float* src, size_t count) {
+  if (device.is_cuda()) return gpu_round_to_bf16(device, dst, src, count);
+  const int64_t n = static_cast<int64_t>(count);
+#pragma omp parallel for simd if (n > 65536)
+  for (int64_t i = 0; i < n; ++i) dst[i] = to_bf16(src[i]);
+}
+
+void widen_bf16(const Device& device, float* dst, const uint16_t* src, size_t count) {
+  if (device.is_cuda()) return gpu_widen_bf16(device, dst, src, count);
+  const int64_t n = static_cast<int64_t>(count);
+#pragma omp parallel for simd if (n > 65536)
+  for (int64_t i = 0; i < n; ++i) dst[i] = from_bf16(src[i]);
 }
 
 std::string missing_backend_reason(const std::string& configured) {
@@ -47,10 +66,10 @@ void fill(const Device& device, float* ptr, size_t count, float value) {
   std::fill(ptr, ptr + count, value);
 }
 
-void copy(float* dst, const Device& dst_device, const float* src, const Device& src_device, size_t count) {
+void copy_bytes(void* dst, const Device& dst_device, const void* src, const Device& src_device, size_t bytes) {
   require(dst_device);
   require(src_device);
-  if (count) std::memcpy(dst, src, count * sizeof(float));
+  if (bytes) std::memcpy(dst, src, bytes);
 }
 
 void synchronize(const Device& device) {}
@@ -61,6 +80,10 @@ void set_tf32(const Device& device, bool) {
 }
 
 void set_deterministic(const Device& device, bool) { require(device); }
+
+void gpu_fill_bf16(const Device& device, uint16_t*, size_t, uint16_t) { require(Device::cuda(device.index)); }
+void gpu_round_to_bf16(const Device& device, uint16_t*, const float*, size_t) { require(Device::cuda(device.index)); }
+void gpu_widen_bf16(const Device& device, float*, const uint16_t*, size_t) { require(Device::cuda(device.index)); }
 
 void gpu_solver_update(const Device& device, const UpdateStep&, float*, const float*, float*, size_t) {
   require(Device::cuda(device.index));

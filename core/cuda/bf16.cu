@@ -12,6 +12,11 @@ namespace {
 
 constexpr unsigned kThreads = 256;
 
+__global__ void fill_kernel(uint16_t* ptr, size_t n, uint16_t value) {
+  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x)
+    ptr[i] = value;
+}
+
 __global__ void round_kernel(uint16_t* dst, const float* src, size_t n) {
   for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x)
     dst[i] = to_bf16(src[i]);
@@ -46,6 +51,12 @@ __global__ void channel_sums_kernel(float* sums, const uint16_t* x, size_t outer
 }
 
 }  // namespace
+
+void fill_bf16(uint16_t* ptr, size_t n, uint16_t value, cudaStream_t stream) {
+  if (!n) return;
+  fill_kernel<<<blocks_for(n, kThreads), kThreads, 0, stream>>>(ptr, n, value);
+  POSEIDON_CUDA_CHECK_LAUNCH();
+}
 
 void round_to_bf16(uint16_t* dst, const float* src, size_t n, cudaStream_t stream) {
   if (!n) return;

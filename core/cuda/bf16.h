@@ -1,5 +1,6 @@
-// Precision bf16 on the GPU (core/precision.h): the casts between a layer's
-// float32 tensors and the bfloat16 copies that cuDNN and cuBLAS multiply
+// Precision bf16 on the GPU (core/precision.h): the fill of a bfloat16
+// tensor, the casts between float32 tensors and bfloat16 ones (Tensor's
+// casts, the bfloat16 copies that cuDNN and cuBLAS multiply)
 // (rounded to nearest even, bit for bit as the CPU rounds: core/bf16.h), and
 // a bias gradient summed from a bfloat16 output gradient, as the CPU's bf16
 // layers sum it. bfloat16 values are passed as their 16 bits.
@@ -12,6 +13,8 @@
 
 namespace poseidon::cuda {
 
+// ptr[i] = value (a bfloat16's 16 bits).
+void fill_bf16(uint16_t* ptr, size_t n, uint16_t value, cudaStream_t stream);
 // dst[i] = src[i] rounded to bfloat16.
 void round_to_bf16(uint16_t* dst, const float* src, size_t n, cudaStream_t stream);
 // dst[i] = src[i] widened to float32; with `accumulate`, dst[i] += it.

@@ -15,6 +15,7 @@
 #include <memory>
 #include <vector>
 
+#include "core/cuda/bf16.h"
 #include "core/cuda/check.h"
 #include "core/cuda/context.h"
 #include "core/cuda/kernels.h"
@@ -98,10 +99,10 @@ void fill(const Device& device, float* ptr, size_t count, float value) {
   cuda::fill(ptr, count, value, cuda::Context::get(device.index).compute());
 }
 
-void copy(float* dst, const Device& dst_device, const float* src, const Device& src_device, size_t count) {
-  if (!count) return;
+void copy_bytes(void* dst, const Device& dst_device, const void* src, const Device& src_device, size_t bytes) {
+  if (!bytes) return;
   if (!dst_device.is_cuda() && !src_device.is_cuda()) {
-    std::memcpy(dst, src, count * sizeof(float));
+    std::memcpy(dst, src, bytes);
     return;
   }
   // Unified addressing lets the runtime tell the direction; the work is
@@ -111,7 +112,7 @@ void copy(float* dst, const Device& dst_device, const float* src, const Device& 
   cudaStream_t stream = cuda::Context::get(gpu.index).compute();
   // Pageable host memory may hold the host until the stream reaches the copy.
   if (!dst_device.is_cuda() || !src_device.is_cuda()) count_host_wait(gpu.index);
-  POSEIDON_CUDA_CHECK(cudaMemcpyAsync(dst, src, count * sizeof(float), cudaMemcpyDefault, stream));
+  POSEIDON_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, stream));
   // A copy to the host must be complete before the host reads it. A copy
   // from (pageable) host memory has taken its source into the driver's
   // own bounce buffer when the call returns, so the host need not wait for it.
@@ -208,6 +209,18 @@ void set_tf32(const Device& device, bool on) {
 }  // namespace poseidon::device_memory
 
 namespace poseidon::device_memory {
+
+void gpu_fill_bf16(const Device& device, uint16_t* ptr, size_t count, uint16_t value) {
+  cuda::fill_bf16(ptr, count, value, cuda::Context::get(device.index).compute());
+}
+
+void gpu_round_to_bf16(const Device& device, uint16_t* dst, const float* src, size_t count) {
+  cuda::round_to_bf16(dst, src, count, cuda::Context::get(device.index).compute());
+}
+
+void gpu_widen_bf16(const Device& device, float* dst, const uint16_t* src, size_t count) {
+  cuda::widen_bf16(dst, src, count, false, cuda::Context::get(device.index).compute());
+}
 
 void gpu_solver_update(const Device& device, const UpdateStep& step, float* value, const float* grad, float* state,
                        size_t count) {
