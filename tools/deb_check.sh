@@ -34,36 +34,13 @@ while [[ $# -gt 0 ]]; do
     *) echo "deb_check.sh: unknown option $1" >&2; exit 2 ;;
   esac
 done
-[[ $(id -u) -eq 0 ]] || { echo "deb_check.sh: needs root (chroot and mount)" >&2; exit 2; }
-if [[ -z $dir ]]; then
-  dir=$(mktemp -d /var/tmp/poseidon-deb.XXXX)
-elif [[ -e $dir && -n $(ls -A "$dir") ]]; then
-  echo "deb_check.sh: $dir is not empty" >&2
-  exit 2
-fi
-mkdir -p "$dir"
-# apt downloads as the root's _apt user, who must reach its folders.
-chmod 755 "$dir"
-dir=$(realpath "$dir")
+script=deb_check.sh
+# shellcheck source=tools/debian_root.sh
+source "$repo/tools/debian_root.sh"
+debian_root_needs_root
+debian_root_folder deb
 packed=$(mktemp -d)
-
-mounts=()
-cleanup() {
-  local status=$? i
-  for ((i = ${#mounts[@]} - 1; i >= 0; i--)); do
-    umount -R "${mounts[i]}" || umount -R -l "${mounts[i]}" || echo "could not unmount ${mounts[i]}" >&2
-  done
-  rm -rf "$packed"
-  # Nothing may still be mounted below the root when it is removed.
-  if ! $keep && ! awk -v d="$dir/" 'index($2, d) == 1 { found = 1 } END { exit !found }' /proc/self/mounts; then
-    rm -rf --one-file-system "$dir"
-  elif ! $keep; then
-    echo "left $dir in place: something is still mounted below it" >&2
-  fi
-  exit "$status"
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
+also_remove+=("$packed")
 
 echo "== $(date -u '+%Y-%m-%d %H:%M:%S UTC'): .deb check of $(git -C "$repo" rev-parse --short HEAD) in $dir"
 start=$SECONDS
@@ -78,26 +55,7 @@ cpack --config "$build/CPackConfig.cmake" -B "$packed" | grep 'package:'
 deb=$(ls "$packed"/poseidon_*.deb)
 echo "== $(elapsed): $(basename "$deb"), Depends: $(dpkg-deb -f "$deb" Depends)"
 
-if [[ -n $root_tar ]]; then
-  echo "== unpacking $root_tar into $dir"
-  tar -xpf "$root_tar" -C "$dir"
-else
-  echo "== debootstrap --variant=minbase bookworm $dir $mirror"
-  debootstrap --variant=minbase bookworm "$dir" "$mirror" >"$packed/debootstrap.log" || {
-    tail -20 "$packed/debootstrap.log" >&2
-    exit 1
-  }
-fi
-[[ -x $dir/usr/bin/apt-get ]] || { echo "deb_check.sh: $dir has no apt-get: not a Debian root" >&2; exit 1; }
-for m in proc sys dev; do
-  mounts+=("$dir/$m")
-  case $m in
-    proc) mount -t proc proc "$dir/proc" ;;
-    sys) mount -t sysfs sysfs "$dir/sys" ;;
-    dev) mount --rbind /dev "$dir/dev" && mount --make-rslave "$dir/dev" ;;
-  esac
-done
-cp -L /etc/resolv.conf "$dir/etc/resolv.conf"
+debian_root_make
 # The package and the example alone: nothing else of the repository.
 cp "$deb" "$dir/root/"
 cp -r "$repo/examples/custom_layer" "$dir/root/custom_layer"

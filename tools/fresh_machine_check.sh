@@ -30,57 +30,18 @@ while [[ $# -gt 0 ]]; do
     *) echo "fresh_machine_check.sh: unknown option $1" >&2; exit 2 ;;
   esac
 done
-[[ $(id -u) -eq 0 ]] || { echo "fresh_machine_check.sh: needs root (chroot and mount)" >&2; exit 2; }
-if [[ -z $dir ]]; then
-  dir=$(mktemp -d /var/tmp/poseidon-fresh.XXXX)
-elif [[ -e $dir && -n $(ls -A "$dir") ]]; then
-  echo "fresh_machine_check.sh: $dir is not empty" >&2
-  exit 2
-fi
-mkdir -p "$dir"
-dir=$(realpath "$dir")
+script=fresh_machine_check.sh
+# shellcheck source=tools/debian_root.sh
+source "$repo/tools/debian_root.sh"
+debian_root_needs_root
+debian_root_folder fresh
 head=$(git -C "$repo" rev-parse HEAD)
 git -C "$repo" diff --quiet HEAD || echo "note: uncommitted changes are not part of the check (it clones $head)"
-
-mounts=()
-cleanup() {
-  local status=$? i
-  for ((i = ${#mounts[@]} - 1; i >= 0; i--)); do
-    umount -R "${mounts[i]}" || umount -R -l "${mounts[i]}" || echo "could not unmount ${mounts[i]}" >&2
-  done
-  # Nothing may still be mounted below the root when it is removed.
-  if ! $keep && ! awk -v d="$dir/" 'index($2, d) == 1 { found = 1 } END { exit !found }' /proc/self/mounts; then
-    rm -rf --one-file-system "$dir"
-  elif ! $keep; then
-    echo "left $dir in place: something is still mounted below it" >&2
-  fi
-  exit "$status"
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
 
 echo "== $(date -u '+%Y-%m-%d %H:%M:%S UTC'): fresh machine check of $head in $dir"
 start=$SECONDS
 elapsed() { printf '%dm%02ds' $(((SECONDS - start) / 60)) $(((SECONDS - start) % 60)); }
-if [[ -n $root_tar ]]; then
-  echo "== unpacking $root_tar into $dir"
-  tar -xpf "$root_tar" -C "$dir"
-else
-  echo "== debootstrap --variant=minbase bookworm $dir $mirror"
-  debootstrap --variant=minbase bookworm "$dir" "$mirror"
-fi
-[[ -x $dir/usr/bin/apt-get ]] || { echo "fresh_machine_check.sh: $dir has no apt-get: not a Debian root" >&2; exit 1; }
-
-# The machine's kernel interfaces; name resolution for apt.
-for m in proc sys dev; do
-  mounts+=("$dir/$m")
-  case $m in
-    proc) mount -t proc proc "$dir/proc" ;;
-    sys) mount -t sysfs sysfs "$dir/sys" ;;
-    dev) mount --rbind /dev "$dir/dev" && mount --make-rslave "$dir/dev" ;;
-  esac
-done
-cp -L /etc/resolv.conf "$dir/etc/resolv.conf"
+debian_root_make
 
 # A clean clone of the committed HEAD: no build folder, nothing untracked.
 # git is not in a minbase root, so the clone is made from outside.
