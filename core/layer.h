@@ -95,8 +95,9 @@ class Layer {
   virtual std::vector<Shape> reshape(const std::vector<Shape>& in) = 0;
   virtual void forward(LayerIO& io, RunContext& ctx) = 0;
   virtual void backward(LayerIO& io, RunContext& ctx) {}
-  // Called by Net::forward once the host has read the losses, which waits
-  // for the device: a GPU layer that checks its inputs on the device (class
+  // Called by Net::check_forward (Net::forward's last part, or the trainer
+  // reading a step late) once the host has read the losses, which waits for
+  // the device: a GPU layer that checks its inputs on the device (class
   // labels) throws here what the CPU layer throws in forward, without a host
   // synchronisation of its own.
   virtual void after_forward() {}
