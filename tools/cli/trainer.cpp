@@ -1,9 +1,9 @@
-// The training loop, alone or as one rank of an MPI job; testing and checkpoint hooks.
+// The training loop, alone or as one rank of an MPI job, and its testing
+// (checkpoints: trainer_checkpoint.cpp; non-finite stops: trainer_non_finite.cpp).
 #include "tools/cli/trainer.h"
 
 #include <algorithm>
 #include <array>
-#include <charconv>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -294,84 +294,6 @@ dist::SessionOptions Trainer::plan_origin(std::string& said) {
   return out;
 }
 
-std::string Trainer::checkpoint_path(const std::string& tag) const {
-  return (std::filesystem::path(config_.output_dir) / (tag + ".safetensors")).string();
-}
-
-std::map<std::string, std::string> Trainer::checkpoint_metadata(int64_t iter, const LoaderPosition& pos,
-                                                                const std::mt19937_64& rng) const {
-  std::ostringstream rng_text;
-  rng_text << rng;
-  std::map<std::string, std::string> meta = {{"format", "poseidon-checkpoint-1"},
-                                             {"model", net_->name()},
-                                             {"iteration", std::to_string(iter)},
-                                             {"loader_epoch", std::to_string(pos.epoch)},
-                                             {"loader_batch", std::to_string(pos.batch)},
-                                             {"world_size", std::to_string(world_size_)},
-                                             {"batch_size", std::to_string(config_.train_data.batch_size)},
-                                             {"rng", rng_text.str()}};
-  if (session_ && session_->link()) meta["dist_link"] = dist::link_text(*session_->link());
-  return meta;
-}
-
-void Trainer::save(const std::string& path) {
-  if (session_) {
-    session_->average_buffers();
-    session_->bring_net_current();
-    const Solver full = session_->solver_snapshot();
-    session_->save_with_compression_state([&](const std::vector<StreamedTensor>& compression) {
-      std::filesystem::create_directories(std::filesystem::path(path).parent_path());
-      save_checkpoint(path, *net_, &full, checkpoint_metadata(iter_, train_position(), rng_), compression);
-    });
-    return;
-  }
-  std::filesystem::create_directories(std::filesystem::path(path).parent_path());
-  save_checkpoint(path, *net_, solver_.get(), checkpoint_metadata(iter_, train_position(), rng_));
-}
-
-void Trainer::restore(const std::string& path) {
-  auto meta = load_checkpoint(path, *net_, solver_.get(), &compression_state_);
-  auto get = [&](const std::string& key) -> std::string {
-    auto it = meta.find(key);
-    if (it == meta.end()) throw Error(path + ": not a training checkpoint (metadata '" + key + "' missing)");
-    return it->second;
-  };
-  // Whole decimal numbers only: the loader trusts them as positions.
-  auto count = [&](const std::string& key) {
-    const std::string text = get(key);
-    int64_t v = -1;
-    auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
-    if (ec != std::errc() || end != text.data() + text.size() || v < 0)
-      throw Error(path + ": corrupt training metadata ('" + key + "' is '" + text + "', expected a count)");
-    return v;
-  };
-  const int64_t iter = count("iteration");
-  LoaderPosition pos{count("loader_epoch"), count("loader_batch")};
-  // Rank r reads examples r, r + P, r + 2P, ... of each epoch's order, so
-  // `batch` batches of K on P ranks consumed the first batch * P * K
-  // examples. With another rank count or batch size the run continues at the
-  // batch that starts there (rounded down: a few examples are seen twice
-  // rather than skipped).
-  if (meta.count("world_size") && meta.count("batch_size")) {
-    const int64_t saved = count("world_size") * count("batch_size");
-    if (saved < 1) throw Error(path + ": corrupt training metadata (world_size or batch_size is 0)");
-    pos.batch = pos.batch * saved / (world_size_ * config_.train_data.batch_size);
-  }
-  // One batch per iteration: a run cannot be further into the data than its iteration count.
-  if (pos.epoch > iter) throw Error(path + ": corrupt training metadata (loader epoch beyond the iteration)");
-  if (pos.batch >= train_loader_->batches_per_epoch())
-    throw Error(path + ": loader position beyond the data set (was it trained on other data?)");
-  if (meta.count("dist_link")) {
-    resumed_link_ = dist::parse_link_text(meta.at("dist_link"));
-    if (!resumed_link_) throw Error(path + ": corrupt training metadata ('dist_link' is not link figures)");
-  }
-  std::istringstream rng(get("rng"));
-  rng >> rng_;
-  if (rng.fail()) throw Error(path + ": corrupt RNG state in metadata");
-  iter_ = iter;
-  train_loader_->seek(pos);
-}
-
 EvalResult Trainer::test() {
   if (!session_) return evaluate(*net_, *test_loader_, config_.test_iters);
   // Each rank tests its shard of the test set; the sums are combined.
@@ -389,53 +311,6 @@ EvalResult Trainer::test() {
   size_t i = 2;
   for (const auto& [name, v] : local.metrics) all.metrics[name] = sums[i++] / total;
   return all;
-}
-
-void Trainer::stop_non_finite(const std::string& what, int64_t epoch, const LoaderPosition& pos,
-                              const std::mt19937_64& rng) {
-  const std::string at =
-      config_.file + ": iteration " + std::to_string(iter_ + 1) + " (epoch " + std::to_string(epoch) + "): " + what;
-  if (session_)
-    throw Error(at + " on rank " + std::to_string(rank_) +
-                "; no checkpoint written (every rank stops; --resume from the last snapshot)");
-  // The parameters are those before this iteration, but an update can itself
-  // overflow (lr * gradient beyond float range): such a state is not worth saving.
-  if (auto bad_value = find_non_finite_value(*net_))
-    throw Error(at + "; no checkpoint written: the " + bad_value->describe("parameters are already non-finite") +
-                " (try a lower solver.lr)");
-  const std::string path = checkpoint_path("iter_" + std::to_string(iter_));
-  std::filesystem::create_directories(config_.output_dir);
-  save_checkpoint(path, *net_, solver_.get(), checkpoint_metadata(iter_, pos, rng));
-  throw Error(at + "; the state before this iteration is saved in " + path + " (--resume repeats it from there)");
-}
-
-std::string Trainer::repeat_non_finite(const Step& s, const Tensor& before, LocalGradSink& held,
-                                       bool later_issued) {
-  // The net's blobs and gradients may be those of the iteration issued after
-  // it, which never counts: its label check is not reported.
-  if (later_issued) try {
-      net_->check_forward();
-    } catch (const Error&) {
-    }
-  train_loader_->seek(s.position);
-  next_train_batch();
-  std::mt19937_64 rng = s.rng_before;
-  RunContext ctx{Phase::train, &rng, config_.device};
-  const float loss = net_->forward(ctx);
-  std::string what;
-  if (!std::isfinite(loss)) {
-    what = describe_non_finite_loss(loss, *net_);
-  } else {
-    net_->backward(ctx, held);
-    held.discard_held();
-    if (auto bad = find_non_finite_gradient(*net_)) what = bad->describe("non-finite gradient");
-  }
-  net_->flat_buffers().copy_from(before);  // this forward moved the running statistics again
-  if (what.empty())  // a GPU's nondeterministic sums came out finite this time
-    what = (std::isfinite(s.loss) ? std::string("non-finite gradient")
-                                  : "non-finite loss (" + non_finite_text(s.loss) + ")") +
-           " (finite when the iteration ran again)";
-  return what;
 }
 
 EvalResult Trainer::run() {
