@@ -185,7 +185,6 @@ class Net {
   Tensor flat_values_, flat_grads_, flat_buffers_;
   std::vector<LayerIO> io_;
   std::unique_ptr<LayerRunner> runner_;  // null: the layers' own code
-  LayerRunner& runner();
 };
 
 }  // namespace poseidon

@@ -6,18 +6,22 @@
 
 namespace poseidon {
 
-LayerRunner& Net::runner() {
-  static LayerRunner own_code;
-  return runner_ ? *runner_ : own_code;
-}
-
 // A fused ReLU's work is done by its input's producer (Net::fuse_relus).
+// A runner, where one is set, stands in for the layers' own code.
 void Net::forward_layer(size_t i, RunContext& ctx) {
-  if (!fused(i)) runner().forward(i, *layers_[i], io_[i], ctx);
+  if (fused(i)) return;
+  if (runner_)
+    runner_->forward(i, *layers_[i], io_[i], ctx);
+  else
+    layers_[i]->forward(io_[i], ctx);
 }
 
 void Net::backward_layer(size_t i, RunContext& ctx) {
-  if (runs_backward_[i] && !fused(i)) runner().backward(i, *layers_[i], io_[i], ctx);
+  if (!runs_backward_[i] || fused(i)) return;
+  if (runner_)
+    runner_->backward(i, *layers_[i], io_[i], ctx);
+  else
+    layers_[i]->backward(io_[i], ctx);
 }
 
 void Net::run_forward(RunContext& ctx, GradSink* gate) {
