@@ -4,8 +4,7 @@
 #include "dist/sim/simulate.h"
 
 #include <algorithm>
-#include <functional>
-#include <map>
+#include <cstdint>
 #include <memory>
 
 #include "core/error.h"
@@ -44,7 +43,25 @@ class Simulation {
   void fill(SimResult& result) const;
 
  private:
-  using Action = EventQueue::Action;
+  // What happens at an event, and to what: a rank's layer computed, a
+  // group started on a rank, a PS block's owner done updating, a rank's part
+  // of an operation done, or a message beginning to leave its sender's link
+  // (claiming the receiver's) or arriving. A plain value: queuing the
+  // millions of messages of a large cluster allocates nothing per message.
+  struct Event {
+    enum class Kind : uint8_t {
+      forward_done, backward_done, start_unit, owner_updated, operation_done, message_sent, message_arrived
+    };
+    Kind kind;
+    bool push = false;    // message: a gradient to the block's owner, else the owner's new values
+    bool queued = false;  // message: left through its sender's PrioritySends
+    int rank = 0;         // the rank it happens on; a message's sender
+    int peer = 0;         // a message's receiver
+    int round = 0;        // the group's iteration
+    uint32_t unit = 0, block = 0;
+    double bytes = 0;  // message
+    double sent = 0;   // message: when its last byte has left the sender's link
+  };
   struct Rank {
     // Compute thread.
     int iteration = 0;
@@ -75,7 +92,8 @@ class Simulation {
     double rebuild_s = 0;  // sfb: the GEMM that rebuilds the gradient
   };
 
-  void at(double time, Action action) { events_.at(time, std::move(action)); }
+  void at(double time, const Event& event) { events_.at(time, event); }
+  void dispatch(const Event& event);
   void advance(int n);
   void forward_done(int n);
   void backward_done(int n);
@@ -83,9 +101,12 @@ class Simulation {
   void start_ready(int n);
   void start_unit(int n, size_t u);
   void push_arrived(size_t u, size_t b, int round);
+  void send_values(int owner, size_t u, size_t b, int round);
   void operation_done(int n, size_t u);
-  void send(int from, int to, size_t u, size_t b, int round, Action on_arrival);
-  void transmit(int from, int to, double bytes, int round, Action on_arrival);
+  void send(int from, int to, size_t u, size_t b, int round);
+  void transmit(const Event& message);
+  void message_sent(Event message);
+  void message_arrived(const Event& message);
   void run_collective(size_t u, int round);
   // The rank whose Rank holds the link of `n`'s host: ranks of a host share one.
   int link_of(int n) const { return n - n % per_host_; }
@@ -104,7 +125,7 @@ class Simulation {
   std::vector<std::vector<size_t>> reports_;  // per layer: the group of each parameter backward reports
   std::vector<std::vector<int>> pushes_;      // per PS group and block: gradients at the owner
   std::vector<int> collective_started_;       // per group: ranks that started it
-  EventQueue events_;                         // lanes: each link's sends beginning, then each link's arrivals
+  EventQueue<Event> events_;                  // lanes: each link's sends beginning, then each link's arrivals
   double now_ = 0;
 };
 
@@ -195,11 +216,23 @@ Simulation::Simulation(const Net& net, const CommPlan& plan, const ComputeProfil
 void Simulation::run() {
   for (int n = 0; n < ranks_count_; ++n) advance(n);
   while (!events_.empty()) {
-    auto [time, action] = events_.pop();
+    auto [time, event] = events_.pop();
     now_ = time;
-    action();
+    dispatch(event);
   }
   for (const Rank& r : ranks_) POSEIDON_CHECK(r.iteration == iterations_) << "simulation stalled";
+}
+
+void Simulation::dispatch(const Event& e) {
+  switch (e.kind) {
+    case Event::Kind::forward_done: return forward_done(e.rank);
+    case Event::Kind::backward_done: return backward_done(e.rank);
+    case Event::Kind::start_unit: return start_unit(e.rank, e.unit);
+    case Event::Kind::owner_updated: return send_values(e.rank, e.unit, e.block, e.round);
+    case Event::Kind::operation_done: return operation_done(e.rank, e.unit);
+    case Event::Kind::message_sent: return message_sent(e);
+    case Event::Kind::message_arrived: return message_arrived(e);
+  }
 }
 
 void Simulation::advance(int n) {
@@ -208,10 +241,10 @@ void Simulation::advance(int n) {
   if (!r.backward) {
     if (r.iteration > 0 && !gate_open(r, r.layer)) return;  // a finishing group calls again
     r.computing = true;
-    at(now_ + profile_.forward_s[r.layer], [this, n] { forward_done(n); });
+    at(now_ + profile_.forward_s[r.layer], Event{Event::Kind::forward_done, false, false, n});
   } else {
     r.computing = true;
-    at(now_ + profile_.backward_s[r.layer], [this, n] { backward_done(n); });
+    at(now_ + profile_.backward_s[r.layer], Event{Event::Kind::backward_done, false, false, n});
   }
 }
 
@@ -261,7 +294,9 @@ void Simulation::start_ready(int n) {
     const size_t u = r.next_unit;
     r.ready[u] = false;
     r.next_unit = (u + 1) % r.ready.size();
-    at(now_, [this, n, u] { start_unit(n, u); });
+    Event start{Event::Kind::start_unit, false, false, n};
+    start.unit = static_cast<uint32_t>(u);
+    at(now_, start);
   }
 }
 
@@ -285,10 +320,7 @@ void Simulation::start_unit(int n, size_t u) {
       push_arrived(u, b, round);
     } else {
       r.pending[u] += 2;  // the push, and the new values back
-      send(n, owner, u, b, round, [this, n, u, b, round] {
-        operation_done(n, u);
-        push_arrived(u, b, round);
-      });
+      send(n, owner, u, b, round);
     }
   }
 }
@@ -300,14 +332,15 @@ void Simulation::push_arrived(size_t u, size_t b, int round) {
   Rank& owner = ranks_[block.owner];
   owner.device_free =
       std::max(now_, owner.device_free) + device_.sum_s(block.count, ranks_count_) + device_.update_s(block.count);
-  at(owner.device_free, [this, u, b, round, o = block.owner] {
-    for (int peer = 0; peer < ranks_count_; ++peer)
-      if (peer != o)
-        send(o, peer, u, b, round, [this, u, o, peer] {
-          operation_done(o, u);
-          operation_done(peer, u);
-        });
-  });
+  Event updated{Event::Kind::owner_updated, false, false, block.owner, 0, round};
+  updated.unit = static_cast<uint32_t>(u);
+  updated.block = static_cast<uint32_t>(b);
+  at(owner.device_free, updated);
+}
+
+void Simulation::send_values(int owner, size_t u, size_t b, int round) {
+  for (int peer = 0; peer < ranks_count_; ++peer)
+    if (peer != owner) send(owner, peer, u, b, round);
 }
 
 void Simulation::operation_done(int n, size_t u) {
@@ -317,30 +350,32 @@ void Simulation::operation_done(int n, size_t u) {
   advance(n);
 }
 
-void Simulation::send(int from, int to, size_t u, size_t b, int round, Action on_arrival) {
+void Simulation::send(int from, int to, size_t u, size_t b, int round) {
   // A push (to the owner) travels on the group's wire format; values as fp32.
   const SyncGroup& group = plan_.groups[u];
-  const int64_t width = group.blocks[b].owner == to ? wire_bytes(group.wire) : 4;
-  const double bytes = static_cast<double>(group.blocks[b].count) * static_cast<double>(width);
+  Event message{Event::Kind::message_sent, group.blocks[b].owner == to, false, from, to, round};
+  message.unit = static_cast<uint32_t>(u);
+  message.block = static_cast<uint32_t>(b);
+  const int64_t width = message.push ? wire_bytes(group.wire) : 4;
+  message.bytes = static_cast<double>(group.blocks[b].count) * static_cast<double>(width);
   PrioritySends* queue = ranks_[from].sends.get();
-  if (!queue) return transmit(from, to, bytes, round, std::move(on_arrival));
-  queue->submit(costs_[u].priority, ps_send_sequence(b, plan_.groups[u].blocks[b].id, from, to, ranks_count_),
-                static_cast<int64_t>(bytes), [this, queue, from, to, bytes, round, on_arrival = std::move(on_arrival)] {
-                  transmit(from, to, bytes, round, [queue, bytes, on_arrival] {
-                    queue->sent(static_cast<int64_t>(bytes));
-                    queue->pump();
-                    on_arrival();
-                  });
-                });
+  if (!queue) return transmit(message);
+  message.queued = true;
+  queue->submit(costs_[u].priority, ps_send_sequence(b, group.blocks[b].id, from, to, ranks_count_),
+                static_cast<int64_t>(message.bytes), [this, message] { transmit(message); });
   queue->pump();
 }
 
-void Simulation::transmit(int from, int to, double bytes, int round, Action on_arrival) {
+void Simulation::transmit(const Event& message) {
+  const int from = message.rank, to = message.peer;
+  const double bytes = message.bytes;
   if (link_of(from) == link_of(to)) {  // inside a host: its own fabric, not the host's link
     ranks_[from].bytes += bytes;
     ranks_[to].bytes += bytes;
     const CollectiveOptions& o = config_.dist.collective;
-    return at(now_ + bytes * 8 / (o.host_bandwidth_gbps * 1e9) + o.host_latency_us * 1e-6, std::move(on_arrival));
+    Event arrival = message;
+    arrival.kind = Event::Kind::message_arrived;
+    return at(now_ + bytes * 8 / (o.host_bandwidth_gbps * 1e9) + o.host_latency_us * 1e-6, arrival);
   }
   Rank& s = ranks_[link_of(from)];
   const double busy = bytes * seconds_per_byte_;
@@ -351,18 +386,37 @@ void Simulation::transmit(int from, int to, double bytes, int round, Action on_a
   // its sender must not hold the receiver's link idle meanwhile).
   const double begin = std::max(now_, s.send_free);
   s.send_free = begin + busy;
-  s.busy[round].send_s += busy;
+  s.busy[message.round].send_s += busy;
   ranks_[from].bytes += bytes;
-  events_.at(static_cast<size_t>(link_of(from)), begin,
-             [this, to, busy, bytes, round, sent = begin + busy, on_arrival = std::move(on_arrival)]() mutable {
-               Rank& d = ranks_[link_of(to)];
-               const double received = std::max(sent, d.recv_free + busy);
-               d.recv_free = received;
-               d.busy[round].recv_s += busy;
-               ranks_[to].bytes += bytes;
-               events_.at(static_cast<size_t>(ranks_count_ + link_of(to)), received + latency_s_,
-                          std::move(on_arrival));
-             });
+  Event sending = message;
+  sending.kind = Event::Kind::message_sent;
+  sending.sent = begin + busy;
+  events_.at(static_cast<size_t>(link_of(from)), begin, sending);
+}
+
+void Simulation::message_sent(Event message) {
+  const int to = message.peer;
+  const double busy = message.bytes * seconds_per_byte_;
+  Rank& d = ranks_[link_of(to)];
+  const double received = std::max(message.sent, d.recv_free + busy);
+  d.recv_free = received;
+  d.busy[message.round].recv_s += busy;
+  ranks_[to].bytes += message.bytes;
+  message.kind = Event::Kind::message_arrived;
+  events_.at(static_cast<size_t>(ranks_count_ + link_of(to)), received + latency_s_, message);
+}
+
+void Simulation::message_arrived(const Event& message) {
+  if (message.queued) {
+    PrioritySends& queue = *ranks_[message.rank].sends;
+    queue.sent(static_cast<int64_t>(message.bytes));
+    queue.pump();
+  }
+  operation_done(message.rank, message.unit);
+  if (message.push)
+    push_arrived(message.unit, message.block, message.round);
+  else
+    operation_done(message.peer, message.unit);
 }
 
 void Simulation::run_collective(size_t u, int round) {
@@ -379,7 +433,9 @@ void Simulation::run_collective(size_t u, int round) {
     }
     r.bytes += c.bytes;
     r.device_free = std::max(end, r.device_free) + c.rebuild_s + c.update_s;
-    at(r.device_free, [this, n, u] { operation_done(n, u); });
+    Event done{Event::Kind::operation_done, false, false, n};
+    done.unit = static_cast<uint32_t>(u);
+    at(r.device_free, done);
   }
 }
 
