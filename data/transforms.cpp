@@ -2,9 +2,10 @@
 // rule, RandomCrop, CenterCrop's rounding, RandomResizedCrop's sampling); the
 // resize is bilinear on floats with half-pixel centres, the rule of
 // torch.nn.functional.interpolate with align_corners=False, which cv::resize
-// INTER_LINEAR on CV_32F also follows. From a JPEG decoded at 1/d, the same
-// source coordinates are interpolated in the smaller image (cv::warpAffine
-// on 8-bit pixels): the DCT's downscaling averages each d x d block, close to
+// INTER_LINEAR on CV_32F also follows. From a JPEG's decoded region the
+// same rule runs in one pass into the output planes (data/bilinear_planes.h);
+// decoded at 1/d, the same source coordinates are interpolated in the
+// smaller image: the DCT's downscaling averages each d x d block, close to
 // the full-size pixels there but not bit for bit (docs/CONFIG.md states the
 // tolerance).
 #include "data/transforms.h"
@@ -13,6 +14,7 @@
 #include <opencv2/imgproc.hpp>
 
 #include "core/error.h"
+#include "data/bilinear_planes.h"
 
 namespace poseidon {
 
@@ -32,6 +34,9 @@ double uniform(uint64_t& state, double low, double high) {
 int64_t below(uint64_t& state, int64_t n) {
   return static_cast<int64_t>(next_random(state) % static_cast<uint64_t>(n));
 }
+
+// torchvision's ToTensor then Normalize: x / 255, then (x - mean) / std.
+float normalised(float pixel, float mean, float std) { return (pixel / 255.f - mean) / std; }
 
 std::string size_str(int64_t height, int64_t width) { return std::to_string(height) + "x" + std::to_string(width); }
 
@@ -67,22 +72,21 @@ int scale_for(double source_h, double source_w, int64_t out_h, int64_t out_w) {
   return 1;
 }
 
-// Normalised RGB planes from BGR pixels (8-bit or float) of the output's size.
-template <class T>
+// Normalised RGB planes from BGR float pixels of the output's size.
 void write_planes(const cv::Mat& pixels, bool mirror, const ImageTransformConfig& config, float* dst) {
   const int64_t height = pixels.rows, width = pixels.cols, plane = height * width;
   const auto& mean = config.mean;
   const auto& std = config.std;
   for (int64_t y = 0; y < height; ++y) {
-    const T* row = pixels.ptr<T>(static_cast<int>(y));
+    const float* row = pixels.ptr<float>(static_cast<int>(y));
     float* r = dst + y * width;
     float* g = r + plane;
     float* b = g + plane;
     for (int64_t x = 0; x < width; ++x) {
-      const T* px = row + 3 * (mirror ? width - 1 - x : x);
-      r[x] = (static_cast<float>(px[2]) / 255.f - mean[0]) / std[0];
-      g[x] = (static_cast<float>(px[1]) / 255.f - mean[1]) / std[1];
-      b[x] = (static_cast<float>(px[0]) / 255.f - mean[2]) / std[2];
+      const float* px = row + 3 * (mirror ? width - 1 - x : x);
+      r[x] = normalised(px[2], mean[0], std[0]);
+      g[x] = normalised(px[1], mean[1], std[1]);
+      b[x] = normalised(px[0], mean[2], std[2]);
     }
   }
 }
@@ -94,6 +98,10 @@ ImageTransform::ImageTransform(ImageTransformConfig config) : config_(config) {
   POSEIDON_CHECK(config_.resize_shorter == 0 || config_.resize_h == 0) << "two resize rules";
   POSEIDON_CHECK(config_.rrc_h == 0 || (config_.resize_shorter == 0 && config_.resize_h == 0 && config_.crop_h == 0))
       << "random_resized_crop replaces resize and crop";
+  for (int c = 0; c < 3; ++c) {
+    gain_[c] = 1.f / (255.f * config_.std[c]);
+    bias_[c] = -config_.mean[c] / config_.std[c];
+  }
 }
 
 Shape ImageTransform::output_shape() const {
@@ -188,7 +196,7 @@ void ImageTransform::apply(const DecodedRegion& region, const ResamplePlan& p, f
     const CropChoice& c = p.crop;
     cv::Rect window(static_cast<int>(c.left), static_cast<int>(c.top), static_cast<int>(c.width),
                     static_cast<int>(c.height));
-    write_planes<float>(pixels(window), p.mirror, config_, dst);
+    write_planes(pixels(window), p.mirror, config_, dst);
   } else if (p.exact) {
     // A crop of whole source pixels, then the resize: torchvision's resized_crop.
     cv::Rect window(static_cast<int>(p.crop.left - region.left), static_cast<int>(p.crop.top - region.top),
@@ -196,21 +204,24 @@ void ImageTransform::apply(const DecodedRegion& region, const ResamplePlan& p, f
     cv::Mat pixels;
     region.bgr(window).convertTo(pixels, CV_32FC3);
     if (pixels.size() != out) cv::resize(pixels, pixels, out, 0, 0, cv::INTER_LINEAR);
-    write_planes<float>(pixels, p.mirror, config_, dst);
+    write_planes(pixels, p.mirror, config_, dst);
   } else {
-    // Output pixel x reads source column left + (x + 0.5) * width / out_w - 0.5;
-    // decoded pixel i covers source columns [i d, (i + 1) d), centred at
-    // i d + (d - 1) / 2, so the source column s is decoded column (s + 0.5) / d - 0.5.
+    // Output pixel x reads source column left + (x + 0.5) * width / out_w - 0.5
+    // (clamped, as torchvision clamps, to the crop's window of a random
+    // resized crop or to the image after a fixed resize); decoded pixel i
+    // covers source columns [i d, (i + 1) d), centred at i d + (d - 1) / 2,
+    // so source column s is decoded column (s + 0.5) / d - 0.5.
     const double d = p.scale_denom;
-    const double ax = p.width / static_cast<double>(p.out_w) / d, ay = p.height / static_cast<double>(p.out_h) / d;
-    const double bx =
-        (p.left + 0.5 * p.width / static_cast<double>(p.out_w)) / d - 0.5 - static_cast<double>(region.left);
-    const double by =
-        (p.top + 0.5 * p.height / static_cast<double>(p.out_h)) / d - 0.5 - static_cast<double>(region.top);
-    cv::Matx23d map(ax, 0, bx, 0, ay, by);
-    cv::Mat pixels;
-    cv::warpAffine(region.bgr, pixels, map, out, cv::INTER_LINEAR | cv::WARP_INVERSE_MAP, cv::BORDER_REPLICATE);
-    write_planes<uint8_t>(pixels, p.mirror, config_, dst);
+    const bool window_only = config_.rrc_h > 0;
+    auto axis = [&](double start, double length, int64_t out, int64_t source, int64_t decoded_start) {
+      const double step = length / static_cast<double>(out), shift = -0.5 - static_cast<double>(decoded_start);
+      const double low = window_only ? start : 0, high = window_only ? start + length - 1 : source - 1;
+      return AxisMap{step / d, (start + 0.5 * step) / d + shift, (low + 0.5) / d + shift, (high + 0.5) / d + shift};
+    };
+    const BgrPixels pixels{region.bgr.data, region.bgr.rows, region.bgr.cols, region.bgr.step};
+    bilinear_planes(pixels, axis(p.top, p.height, p.out_h, p.source_h, region.top),
+                    axis(p.left, p.width, p.out_w, p.source_w, region.left), p.out_h, p.out_w, p.mirror, gain_, bias_,
+                    dst);
   }
 }
 

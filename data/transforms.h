@@ -2,9 +2,10 @@
 // resize, crop (or the Inception-style random resized crop in one step),
 // horizontal mirror, then scaling to [0, 1] and mean/std normalisation.
 // A JPEG may be decoded at 1/2, 1/4 or 1/8 of its size, and only where the
-// crop lies: plan() says what the output needs, apply() resamples it. Every random choice comes from the per-example seed the
-// loader passes down, so an example's pixels depend only on (seed, epoch,
-// index), never on which thread decoded it.
+// crop lies: plan() says what the output needs, apply() resamples it.
+// Every random choice comes from the per-example seed the loader passes
+// down, so an example's pixels depend only on (seed, epoch, index), never on
+// which thread decoded it.
 #pragma once
 
 #include <array>
@@ -37,7 +38,8 @@ struct ImageTransformConfig {
   std::array<double, 2> rrc_ratio{3.0 / 4.0, 4.0 / 3.0};
   // JPEGs: decode at 1/2, 1/4 or 1/8 when the output still gets at least
   // one decoded pixel per output pixel, only the crop's region, and resample
-  // on 8-bit pixels; false: full-size decodes and torchvision's arithmetic.
+  // in one pass from the decoded pixels; false: full-size decodes and
+  // torchvision's arithmetic step by step.
   bool jpeg_scaling = true;
 };
 
@@ -58,7 +60,7 @@ struct ResamplePlan {
   // Exact: torchvision's arithmetic on float pixels (a fixed resize of the
   // whole image and then `crop` cut, or the random resized crop's window
   // resized). Otherwise (a JPEG with jpeg_scaling) the output is resampled
-  // from the decoded part on 8-bit pixels, at any scale.
+  // from the decoded part in one pass (the same arithmetic at full size).
   bool exact = true;
   bool resize_whole = false;
   CropChoice crop;
@@ -94,6 +96,8 @@ class ImageTransform {
 
  private:
   ImageTransformConfig config_;
+  // Scaling to [0, 1] and the normalisation of each RGB channel: v * gain + bias.
+  std::array<float, 3> gain_, bias_;
 };
 
 }  // namespace poseidon

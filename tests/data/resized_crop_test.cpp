@@ -1,8 +1,8 @@
 // The random resized crop: torchvision's sampling rule (bounds, the centre
 // crop after ten failed tries), and the pixels of decode + transform against
-// torchvision's resized_crop / Resize + CenterCrop on the same JPEG, exactly
-// with jpeg_scaling off and within the stated tolerance with it, at full
-// size and when the JPEG is decoded at 1/2, 1/4 or 1/8 (docs/CONFIG.md).
+// torchvision's resized_crop / Resize + CenterCrop on the same JPEG: to float
+// rounding with jpeg_scaling off or at full size, within the stated
+// tolerance when the JPEG is decoded at 1/2, 1/4 or 1/8 (docs/CONFIG.md).
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -191,14 +191,14 @@ TEST_F(AgainstTorchvision, ExactAtFullSizeWithinTheStatedToleranceScaled) {
       compare({{ImageTransform(full), 16}, {ImageTransform(scaled), 40}, {ImageTransform(fixed), 1}});
   for (int d : {0, 1, 2, 4}) ASSERT_TRUE(diff.count(d)) << "no output was decoded at 1/" << d;
   for (const auto& [d, x] : diff) {
-    // Without jpeg_scaling: single-precision source coordinates, computed in
-    // another order. With it: the tolerance of docs/CONFIG.md, in units of the
-    // [0, 1] pixel range (8-bit resampling at every scale).
+    // Without jpeg_scaling, and with it at full size (the crop's region of
+    // the same decode): torchvision's arithmetic, single-precision source
+    // coordinates computed in another order. Decoded at 1/2 or 1/4: the
+    // tolerance of docs/CONFIG.md, in units of the [0, 1] pixel range.
     const double mean = x.sum / static_cast<double>(x.count);
-    EXPECT_LE(x.worst, d == 0 ? 5e-5 : 0.05) << "largest difference at 1/" << d;
-    EXPECT_LE(mean, d == 0 ? 5e-5 : 0.01) << "mean difference at 1/" << d;
-    std::printf("%s: largest %.4f, mean %.5f\n", d == 0 ? "exact" : ("1/" + std::to_string(d)).c_str(), x.worst,
-                mean);
+    EXPECT_LE(x.worst, d <= 1 ? 5e-5 : 0.05) << "largest difference at 1/" << d;
+    EXPECT_LE(mean, d <= 1 ? 5e-5 : 0.01) << "mean difference at 1/" << d;
+    std::printf("%s: largest %.4f, mean %.5f\n", d == 0 ? "exact" : ("1/" + std::to_string(d)).c_str(), x.worst, mean);
   }
 }
 
