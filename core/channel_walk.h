@@ -3,7 +3,7 @@
 // channel, as a GPU thread takes every blockDim-th one, that divides once
 // where it starts instead of at every element: a step moves step / inner
 // rows and step % inner columns, with one carry. Shared by the GPU's channel
-// sums (core/cuda/bf16.cu) and the host test that checks it visits what
+// sums (core/cuda/channel_sums.cu) and the host test that checks it visits what
 // t / inner, t % inner would (tests/core/channel_walk_test.cpp).
 #pragma once
 

@@ -17,6 +17,9 @@
 // output, the input and weight gradients) is widened into them. The bias is
 // added, and its gradient summed from the rounded dy, in float32.
 //
+// The bias gradient is the engine's channel sums (core/cuda/channel_sums.h):
+// many blocks per channel, in a fixed order, the same bits every run.
+//
 // Gradients follow the CPU layer: backward data adds into the input gradient
 // (beta = 1, or the widening adds); the weight and bias gradients are
 // overwritten (beta = 0).
@@ -28,6 +31,7 @@
 #include <vector>
 
 #include "core/cuda/bf16.h"
+#include "core/cuda/channel_sums.h"
 #include "core/cuda/check.h"
 #include "core/cuda/context.h"
 #include "core/error.h"
@@ -232,10 +236,11 @@ class ConvCudaLayer : public ConvLayer {
       cuda::round_to_bf16(bf16_bits(op.y), dy32.data(), dy32.numel(), stream);
       dy = op.y;
     }
+    const size_t images = dy32.shape()[0], channels = num_output_, pixels = out_hw_;
     if (db && op.bf16)
-      cuda::channel_sums_bf16(db, bf16_bits(op.y), dy32.shape()[0], num_output_, out_hw_, stream);
+      cuda::channel_sums(gpu, db, bf16_bits(op.y), images, channels, pixels);
     else if (db)
-      POSEIDON_CUDNN_CHECK(cudnnConvolutionBackwardBias(h, &one, out_desc_, dy32.data(), &zero, bias_desc_, db));
+      cuda::channel_sums(gpu, db, dy32.data(), images, channels, pixels);
     void* dw_out = op.bf16 ? op.result : dw;
     run_ranked(
         backward_filter_, gpu, conv_desc_,

@@ -1,8 +1,8 @@
 // Fully connected on the GPU: the three products are cuBLAS SGEMMs, the bias
-// add and the bias gradient small kernels. cuBLAS is column-major: a
-// row-major [r, c] matrix is, to cuBLAS, the column-major [c, r] matrix that
-// is its transpose, so each row-major product C = A B is asked for as
-// C^T = B^T A^T.
+// add a small kernel, the bias gradient the engine's channel sums. cuBLAS is
+// column-major: a row-major [r, c] matrix is, to cuBLAS, the column-major
+// [c, r] matrix that is its transpose, so each row-major product C = A B is
+// asked for as C^T = B^T A^T.
 //
 // In precision bf16 the products are cublasGemmEx calls that read bfloat16
 // copies of X, W and dY (rounded into the context's bf16 operand buffers) and
@@ -12,6 +12,7 @@
 #include <climits>
 
 #include "core/cuda/bf16.h"
+#include "core/cuda/channel_sums.h"
 #include "core/cuda/check.h"
 #include "core/cuda/context.h"
 #include "core/error.h"
@@ -27,15 +28,6 @@ __global__ void add_bias(float* y, const float* b, size_t rows, size_t cols) {
   const size_t total = rows * cols;
   for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < total; i += size_t(gridDim.x) * blockDim.x)
     y[i] += b[i % cols];
-}
-
-// db[o] = sum over n of dy[n, o], in the CPU's order (n ascending).
-__global__ void bias_gradient(const float* dy, float* db, size_t rows, size_t cols) {
-  for (size_t o = blockIdx.x * size_t(blockDim.x) + threadIdx.x; o < cols; o += size_t(gridDim.x) * blockDim.x) {
-    float sum = 0.f;
-    for (size_t n = 0; n < rows; ++n) sum += dy[n * cols + o];
-    db[o] = sum;
-  }
 }
 
 int blas_int(int64_t v) {
@@ -107,13 +99,12 @@ class FcCudaLayer : public FcLayer {
         gemm(cuda_ctx.cublas(), op.bf16, CUBLAS_OP_N, CUBLAS_OP_T, f, o, n, op.read(Slot::input, *io.in[0]), f, dy, o,
              0.f, dw, f);
     }
-    if (has_bias_ && op.bf16) {
-      cuda::channel_sums_bf16(param(1).grad.data(), static_cast<const uint16_t*>(dy), n, o, 1, stream);
-    } else if (has_bias_) {
-      bias_gradient<<<cuda::blocks_for(o), 256, 0, stream>>>(static_cast<const float*>(dy), param(1).grad.data(), n,
-                                                             o);
-      POSEIDON_CUDA_CHECK_LAUNCH();
-    }
+    // db [O] = the sum over n of dY [n, O] (core/cuda/channel_sums.h: for a
+    // batch of up to 256 rows, n ascending as the CPU adds them).
+    if (has_bias_ && op.bf16)
+      cuda::channel_sums(cuda_ctx, param(1).grad.data(), static_cast<const uint16_t*>(dy), n, o, 1);
+    else if (has_bias_)
+      cuda::channel_sums(cuda_ctx, param(1).grad.data(), static_cast<const float*>(dy), n, o, 1);
     // dX [N, F] += dY W, asked for as dX^T (F x N) += W^T (F x O) dY^T (O x N):
     // both memories already are those column-major matrices (op N). Where
     // this layer is the first to write dX it overwrites it (beta 0; with no

@@ -1,9 +1,8 @@
 // Precision bf16 on the GPU (core/precision.h): the fill of a bfloat16
 // tensor, the casts between float32 tensors and bfloat16 ones (Tensor's
 // casts, the bfloat16 copies that cuDNN and cuBLAS multiply)
-// (rounded to nearest even, bit for bit as the CPU rounds: core/bf16.h), and
-// a bias gradient summed from a bfloat16 output gradient, as the CPU's bf16
-// layers sum it. bfloat16 values are passed as their 16 bits.
+// (rounded to nearest even, bit for bit as the CPU rounds: core/bf16.h).
+// bfloat16 values are passed as their 16 bits.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -19,10 +18,5 @@ void fill_bf16(uint16_t* ptr, size_t n, uint16_t value, cudaStream_t stream);
 void round_to_bf16(uint16_t* dst, const float* src, size_t n, cudaStream_t stream);
 // dst[i] = src[i] widened to float32; with `accumulate`, dst[i] += it.
 void widen_bf16(float* dst, const uint16_t* src, size_t n, bool accumulate, cudaStream_t stream);
-// sums[c] = the float32 sum over i < outer, j < inner of
-// x[(i * channels + c) * inner + j]: the bias gradient of an NCHW output
-// gradient (outer = N, inner = H * W) or of an [N, C] one (inner = 1).
-void channel_sums_bf16(float* sums, const uint16_t* x, size_t outer, size_t channels, size_t inner,
-                       cudaStream_t stream);
 
 }  // namespace poseidon::cuda
