@@ -17,6 +17,11 @@
 // output, the input and weight gradients) is widened into them. The bias is
 // added, and its gradient summed from the rounded dy, in float32.
 //
+// The bias and a fused ReLU (core/relu_fusion.h): in float32 cuDNN's
+// convolution with bias and activation in its epilogue where it applies
+// (fused_forward), else one pass of the engine's bias epilogue
+// (core/cuda/bias_epilogue.h) over the output, which in bf16 also widens
+// the product. In backward a fused ReLU masks the output gradient in place.
 // The bias gradient is the engine's channel sums (core/cuda/channel_sums.h):
 // many blocks per channel, in a fixed order, the same bits every run.
 //
@@ -31,6 +36,7 @@
 #include <vector>
 
 #include "core/cuda/bf16.h"
+#include "core/cuda/bias_epilogue.h"
 #include "core/cuda/channel_sums.h"
 #include "core/cuda/check.h"
 #include "core/cuda/context.h"
@@ -174,17 +180,19 @@ class ConvCudaLayer : public ConvLayer {
   // Every precision: bf16 was checked against the GPU's compute capability.
   bool supports_precision(Precision) const override { return true; }
 
-  // No GPU kernel applies a ReLU of its own: the ReLU layer stays.
-  bool fuse_relu() override { return false; }
+  // The ReLU after the convolution is applied in its forward epilogue and,
+  // in backward, as a mask on the output gradient.
+  bool fuse_relu() override { return relu_fused_ = true; }
   std::string engine() const override { return "cudnn"; }
 
   ~ConvCudaLayer() override {
     // Destruction may follow a failed call or run at exit: statuses are ignored.
     if (x_desc_) cudnnDestroyTensorDescriptor(x_desc_);
     if (y_desc_) cudnnDestroyTensorDescriptor(y_desc_);
-    if (out_desc_) cudnnDestroyTensorDescriptor(out_desc_);
     if (bias_desc_) cudnnDestroyTensorDescriptor(bias_desc_);
     if (w_desc_) cudnnDestroyFilterDescriptor(w_desc_);
+    if (relu_desc_) cudnnDestroyActivationDescriptor(relu_desc_);
+    if (identity_desc_) cudnnDestroyActivationDescriptor(identity_desc_);
     if (conv_desc_) cudnnDestroyConvolutionDescriptor(conv_desc_);
   }
 
@@ -197,6 +205,7 @@ class ConvCudaLayer : public ConvLayer {
     cuda::Context& gpu = cuda::Context::get(ctx.device.index);
     const Operands op = operands(io, gpu);
     plan_for(io, gpu, op);
+    if (fused_forward(gpu, op)) return;
     cudnnHandle_t h = gpu.cudnn();
     const float one = 1.f, zero = 0.f;
     run_ranked(
@@ -206,10 +215,14 @@ class ConvCudaLayer : public ConvLayer {
                                          &zero, y_desc_, op.y);
         },
         name() + " forward");
-    if (op.bf16) cuda::widen_bf16(io.out[0]->data(), bf16_bits(op.y), io.out[0]->numel(), false, gpu.compute());
-    if (has_bias_)
-      POSEIDON_CUDNN_CHECK(
-          cudnnAddTensor(h, &one, bias_desc_, param(1).value.data(), &one, out_desc_, io.out[0]->data()));
+    // The epilogue: bias and ReLU in one pass, widening a bfloat16 product.
+    float* y = io.out[0]->data();
+    const float* bias = has_bias_ ? param(1).value.data() : nullptr;
+    const size_t images = io.out[0]->shape()[0], channels = num_output_, pixels = out_hw_;
+    if (op.bf16)
+      cuda::bias_epilogue(y, bf16_bits(op.y), bias, images, channels, pixels, relu_fused_, gpu.compute());
+    else if (bias || relu_fused_)
+      cuda::bias_epilogue(y, y, bias, images, channels, pixels, relu_fused_, gpu.compute());
   }
 
   void backward(LayerIO& io, RunContext& ctx) override {
@@ -231,6 +244,11 @@ class ConvCudaLayer : public ConvLayer {
     cudaStream_t stream = gpu.compute();
     const float one = 1.f, zero = 0.f;
     const Tensor& dy32 = *io.out_grad[0];
+    // A fused ReLU's backward turns the output gradient into the gradient at
+    // the ReLU's input, in place, as the CPU layer does: no layer reads it
+    // after this one.
+    if (relu_fused_)
+      cuda::relu_mask(io.out[0]->data(), const_cast<float*>(dy32.data()), dy32.numel(), stream);
     const void* dy = dy32.data();
     if (op.bf16) {
       cuda::round_to_bf16(bf16_bits(op.y), dy32.data(), dy32.numel(), stream);
@@ -298,6 +316,31 @@ class ConvCudaLayer : public ConvLayer {
     return op;
   }
 
+  // cuDNN's convolution with the bias and the activation in its epilogue
+  // (cudnnConvolutionBiasActivationForward): for float32 operands with a
+  // bias, where a ReLU is fused, or with no activation where the ranked
+  // forward algorithm is the implicit precomputed GEMM (the only one cuDNN
+  // runs it with). False where it did not run: then the separate epilogue
+  // runs, and from then on where cuDNN refused the shape.
+  bool fused_forward(cuda::Context& gpu, const Operands& op) {
+    if (op.bf16 || !has_bias_ || !fused_forward_usable_) return false;
+    const AlgoChoice<cudnnConvolutionFwdAlgo_t>& c = forward_.usable[forward_.at];
+    if (!relu_fused_ && c.algo != CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM) return false;
+    POSEIDON_CUDNN_CHECK(cudnnSetConvolutionMathType(conv_desc_, c.math));
+    const float one = 1.f, zero = 0.f;
+    // z is y with weight zero: y = act(conv(x, w) + bias).
+    const cudnnStatus_t status = cudnnConvolutionBiasActivationForward(
+        gpu.cudnn(), &one, x_desc_, op.x, w_desc_, op.w, conv_desc_, c.algo, gpu.workspace(c.workspace), c.workspace,
+        &zero, y_desc_, op.y, bias_desc_, param(1).value.data(), relu_fused_ ? relu_desc_ : identity_desc_, y_desc_,
+        op.y);
+    if (status == CUDNN_STATUS_SUCCESS) return true;
+    if (status != CUDNN_STATUS_NOT_SUPPORTED)
+      throw Error(name() + " fused forward: cuDNN error: " + cudnnGetErrorString(status) + " (algorithm " +
+                  std::to_string(static_cast<int>(c.algo)) + ")");
+    fused_forward_usable_ = false;  // cuDNN wrote nothing
+    return false;
+  }
+
   // Describes the convolution of the input of `io` and ranks its
   // algorithms, unless that is already done for its shape and math. The
   // ranking runs them on the operands `op` (the layer's own input and weight,
@@ -313,10 +356,16 @@ class ConvCudaLayer : public ConvLayer {
     if (!conv_desc_) {
       POSEIDON_CUDNN_CHECK(cudnnCreateTensorDescriptor(&x_desc_));
       POSEIDON_CUDNN_CHECK(cudnnCreateTensorDescriptor(&y_desc_));
-      POSEIDON_CUDNN_CHECK(cudnnCreateTensorDescriptor(&out_desc_));
       POSEIDON_CUDNN_CHECK(cudnnCreateTensorDescriptor(&bias_desc_));
       POSEIDON_CUDNN_CHECK(cudnnCreateFilterDescriptor(&w_desc_));
       POSEIDON_CUDNN_CHECK(cudnnCreateConvolutionDescriptor(&conv_desc_));
+      // NaN is not propagated: max(y, 0) as the CPU's y > 0 ? y : 0.
+      POSEIDON_CUDNN_CHECK(cudnnCreateActivationDescriptor(&relu_desc_));
+      POSEIDON_CUDNN_CHECK(
+          cudnnSetActivationDescriptor(relu_desc_, CUDNN_ACTIVATION_RELU, CUDNN_NOT_PROPAGATE_NAN, 0.0));
+      POSEIDON_CUDNN_CHECK(cudnnCreateActivationDescriptor(&identity_desc_));
+      POSEIDON_CUDNN_CHECK(
+          cudnnSetActivationDescriptor(identity_desc_, CUDNN_ACTIVATION_IDENTITY, CUDNN_NOT_PROPAGATE_NAN, 0.0));
     }
     auto to_int = [&](int64_t v) { return cudnn_int(v, name()); };
     const int n = to_int(shape[0]), c = to_int(shape[1]);
@@ -325,14 +374,12 @@ class ConvCudaLayer : public ConvLayer {
     // Element offsets too must stay within int.
     to_int(shape_numel(shape));
     to_int(n * int64_t(k) * out_h * out_w);
-    // The convolution's operands in its data type; the output once more in
-    // float32 for the bias, which is added and summed in float32.
+    // The convolution's operands in its data type; the bias in float32, in
+    // which it is added and its gradient summed.
     const cudnnDataType_t type = op.bf16 ? CUDNN_DATA_BFLOAT16 : CUDNN_DATA_FLOAT;
     POSEIDON_CUDNN_CHECK(
         cudnnSetTensor4dDescriptor(x_desc_, CUDNN_TENSOR_NCHW, type, n, c, to_int(shape[2]), to_int(shape[3])));
     POSEIDON_CUDNN_CHECK(cudnnSetTensor4dDescriptor(y_desc_, CUDNN_TENSOR_NCHW, type, n, k, out_h, out_w));
-    POSEIDON_CUDNN_CHECK(
-        cudnnSetTensor4dDescriptor(out_desc_, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, n, k, out_h, out_w));
     POSEIDON_CUDNN_CHECK(cudnnSetTensor4dDescriptor(bias_desc_, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, 1, k, 1, 1));
     // The filter's channel count is per group, as in the weight's layout.
     POSEIDON_CUDNN_CHECK(cudnnSetFilter4dDescriptor(w_desc_, type, CUDNN_TENSOR_NCHW, k, to_int(c / groups_),
@@ -430,14 +477,18 @@ class ConvCudaLayer : public ConvLayer {
         },
         what + " backward filter");
     log_ranking(filter, backward_filter_, what + " backward filter");
+    fused_forward_usable_ = true;
     planned_shape_ = shape;
     planned_math_ = conv_math;
     planned_deterministic_ = deterministic;
   }
 
-  cudnnTensorDescriptor_t x_desc_ = nullptr, y_desc_ = nullptr, out_desc_ = nullptr, bias_desc_ = nullptr;
+  cudnnTensorDescriptor_t x_desc_ = nullptr, y_desc_ = nullptr, bias_desc_ = nullptr;
   cudnnFilterDescriptor_t w_desc_ = nullptr;
   cudnnConvolutionDescriptor_t conv_desc_ = nullptr;
+  cudnnActivationDescriptor_t relu_desc_ = nullptr, identity_desc_ = nullptr;
+  // Whether cuDNN's fused forward runs for the planned shape (until it refuses).
+  bool fused_forward_usable_ = true;
   // The input shape, math and determinism the descriptors and choices are for.
   Shape planned_shape_;
   ConvMath planned_math_ = ConvMath::fp32;

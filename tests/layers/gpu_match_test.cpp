@@ -2,7 +2,10 @@
 // must have a GPU implementation (in a build with the CUDA backend), and on
 // every gradient-check case the GPU layer's forward and backward (outputs,
 // accumulated input gradients, parameter gradients, updated buffers) equal
-// the CPU layer's to relative 1e-4, with TF32 off. A value that is a sum of
+// the CPU layer's to relative 1e-4, with TF32 off; a case that fuses a ReLU
+// into the layer (core/relu_fusion.h) does so on both sides, where the GPU
+// layer applies one of its own (conv: cuDNN's fused bias and activation or
+// the engine's bias epilogue). A value that is a sum of
 // products (conv and fc) is allowed besides the rounding that two float32
 // summations in different orders may differ by: a small multiple of the
 // float32 epsilon times the sum of the terms' magnitudes, which the CPU
@@ -23,6 +26,7 @@
 
 #include "core/device_memory.h"
 #include "core/registry.h"
+#include "core/relu_fusion.h"
 #include "gpu_required.h"
 #include "layers/grad_check.h"
 
@@ -42,6 +46,7 @@ constexpr double kSumTolerance = 1e-6;
 struct Side {
   Device device;
   std::unique_ptr<Layer> layer;
+  bool relu_fused = false;  // the case fuses a ReLU and the layer took it
   std::vector<Tensor> in, in_grad, out, out_grad;
   LayerIO io;
 };
@@ -56,6 +61,7 @@ Side build(const GradCase& c, const Device& device, const Placement& placement) 
   Side s;
   s.device = device;
   s.layer = LayerRegistry::instance().create(ConfigNode::parse(c.yaml, c.name), device);
+  if (c.fuse_relu) s.relu_fused = dynamic_cast<ReluFusable&>(*s.layer).fuse_relu();
   std::vector<Shape> out_shapes = s.layer->reshape(c.inputs);
   for (const auto& shape : c.inputs) {
     s.in.emplace_back(shape, device);
@@ -130,9 +136,12 @@ void set_absolute(const Side& cpu, Side& bound) {
   for (size_t k = 0; k < cpu.out.size(); ++k) bound.out_grad[k].copy_from(absolute(cpu.out_grad[k]));
 }
 
-std::string compare_case(const GradCase& c, const Placement& placement = {}) {
+// The mismatches, or "" where they agree; nullopt where the case fuses a
+// ReLU that the GPU layer does not apply itself.
+std::optional<std::string> compare_case(const GradCase& c, const Placement& placement = {}) {
   Side cpu = build(c, Device{}, placement);
   Side gpu = build(c, Device::cuda(0), placement);
+  if (c.fuse_relu && !gpu.relu_fused) return std::nullopt;
   std::mt19937_64 rng(99);
   for (size_t k = 0; k < cpu.in.size(); ++k) {
     int64_t classes = k < c.label_classes.size() ? c.label_classes[k] : 0;
@@ -210,9 +219,9 @@ class GpuMatchesCpu : public ::testing::TestWithParam<GradCase> {};
 
 TEST_P(GpuMatchesCpu, ForwardAndBackward) {
   POSEIDON_SKIP_WITHOUT_GPU();
-  if (GetParam().fuse_relu) GTEST_SKIP() << "no GPU layer applies a ReLU of its own (core/relu_fusion.h)";
-  std::string failure = compare_case(GetParam());
-  EXPECT_TRUE(failure.empty()) << GetParam().name << ":\n" << failure;
+  const std::optional<std::string> failure = compare_case(GetParam());
+  if (!failure) GTEST_SKIP() << "the GPU layer applies no ReLU of its own (core/relu_fusion.h)";
+  EXPECT_TRUE(failure->empty()) << GetParam().name << ":\n" << *failure;
 }
 
 INSTANTIATE_TEST_SUITE_P(AllLayers, GpuMatchesCpu, ::testing::ValuesIn(grad_cases()),
@@ -233,6 +242,14 @@ const std::vector<LargeCase>& large_cases() {
       {{"conv_first_layer", "{name: conv1, type: conv, num_output: 64, kernel_size: 3, pad: 1}", {{2, 3, 112, 112}}},
        {.first_layer = true}},
       {{"conv_grid_stride", "{name: c, type: conv, num_output: 32, kernel_size: 3, pad: 1}", {{2, 16, 160, 160}}}},
+      {{.name = "conv_relu_fused_grid_stride",
+        .yaml = "{name: c, type: conv, num_output: 32, kernel_size: 3, pad: 1}",
+        .inputs = {{2, 16, 160, 160}},
+        .fuse_relu = true}},
+      {{.name = "conv_relu_fused_no_bias",
+        .yaml = "{name: c, type: conv, num_output: 32, kernel_size: 3, pad: 1, bias: false}",
+        .inputs = {{2, 16, 40, 40}},
+        .fuse_relu = true}},
       {{"pool_max_grid_stride", "{name: p, type: pool, kernel_size: 2, stride: 2}", {{2, 64, 112, 112}}}},
       {{"pool_avg_grid_stride", "{name: p, type: pool, mode: avg, kernel_size: 3, stride: 1, pad: 1}",
         {{2, 32, 140, 140}}}},
@@ -257,7 +274,7 @@ class GpuMatchesCpuLarge : public ::testing::TestWithParam<LargeCase> {};
 
 TEST_P(GpuMatchesCpuLarge, ForwardAndBackward) {
   POSEIDON_SKIP_WITHOUT_GPU();
-  std::string failure = compare_case(GetParam().layer, GetParam().placement);
+  const std::string failure = compare_case(GetParam().layer, GetParam().placement).value();
   EXPECT_TRUE(failure.empty()) << GetParam().layer.name << ":\n" << failure;
 }
 
@@ -268,14 +285,14 @@ INSTANTIATE_TEST_SUITE_P(LargeShapes, GpuMatchesCpuLarge, ::testing::ValuesIn(la
 // which sum with atomics (`deterministic: false`): the same comparisons hold.
 TEST(GpuMatchesCpuFastest, ConvolutionsMatchTheCpu) {
   POSEIDON_SKIP_WITHOUT_GPU();
-  auto is_conv = [](const GradCase& c) { return c.yaml.find("type: conv") != std::string::npos && !c.fuse_relu; };
+  auto is_conv = [](const GradCase& c) { return c.yaml.find("type: conv") != std::string::npos; };
   device_memory::set_deterministic(Device::cuda(0), false);
   std::string failures;
   int cases = 0;
   for (const GradCase& c : grad_cases())
-    if (is_conv(c)) failures += compare_case(c), ++cases;
+    if (is_conv(c)) failures += compare_case(c).value(), ++cases;
   for (const LargeCase& c : large_cases())
-    if (is_conv(c.layer)) failures += compare_case(c.layer, c.placement), ++cases;
+    if (is_conv(c.layer)) failures += compare_case(c.layer, c.placement).value(), ++cases;
   device_memory::set_deterministic(Device::cuda(0), true);
   EXPECT_GE(cases, 10);
   EXPECT_TRUE(failures.empty()) << failures;
