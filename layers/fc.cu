@@ -1,20 +1,29 @@
-// Fully connected on the GPU: the three products are cuBLAS SGEMMs, the bias
-// add a small kernel, the bias gradient the engine's channel sums. cuBLAS is
-// column-major: a row-major [r, c] matrix is, to cuBLAS, the column-major
-// [c, r] matrix that is its transpose, so each row-major product C = A B is
-// asked for as C^T = B^T A^T.
+// Fully connected on the GPU. cuBLAS is column-major: a row-major [r, c]
+// matrix is, to cuBLAS, the column-major [c, r] matrix that is its
+// transpose, so each row-major product C = A B is asked for as
+// C^T = B^T A^T.
 //
-// In precision bf16 the products are cublasGemmEx calls that read bfloat16
-// copies of X, W and dY (rounded into the context's bf16 operand buffers) and
-// write float32 with float32 accumulation (CUBLAS_COMPUTE_32F) straight into
-// the layer's tensors; the bias gradient is summed from the rounded dY, as
-// the CPU's bf16 layer sums it.
+// The forward GEMM adds the bias and applies a fused ReLU
+// (core/relu_fusion.h) in cuBLASLt's epilogue (core/cuda/lt_matmul.h); the
+// weight gradient's GEMM writes the bias gradient in its BGRADB epilogue.
+// Where cuBLASLt refuses a shape the GEMMs are cuBLAS's, the bias and ReLU
+// one pass of the bias epilogue (core/cuda/bias_epilogue.h) and the bias
+// gradient the engine's channel sums (core/cuda/channel_sums.h). A fused
+// ReLU's backward masks dY in place first.
+//
+// In precision bf16 the products read bfloat16 copies of X, W and dY
+// (rounded into the context's bf16 operand buffers) and write float32 with
+// float32 accumulation (CUBLAS_COMPUTE_32F) straight into the layer's
+// tensors; the bias gradient is summed from the rounded dY, as the CPU's
+// bf16 layer sums it.
 #include <climits>
 
 #include "core/cuda/bf16.h"
+#include "core/cuda/bias_epilogue.h"
 #include "core/cuda/channel_sums.h"
 #include "core/cuda/check.h"
 #include "core/cuda/context.h"
+#include "core/cuda/lt_matmul.h"
 #include "core/error.h"
 #include "core/registry.h"
 #include "layers/fc.h"
@@ -22,13 +31,6 @@
 namespace poseidon {
 
 namespace {
-
-// y[n, o] += b[o] over a row-major [rows, cols] matrix.
-__global__ void add_bias(float* y, const float* b, size_t rows, size_t cols) {
-  const size_t total = rows * cols;
-  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < total; i += size_t(gridDim.x) * blockDim.x)
-    y[i] += b[i % cols];
-}
 
 int blas_int(int64_t v) {
   POSEIDON_CHECK(v >= 0 && v <= INT_MAX) << "matrix dimension " << v << " exceeds cuBLAS's int";
@@ -56,55 +58,76 @@ class FcCudaLayer : public FcLayer {
   // Every precision: bf16 was checked against the GPU's compute capability.
   bool supports_precision(Precision) const override { return true; }
 
-  // No GPU kernel applies a ReLU of its own: the ReLU layer stays.
-  bool fuse_relu() override { return false; }
+  // The ReLU after the layer is applied in the forward GEMM's epilogue (or
+  // the bias epilogue's pass) and, in backward, as a mask on dY.
+  bool fuse_relu() override { return relu_fused_ = true; }
 
   std::vector<Shape> reshape(const std::vector<Shape>& in) override { return {accept_input(in[0])}; }
 
   // Y [N, O] = X [N, F] W^T, asked for as Y^T (O x N) = W (O x F) X^T (F x N):
   // W's memory is, column-major, W^T (F x O), hence op T; X's is X^T, op N.
+  // The bias (a vector over Y^T's rows) and a fused ReLU in cuBLASLt's
+  // epilogue, else in one pass after the GEMM.
   void forward(LayerIO& io, RunContext& ctx) override {
     POSEIDON_CHECK(io.in[0]->numel() == batch_ * features_) << name() << ": forward before reshape";
     if (batch_ == 0) return;
     auto& cuda_ctx = cuda::Context::get(ctx.device.index);
+    cudaStream_t stream = cuda_ctx.compute();
     float* y = io.out[0]->data();
+    const float* bias = has_bias_ ? param(1).value.data() : nullptr;
     const int n = blas_int(batch_), o = blas_int(num_output_), f = blas_int(features_);
     if (f == 0) {
-      POSEIDON_CUDA_CHECK(cudaMemsetAsync(y, 0, size_t(n) * o * sizeof(float), cuda_ctx.compute()));
+      POSEIDON_CUDA_CHECK(cudaMemsetAsync(y, 0, size_t(n) * o * sizeof(float), stream));
     } else {
       Operands op(*this, cuda_ctx);
-      gemm(cuda_ctx.cublas(), op.bf16, CUBLAS_OP_T, CUBLAS_OP_N, o, n, f, op.read(Slot::weight, param(0).value), f,
-           op.read(Slot::input, *io.in[0]), f, 0.f, y, o);
+      const void* w = op.read(Slot::weight, param(0).value);
+      const void* x = op.read(Slot::input, *io.in[0]);
+      const cuda::LtShape fused{.op_a = CUBLAS_OP_T, .op_b = CUBLAS_OP_N, .m = o, .n = n, .k = f, .lda = f,
+                                .ldb = f, .ldd = o, .bf16 = op.bf16, .tf32 = cuda_ctx.tf32(),
+                                .epilogue = forward_epilogue()};
+      if ((bias || relu_fused_) && forward_lt_.run(cuda_ctx, fused, w, x, y, const_cast<float*>(bias))) return;
+      gemm(cuda_ctx.cublas(), op.bf16, CUBLAS_OP_T, CUBLAS_OP_N, o, n, f, w, f, x, f, 0.f, y, o);
     }
-    if (!has_bias_) return;
-    const size_t total = size_t(n) * o;
-    add_bias<<<cuda::blocks_for(total), 256, 0, cuda_ctx.compute()>>>(y, param(1).value.data(), n, o);
-    POSEIDON_CUDA_CHECK_LAUNCH();
+    if (bias || relu_fused_) cuda::bias_epilogue(y, y, bias, n, o, 1, relu_fused_, stream);
   }
 
   void backward(LayerIO& io, RunContext& ctx) override {
     auto& cuda_ctx = cuda::Context::get(ctx.device.index);
     cudaStream_t stream = cuda_ctx.compute();
     const int n = blas_int(batch_), o = blas_int(num_output_), f = blas_int(features_);
+    // A fused ReLU's backward turns dY into the gradient at the ReLU's input,
+    // in place, as the CPU layer does: no layer reads it after this one.
+    if (relu_fused_)
+      cuda::relu_mask(io.out[0]->data(), const_cast<float*>(io.out_grad[0]->data()), io.out_grad[0]->numel(), stream);
     Operands op(*this, cuda_ctx);
     const void* dy = op.read(Slot::output, *io.out_grad[0]);
     // dW [O, F] = dY^T X, overwritten like the CPU's, asked for as
     // dW^T (F x O) = X^T (F x N) dY (N x O): X's memory is X^T (op N), dY's
-    // is dY^T (O x N), hence op T.
+    // is dY^T (O x N), hence op T. db [O] is the sum of that B = dY over
+    // the GEMM's k (N): cuBLASLt's BGRADB epilogue writes it where it can.
+    bool bias_summed = false;
     if (io.writes_param_grad(0) && f > 0) {
       float* dw = param(0).grad.data();
+      const void* x = n > 0 ? op.read(Slot::input, *io.in[0]) : nullptr;
+      const cuda::LtShape with_bias_grad{.op_a = CUBLAS_OP_N, .op_b = CUBLAS_OP_T, .m = f, .n = o, .k = n, .lda = f,
+                                         .ldb = o, .ldd = f, .bf16 = op.bf16, .tf32 = cuda_ctx.tf32(),
+                                         .epilogue = CUBLASLT_EPILOGUE_BGRADB};
       if (n == 0)
         POSEIDON_CUDA_CHECK(cudaMemsetAsync(dw, 0, size_t(o) * f * sizeof(float), stream));
+      else if (has_bias_ && weight_grad_lt_.run(cuda_ctx, with_bias_grad, x, dy, dw, param(1).grad.data()))
+        bias_summed = true;
       else
-        gemm(cuda_ctx.cublas(), op.bf16, CUBLAS_OP_N, CUBLAS_OP_T, f, o, n, op.read(Slot::input, *io.in[0]), f, dy, o,
-             0.f, dw, f);
+        gemm(cuda_ctx.cublas(), op.bf16, CUBLAS_OP_N, CUBLAS_OP_T, f, o, n, x, f, dy, o, 0.f, dw, f);
     }
-    // db [O] = the sum over n of dY [n, O] (core/cuda/channel_sums.h: for a
-    // batch of up to 256 rows, n ascending as the CPU adds them).
-    if (has_bias_ && op.bf16)
-      cuda::channel_sums(cuda_ctx, param(1).grad.data(), static_cast<const uint16_t*>(dy), n, o, 1);
-    else if (has_bias_)
-      cuda::channel_sums(cuda_ctx, param(1).grad.data(), static_cast<const float*>(dy), n, o, 1);
+    // Else db [O] = the sum over n of dY [n, O] (core/cuda/channel_sums.h:
+    // for a batch of up to 256 rows, n ascending as the CPU adds them).
+    if (has_bias_ && !bias_summed) {
+      float* db = param(1).grad.data();
+      if (op.bf16)
+        cuda::channel_sums(cuda_ctx, db, static_cast<const uint16_t*>(dy), n, o, 1);
+      else
+        cuda::channel_sums(cuda_ctx, db, static_cast<const float*>(dy), n, o, 1);
+    }
     // dX [N, F] += dY W, asked for as dX^T (F x N) += W^T (F x O) dY^T (O x N):
     // both memories already are those column-major matrices (op N). Where
     // this layer is the first to write dX it overwrites it (beta 0; with no
@@ -120,6 +143,12 @@ class FcCudaLayer : public FcLayer {
  private:
   using Slot = cuda::Context::Bf16Operand;
 
+  // What cuBLASLt's forward epilogue applies: the bias, a fused ReLU, or both.
+  cublasLtEpilogue_t forward_epilogue() const {
+    if (!has_bias_) return CUBLASLT_EPILOGUE_RELU;
+    return relu_fused_ ? CUBLASLT_EPILOGUE_RELU_BIAS : CUBLASLT_EPILOGUE_BIAS;
+  }
+
   // What the products read: the layer's float32 tensors, or in precision
   // bf16 their bfloat16 copies, rounded into the context's bf16 operand buffers
   // as they are read.
@@ -134,6 +163,9 @@ class FcCudaLayer : public FcLayer {
     const bool bf16;
     cuda::Context& gpu;
   };
+
+  // The forward GEMM with its epilogue, and dW's GEMM writing db.
+  cuda::LtMatmul forward_lt_, weight_grad_lt_;
 };
 
 }  // namespace

@@ -3,7 +3,10 @@
 # the GPU tests (every layer's forward and backward against its CPU version,
 # the allocator, the staging streams, the GEMM, NCCL; no GPU where one is
 # expected is a failure, not a skip; precision bf16's layers against the
-# CPU's and a bf16 training step against float32; nets whose blobs fan out
+# CPU's and a bf16 training step against float32; the bias gradients'
+# channel sums and the bias epilogue bit for bit against their CPU
+# references, conv and fc with fused bias and ReLU against the CPU and
+# repeating bit for bit; nets whose blobs fan out
 # into ReLU, pooling and dropout against the CPU; dropout's device-drawn mask
 # bit for bit against the CPU's; the first non-finite layer output named as on
 # the CPU; the step's finite guard, its flag and the updates that read it

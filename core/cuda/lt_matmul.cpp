@@ -1,0 +1,83 @@
+// cuBLASLt matmuls with fused epilogues (see lt_matmul.h).
+#include "core/cuda/lt_matmul.h"
+
+#include "core/cuda/check.h"
+
+namespace poseidon::cuda {
+
+namespace {
+
+template <class T>
+void set(cublasLtMatmulDesc_t desc, cublasLtMatmulDescAttributes_t attribute, const T& value) {
+  POSEIDON_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc, attribute, &value, sizeof value));
+}
+
+}  // namespace
+
+LtMatmul::~LtMatmul() {
+  release();
+  if (handle_) cublasLtDestroy(handle_);
+}
+
+void LtMatmul::release() {
+  // Destruction may run at exit: statuses are ignored.
+  if (desc_) cublasLtMatmulDescDestroy(desc_);
+  for (cublasLtMatrixLayout_t layout : {a_, b_, d_})
+    if (layout) cublasLtMatrixLayoutDestroy(layout);
+  desc_ = nullptr;
+  a_ = b_ = d_ = nullptr;
+  usable_ = false;
+}
+
+void LtMatmul::plan(const LtShape& s, void* vector) {
+  release();
+  planned_ = s;
+  if (!handle_) POSEIDON_CUBLAS_CHECK(cublasLtCreate(&handle_));
+  const cublasComputeType_t compute = s.tf32 && !s.bf16 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
+  POSEIDON_CUBLAS_CHECK(cublasLtMatmulDescCreate(&desc_, compute, CUDA_R_32F));
+  set(desc_, CUBLASLT_MATMUL_DESC_TRANSA, s.op_a);
+  set(desc_, CUBLASLT_MATMUL_DESC_TRANSB, s.op_b);
+  set(desc_, CUBLASLT_MATMUL_DESC_EPILOGUE, s.epilogue);
+  // The heuristic reads the vector's alignment from its pointer.
+  set(desc_, CUBLASLT_MATMUL_DESC_BIAS_POINTER, vector);
+  const cudaDataType_t in = s.bf16 ? CUDA_R_16BF : CUDA_R_32F;
+  // A and B as stored: op(A) is m x k, op(B) k x n.
+  const bool a_n = s.op_a == CUBLAS_OP_N, b_n = s.op_b == CUBLAS_OP_N;
+  POSEIDON_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&a_, in, a_n ? s.m : s.k, a_n ? s.k : s.m, s.lda));
+  POSEIDON_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&b_, in, b_n ? s.k : s.n, b_n ? s.n : s.k, s.ldb));
+  POSEIDON_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&d_, CUDA_R_32F, s.m, s.n, s.ldd));
+
+  cublasLtMatmulPreference_t preference = nullptr;
+  POSEIDON_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&preference));
+  const size_t limit = kWorkspace;
+  cublasStatus_t status =
+      cublasLtMatmulPreferenceSetAttribute(preference, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &limit, sizeof limit);
+  cublasLtMatmulHeuristicResult_t best{};
+  int found = 0;
+  if (status == CUBLAS_STATUS_SUCCESS)
+    status = cublasLtMatmulAlgoGetHeuristic(handle_, desc_, a_, b_, d_, d_, preference, 1, &best, &found);
+  cublasLtMatmulPreferenceDestroy(preference);
+  // No heuristic for this configuration (the epilogue with these types or
+  // transposes), or no algorithm: refused.
+  if (status != CUBLAS_STATUS_SUCCESS || found == 0 || best.state != CUBLAS_STATUS_SUCCESS) return;
+  algo_ = best.algo;
+  workspace_ = best.workspaceSize;
+  usable_ = true;
+}
+
+bool LtMatmul::run(Context& gpu, const LtShape& s, const void* a, const void* b, float* d, void* vector) {
+  if (!(s == planned_) || !desc_) plan(s, vector);
+  if (!usable_) return false;
+  set(desc_, CUBLASLT_MATMUL_DESC_BIAS_POINTER, vector);
+  const float one = 1.f, zero = 0.f;
+  const cublasStatus_t status = cublasLtMatmul(handle_, desc_, &one, a, a_, b, b_, &zero, d, d_, d, d_, &algo_,
+                                               gpu.workspace(workspace_), workspace_, gpu.compute());
+  if (status == CUBLAS_STATUS_NOT_SUPPORTED) {
+    usable_ = false;  // cuBLASLt queued nothing; the caller's path from now on
+    return false;
+  }
+  POSEIDON_CUBLAS_CHECK(status);
+  return true;
+}
+
+}  // namespace poseidon::cuda
