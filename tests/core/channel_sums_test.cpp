@@ -11,6 +11,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <random>
@@ -119,18 +120,21 @@ TEST(ChannelSums, ReferenceIsWithinFloat32RoundingOfTheExactSum) {
   }
 }
 
-// 2^24 then 511 ones in one strided chunk: a plain loop loses every one
-// (2^24 + 1 rounds back to 2^24); in the plan's order thread 0 loses its
-// one (2^24 + x[256]) and the other 255 threads' shares of two ones reach
-// it through the tree exactly (even numbers below 2^25): 2^24 + 510.
+// One strided chunk of 512 values: 2^24, 255 ones, 256 zeros. A plain loop,
+// and threads' shares added one after another, lose every one (2^24 + 1
+// rounds back to 2^24). In the plan's order thread t's share is x[t] (plus
+// a zero), and the tree loses only share 128's one, which meets 2^24 alone
+// at the first level; the other 254 reach it in pairs, fours, ... which
+// 2^24 + an even number holds exactly: 2^24 + 254.
 TEST(ChannelSums, ReferenceAddsInThePlansOrder) {
   const SumsShape s{1, 1, 512};
-  std::vector<float> x(512, 1.f);
+  std::vector<float> x(512, 0.f);
+  std::fill(x.begin(), x.begin() + 256, 1.f);
   x[0] = 16777216.f;
   float sum = 0.f;
   channel_sums_reference(&sum, x.data(), plan_channel_sums(s.outer, s.channels, s.inner));
   EXPECT_EQ(plain_sum<float>(x, s, 0), 16777216.f);
-  EXPECT_EQ(sum, 16777216.f + 510.f);
+  EXPECT_EQ(sum, 16777216.f + 254.f);
 }
 
 #ifdef POSEIDON_HAVE_CUDA
