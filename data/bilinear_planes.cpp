@@ -6,11 +6,16 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <vector>
 
 namespace poseidon {
 
 namespace {
+// A pixel's B, G, R (and one more float) in one register of four floats
+// (a GCC and Clang vector type, whatever the target's vector unit).
+typedef float Lanes __attribute__((vector_size(16)));
+
 // Output index i reads source pixels `index` and index + 1, the latter with `weight`.
 struct Tap {
   int64_t index;
@@ -46,7 +51,9 @@ void bilinear_planes(const BgrPixels& src, const AxisMap& rows, const AxisMap& c
   const uint8_t* base = src.data + 3 * first;
   std::vector<int32_t> offsets(col_taps.size());
   for (size_t x = 0; x < col_taps.size(); ++x) offsets[x] = static_cast<int32_t>(3 * (col_taps[x].index - first));
-  std::vector<float> line(static_cast<size_t>(span + 3));
+  // Four more floats: a pixel's three channels are read as four lanes.
+  std::vector<float> line(static_cast<size_t>(span + 4));
+  const Lanes gain_bgr = {gain[2], gain[1], gain[0], 0}, bias_bgr = {bias[2], bias[1], bias[0], 0};
   const int64_t plane = out_h * out_w;
   for (int64_t y = 0; y < out_h; ++y) {
     const Tap& ty = row_taps[static_cast<size_t>(y)];
@@ -59,15 +66,19 @@ void bilinear_planes(const BgrPixels& src, const AxisMap& rows, const AxisMap& c
       blend[k] = a + wy * (static_cast<float>(below[k]) - a);
     }
     for (int c = 0; c < 3; ++c) blend[span + c] = blend[span - 3 + c];
+    blend[span + 3] = 0;
     float* r = dst + y * out_w;
     float* g = r + plane;
     float* b = g + plane;
     for (int64_t x = 0; x < out_w; ++x) {
       const float* p = blend + offsets[static_cast<size_t>(x)];
-      const float wx = col_taps[static_cast<size_t>(x)].weight;
-      b[x] = (p[0] + wx * (p[3] - p[0])) * gain[2] + bias[2];
-      g[x] = (p[1] + wx * (p[4] - p[1])) * gain[1] + bias[1];
-      r[x] = (p[2] + wx * (p[5] - p[2])) * gain[0] + bias[0];
+      Lanes left, right;
+      std::memcpy(&left, p, sizeof left);
+      std::memcpy(&right, p + 3, sizeof right);
+      const Lanes v = (left + col_taps[static_cast<size_t>(x)].weight * (right - left)) * gain_bgr + bias_bgr;
+      b[x] = v[0];
+      g[x] = v[1];
+      r[x] = v[2];
     }
   }
 }
