@@ -161,7 +161,7 @@ bool lowrank_applicable(Net& net, size_t layer, int rank) {
 
 CommPlan plan_for_config(Net& net, const DistConfig& config, int world_size, const LinkModel& link,
                          const std::map<size_t, Scheme>* pinned, const std::map<size_t, Wire>* pinned_wires,
-                         int64_t batch) {
+                         int64_t batch, const std::map<size_t, int>* pinned_ranks) {
   std::vector<PlannedParam> params = backward_order(net);
   std::map<size_t, Scheme> chosen;  // hybrid: by layer
   std::map<size_t, Wire> chosen_wires;
@@ -181,6 +181,7 @@ CommPlan plan_for_config(Net& net, const DistConfig& config, int world_size, con
     p.wire = chosen_wires.count(p.layer) ? chosen_wires.at(p.layer) : wire;
     p.rank = chosen_ranks.count(p.layer) ? chosen_ranks.at(p.layer) : 0;
     if (pinned_wires && pinned_wires->count(p.layer)) p.wire = pinned_wires->at(p.layer);
+    if (pinned_ranks && pinned_ranks->count(p.layer)) p.rank = pinned_ranks->at(p.layer);
     if (config.scheme == SchemeChoice::hybrid)
       p.scheme = chosen.at(p.layer);
     else if (config.scheme == SchemeChoice::allreduce)

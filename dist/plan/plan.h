@@ -86,9 +86,12 @@ bool sfb_applicable(Net& net, size_t layer);
 // config.wire (with dist.compression auto: as the planner chose per layer),
 // or as `pinned_wires` gives it per layer. The planner weighs SFB at `batch`
 // examples per rank (0: the Net's batch; the simulator's Net holds another).
+// A lowrank layer's rank is the planner's, or as `pinned_ranks` gives it,
+// else dist.lowrank_rank.
 CommPlan plan_for_config(Net& net, const DistConfig& config, int world_size, const LinkModel& link = {},
                          const std::map<size_t, Scheme>* pinned = nullptr,
-                         const std::map<size_t, Wire>* pinned_wires = nullptr, int64_t batch = 0);
+                         const std::map<size_t, Wire>* pinned_wires = nullptr, int64_t batch = 0,
+                         const std::map<size_t, int>* pinned_ranks = nullptr);
 
 // Whether layer `layer` can be compressed to low rank `rank`: its first
 // learnable parameter has two or more dimensions, read as a matrix of

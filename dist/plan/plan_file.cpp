@@ -91,6 +91,8 @@ PlanRecord plan_record(const CommPlan& plan, Net& net, const LinkModel& link) {
   for (const auto& [layer, scheme] : by_layer) r.layers.emplace_back(net.layer(layer).name(), scheme);
   for (const PlannedParam& p : plan.params)
     if (p.wire != Wire::fp32) r.wires[net.layer(p.layer).name()] = p.wire;
+  for (const SyncGroup& g : plan.groups)
+    if (g.scheme == Scheme::lowrank) r.ranks[net.layer(plan.params[g.params[0]].layer).name()] = g.rank;
   return r;
 }
 
@@ -104,6 +106,7 @@ PlanRecord plan_record(const std::vector<LayerPlan>& layers, Net& net, int worke
   for (const LayerPlan& lp : layers) {
     r.layers.emplace_back(net.layer(lp.layer).name(), lp.scheme);
     if (lp.wire != Wire::fp32) r.wires[net.layer(lp.layer).name()] = lp.wire;
+    if (lp.scheme == Scheme::lowrank && lp.rank > 0) r.ranks[net.layer(lp.layer).name()] = lp.rank;
   }
   return r;
 }
@@ -111,9 +114,11 @@ PlanRecord plan_record(const std::vector<LayerPlan>& layers, Net& net, int worke
 std::string plan_json(const PlanRecord& record) {
   nlohmann::json layers = nlohmann::json::array();
   for (const auto& [name, scheme] : record.layers) layers.push_back({{"name", name}, {"scheme", scheme_name(scheme)}});
-  for (nlohmann::json& layer : layers)
-    if (auto wire = record.wires.find(layer["name"].get<std::string>()); wire != record.wires.end())
-      layer["wire"] = wire_name(wire->second);
+  for (nlohmann::json& layer : layers) {
+    const std::string name = layer["name"].get<std::string>();
+    if (auto wire = record.wires.find(name); wire != record.wires.end()) layer["wire"] = wire_name(wire->second);
+    if (auto rank = record.ranks.find(name); rank != record.ranks.end()) layer["rank"] = rank->second;
+  }
   nlohmann::json j = {{"format", kFormat},          {"model", record.model}, {"workers", record.workers},
                       {"batch", record.batch},      {"link", link_json(record.link)},
                       {"layers", layers}};
@@ -132,7 +137,7 @@ PlanRecord read_plan_file(const std::string& path) {
     throw Error(path + ": not JSON (" + e.what() + ")");
   }
   PlanRecord r;
-  const char* key = "format";
+  std::string key = "format";
   try {
     if (j.at(key).get<std::string>() != kFormat)
       throw std::invalid_argument(std::string("expected \"") + kFormat + "\"");
@@ -150,6 +155,19 @@ PlanRecord read_plan_file(const std::string& path) {
     for (const auto& layer : j.at(key))
       if (layer.contains("wire"))
         r.wires[layer.at("name").get<std::string>()] = parse_wire(layer.at("wire").get<std::string>());
+    for (size_t i = 0; i < r.layers.size(); ++i) {
+      const nlohmann::json& layer = j.at("layers").at(i);
+      if (!layer.contains("rank")) continue;
+      key = "layers[" + std::to_string(i) + "].rank";
+      const nlohmann::json& rank = layer.at("rank");
+      if (!rank.is_number_integer() || rank.get<int64_t>() < 1 || rank.get<int64_t>() > (1 << 20))
+        throw std::invalid_argument("expected an integer from 1 (the rank of the factors of layer '" +
+                                    r.layers[i].first + "'), found " + rank.dump());
+      if (r.layers[i].second != Scheme::lowrank)
+        throw std::invalid_argument("a rank is for lowrank layers only; layer '" + r.layers[i].first + "' is " +
+                                    scheme_name(r.layers[i].second));
+      r.ranks[r.layers[i].first] = rank.get<int>();
+    }
     key = "tuned";
     if (j.contains(key)) r.tuned = tuned_from(j.at(key));
   } catch (const std::exception& e) {
@@ -204,6 +222,19 @@ std::map<size_t, Scheme> pinned_schemes(const PlanRecord& record, Net& net, cons
     if (!out.count(p.layer))
       throw Error(path + ": no scheme for layer '" + net.layer(p.layer).name() + "' (plan made for model '" +
                   record.model + "')");
+  return out;
+}
+
+std::map<size_t, int> pinned_ranks(const PlanRecord& record, Net& net, const std::string& path) {
+  std::map<size_t, int> out;
+  for (size_t i = 0; i < net.num_layers(); ++i)
+    if (auto rank = record.ranks.find(net.layer(i).name()); rank != record.ranks.end()) {
+      if (!lowrank_applicable(net, i, rank->second))
+        throw Error(path + ": layer '" + rank->first + "' cannot be compressed to rank " +
+                    std::to_string(rank->second) + " (lowrank needs a weight of two or more dimensions, both sides " +
+                    "above the rank)");
+      out[i] = rank->second;
+    }
   return out;
 }
 

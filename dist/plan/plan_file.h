@@ -19,7 +19,10 @@
 //              "allreduce": "auto", "fusion": "auto", "spread_blocks": true, "ranks_per_host": 1}
 //    "layers": [{"name": "fc1", "scheme": "sfb"}, {"name": "conv1", "scheme": "ps", "wire": "bf16"}, ...]}
 // A layer's "wire" (dist/plan/wire.h) is written where it is not fp32; a plan
-// file may set it per layer, which then overrides dist.wire.
+// file may set it per layer, which then overrides dist.wire. A lowrank
+// layer's "rank" (of its factors, as the planner chose it) is written too,
+// and pins it; without one the layer takes dist.lowrank_rank:
+//    {"name": "fc6", "scheme": "lowrank", "rank": 8}
 #pragma once
 
 #include <map>
@@ -51,6 +54,7 @@ struct PlanRecord {
   std::vector<std::pair<std::string, Scheme>> layers;  // every layer with learnable parameters, in layer order
   std::optional<TunedOptions> tuned;                   // what `plan --tune` chose
   std::map<std::string, Wire> wires;                   // by layer name: the wire formats pinned per layer
+  std::map<std::string, int> ranks;                    // by layer name: the ranks of lowrank layers' factors
 };
 
 // Writes the tuned options over `config`'s.
@@ -79,5 +83,8 @@ std::optional<LinkModel> parse_link_text(const std::string& text);
 std::map<size_t, Scheme> pinned_schemes(const PlanRecord& record, Net& net, const std::string& path);
 // The wire formats `record` pins, by layer index (its layers are checked by pinned_schemes).
 std::map<size_t, Wire> pinned_wires(const PlanRecord& record, Net& net);
+// The lowrank layers' ranks `record` pins, by layer index. Throws Error
+// naming `path` and the layer when a layer cannot be compressed to its rank.
+std::map<size_t, int> pinned_ranks(const PlanRecord& record, Net& net, const std::string& path);
 
 }  // namespace poseidon::dist

@@ -24,11 +24,14 @@ Session::Session(Net& net, const ConfigNode& model, Solver& solver, const World&
   Net& exchanged = mirror_ ? *mirror_ : net_;
   std::map<size_t, Scheme> pinned;
   std::map<size_t, Wire> wires;
+  std::map<size_t, int> ranks;
   if (options.pinned_plan) {
     pinned = pinned_schemes(*options.pinned_plan, exchanged, options.pinned_plan_path);
     wires = pinned_wires(*options.pinned_plan, exchanged);
+    ranks = pinned_ranks(*options.pinned_plan, exchanged, options.pinned_plan_path);
     for (const auto& [layer, scheme] : pinned)
-      if (scheme == Scheme::lowrank && !lowrank_applicable(exchanged, layer, config_.lowrank_rank))
+      if (scheme == Scheme::lowrank && !ranks.count(layer) &&
+          !lowrank_applicable(exchanged, layer, config_.lowrank_rank))
         throw Error(options.pinned_plan_path + ": layer '" + exchanged.layer(layer).name() +
                     "' cannot be compressed to rank " + std::to_string(config_.lowrank_rank) +
                     " (lowrank needs a weight of two or more dimensions, both sides above dist.lowrank_rank)");
@@ -56,7 +59,7 @@ Session::Session(Net& net, const ConfigNode& model, Solver& solver, const World&
   scheduler_ =
       std::make_unique<Scheduler>(exchanged, solver, world,
                                   plan_for_config(exchanged, config_, world.size(), link_.value_or(LinkModel{}),
-                                                  options.pinned_plan ? &pinned : nullptr, &wires),
+                                                  options.pinned_plan ? &pinned : nullptr, &wires, 0, &ranks),
                                   std::move(scheduler));
   if (mirror_) staging_ = std::make_unique<HostStagingSink>(net_, *mirror_, *scheduler_);
 }
