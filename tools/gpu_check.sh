@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # The GPU check in one go, for a machine with an NVIDIA GPU (H100/H200): runs
 # the GPU tests (every layer's forward and backward against its CPU version,
-# the allocator, the staging streams, the GEMM, NCCL; no GPU where one is
+# the allocator, the staging streams, the GEMM, NCCL, a bucket averaged and
+# updated on the GPU against the host (dist_tests' CudaDeviceExchange.*, two
+# ranks' part where there are two GPUs); no GPU where one is
 # expected is a failure, not a skip; precision bf16's layers against the
 # CPU's and a bf16 training step against float32; the bias gradients'
 # channel sums and the bias epilogue bit for bit against their CPU

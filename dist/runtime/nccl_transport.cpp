@@ -1,4 +1,5 @@
-// NCCL's communicator set up over MPI, and a bucket's range summed on the GPUs.
+// NCCL's communicator set up over MPI, and a bucket's range summed or
+// averaged on the GPUs.
 #include "dist/runtime/nccl_transport.h"
 
 #include <algorithm>
@@ -33,6 +34,19 @@ void NcclTransport::sum_to_host(InFlight& in_flight, int64_t begin, int64_t coun
                                 int slot) {
   in_flight.post_polled(
       all_reduce_.sum_to_host(gpu_net_.flat_grads().data() + begin, host, static_cast<size_t>(count)), owner, slot);
+}
+
+void NcclTransport::mean_on_device(InFlight& in_flight, int64_t begin, int64_t count, Wire wire, int64_t wire_slot,
+                                   Exchange& owner, int slot) {
+  uint16_t* wire_buffer = nullptr;
+  if (wire == Wire::bf16) {
+    POSEIDON_CHECK(wire_slot >= 0 && wire_slot + count <= wire_slices_.total())
+        << "bf16 slot " << wire_slot << " + " << count << " beyond the reserved " << wire_slices_.total();
+    wire_buffer = all_reduce_.wire_buffer(static_cast<size_t>(wire_slices_.total())) + wire_slot;
+  }
+  in_flight.post_polled(
+      all_reduce_.mean_in_place(gpu_net_.flat_grads().data() + begin, static_cast<size_t>(count), wire_buffer), owner,
+      slot);
 }
 
 }  // namespace poseidon::dist

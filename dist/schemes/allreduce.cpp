@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <limits>
 
+#include "dist/schemes/device_allreduce.h"
 #include "dist/schemes/exchange_registry.h"
 
 namespace poseidon::dist {
@@ -12,7 +13,16 @@ namespace {
 std::unique_ptr<Exchange> make_allreduce(const ExchangeSetup& setup, const SyncGroup& group) {
   std::vector<Param*> params;
   for (size_t i : group.params) params.push_back(setup.plan.params[i].param);
-  // NCCL sums fp32; a bucket on the bf16 wire keeps the MPI steps.
+  // A net exchanged on its GPU (no host mirror): the device transport
+  // averages the bucket there, in either wire, and the update follows there.
+  if (setup.net.device().is_cuda()) {
+    if (!setup.device_sums)
+      throw Error("the all-reduce of " + group.label + " on a GPU net without a host mirror needs a device transport");
+    return std::make_unique<DeviceAllreduceExchange>(
+        *setup.device_sums, setup.solver, setup.compute, std::move(params),
+        DeviceBucket{group.begin, group.end - group.begin, group.wire, group.label});
+  }
+  // Through a host mirror NCCL sums fp32 into it; a bucket on the bf16 wire keeps the MPI steps.
   DeviceTransport* device_sums = group.wire == Wire::fp32 ? setup.device_sums : nullptr;
   return std::make_unique<AllreduceExchange>(setup.comm.duplicate(), setup.solver, setup.compute, std::move(params),
                                              setup.net.flat_grads().data() + group.begin, group.begin,

@@ -24,8 +24,12 @@
 // On the bf16 wire (dist/plan/wire.h) every step sends its chunk rounded to bf16
 // and the receiver adds the widened numbers in fp32; the rank that completes
 // a chunk's average rounds it to bf16 too before the all-gather, so it keeps
-// the very numbers every other rank receives. (A bf16 bucket is never
-// given a device sum.)
+// the very numbers every other rank receives. (A bf16 bucket of a net
+// staged through a host mirror is never given a device sum.)
+//
+// A bucket of a net exchanged on its GPU, without a host mirror, is a
+// DeviceAllreduceExchange instead (dist/schemes/device_allreduce.h): the
+// factory registered here picks it by the net's device.
 #pragma once
 
 #include <string>

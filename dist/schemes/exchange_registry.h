@@ -23,7 +23,8 @@ namespace poseidon::dist {
 
 // What an exchange may be built from.
 struct ExchangeSetup {
-  Net& net;                        // the net whose gradients are exchanged (a GPU net's host mirror)
+  Net& net;                        // the net whose gradients are exchanged (a GPU net's host mirror, or the
+                                   // GPU net itself where no layer needs the host)
   const CommPlan& plan;
   Solver& solver;
   ExchangeCompute& compute;

@@ -7,6 +7,7 @@
 #include <cstring>
 #include <utility>
 
+#include "core/device_memory.h"
 #include "core/finite_check.h"
 #include "core/math.h"
 #include "dist/plan/priority.h"
@@ -143,11 +144,7 @@ void Scheduler::grad_ready(Param& param) {
   auto it = group_of_param_.find(&param);
   POSEIDON_CHECK(it != group_of_param_.end()) << "parameter '" << param.name << "' is not in the plan";
   const size_t u = it->second;
-  if (check_finite_ && !formed_.count(&param) && !param.grad_bounded && !all_finite(param.grad.data(), param.grad.numel())) {
-    const int64_t at = first_non_finite(param.grad.data(), param.grad.numel());
-    throw Error("non-finite gradient of '" + param.name + "' (first at index " + std::to_string(at) + ": " +
-                non_finite_text(param.grad[at]) + ")");
-  }
+  if (check_finite_ && !formed_.count(&param) && !param.grad_bounded) check_gradient_finite(param);
   std::unique_lock lock(mutex_);
   rethrow_locked();
   if (++ready_params_[u] < static_cast<int>(plan_.groups[u].params.size())) return;
@@ -336,11 +333,13 @@ void Scheduler::average_buffers() {
     const float scale = 1.f / static_cast<float>(c.size());
     for (Param* p : buffers) {
       const int n = static_cast<int>(p->value.numel());
+      // MPI moves host memory: a net exchanged on its GPU sends a host copy.
+      const Tensor mine = p->value.is_cuda() ? p->value.to(Device{}) : p->value;
       std::vector<float> sum(n);
-      POSEIDON_MPI(MPI_Reduce(p->value.data(), sum.data(), n, MPI_FLOAT, MPI_SUM, 0, c.handle()));
+      POSEIDON_MPI(MPI_Reduce(mine.data(), sum.data(), n, MPI_FLOAT, MPI_SUM, 0, c.handle()));
       for (float& v : sum) v *= scale;
       POSEIDON_MPI(MPI_Bcast(sum.data(), n, MPI_FLOAT, 0, c.handle()));
-      std::memcpy(p->value.data(), sum.data(), n * sizeof(float));
+      device_memory::copy(p->value.data(), p->value.device(), sum.data(), Device{}, static_cast<size_t>(n));
     }
   });
 }
@@ -401,8 +400,25 @@ void Scheduler::save_with_compression_state(const std::function<void(const std::
       << "the checkpoint took " << taken << " of " << collective.size() << " collective exchange state entries";
 }
 
+void Scheduler::check_gradient_finite(const Param& param) const {
+  // A net exchanged on its GPU: the device's check, which waits for the
+  // gradient (the price of solver.check_finite there).
+  const int64_t at = param.grad.is_cuda()
+                         ? device_memory::gpu_first_non_finite(param.grad.device(), param.grad.data(),
+                                                               static_cast<size_t>(param.grad.numel()))
+                         : (all_finite(param.grad.data(), param.grad.numel())
+                                ? -1
+                                : first_non_finite(param.grad.data(), param.grad.numel()));
+  if (at < 0) return;
+  const float value = param.grad.is_cuda() ? param.grad.to(Device{})[at] : param.grad[at];
+  throw Error("non-finite gradient of '" + param.name + "' (first at index " + std::to_string(at) + ": " +
+              non_finite_text(value) + ")");
+}
+
 void Scheduler::check_replicas_identical() {
-  const uint64_t mine = fnv1a(net_.flat_values().data(), net_.flat_values().numel() * sizeof(float));
+  // A net exchanged on its GPU is compared by a host copy of its parameters.
+  const Tensor values = net_.flat_values().is_cuda() ? net_.flat_values().to(Device{}) : net_.flat_values();
+  const uint64_t mine = fnv1a(values.data(), values.numel() * sizeof(float));
   std::vector<uint64_t> all(comm_->size());
   run([&](const Comm& c) {
     POSEIDON_MPI(MPI_Allgather(&mine, 1, MPI_UINT64_T, all.data(), 1, MPI_UINT64_T, c.handle()));

@@ -70,6 +70,8 @@ struct SchedulerOptions {
   // does for the exchanges; empty or null: the host. SFB's rebuild GEMMs
   // (dist/gpu/gpu_gemm.h), and the all-reduce buckets' sums
   // (dist/runtime/nccl_transport.h: not owned; it outlives the scheduler).
+  // For a net exchanged on its GPU (no mirror: dist/plan/device_staging.h)
+  // `device_sums` averages every bucket there.
   RebuildGemm rebuild_gemm;
   DeviceTransport* device_sums = nullptr;
   // The exchanges' arithmetic; null: on this host (HostCompute, with
@@ -135,6 +137,8 @@ class Scheduler : public GradSink {
   bool groups_done_locked() const;  // every group has finished every handed-over iteration
   void rethrow_locked() const;
   void check_replicas_identical();
+  // Throws naming the first NaN or infinity of the parameter's gradient.
+  void check_gradient_finite(const Param& param) const;
 
   Net& net_;
   Solver& solver_;

@@ -6,8 +6,10 @@
 #include "core/units.h"
 #include "dist/gpu/gpu_gemm.h"
 #include "dist/gpu/host_staging_sink.h"
+#include "dist/plan/device_staging.h"
 #include "dist/runtime/link_probe.h"
 #include "dist/runtime/nccl_transport.h"
+#include "dist/session/device_gradient_sink.h"
 
 namespace poseidon::dist {
 
@@ -16,23 +18,18 @@ Session::Session(Net& net, const ConfigNode& model, Solver& solver, const World&
   POSEIDON_CHECK(world.size() > 1) << "a distributed session needs several ranks";
   // Made before the communication thread exists, which then never shares a call with it.
   if (world.thread_level() >= MPI_THREAD_MULTIPLE) stop_vote_ = std::make_unique<StopVote>(world);
-  // MPI moves host memory: a GPU net is distributed through a host mirror.
-  if (net_.device().is_cuda() || config_.host_staging) {
-    mirror_ = std::make_unique<Net>(model, net_.batch(), Device{});
-    copy_net_state(net_, *mirror_);
-  }
-  Net& exchanged = mirror_ ? *mirror_ : net_;
+  // The plan reads the model's layers and shapes, the same in the net and a
+  // host mirror of it.
   std::map<size_t, Scheme> pinned;
   std::map<size_t, Wire> wires;
   std::map<size_t, int> ranks;
   if (options.pinned_plan) {
-    pinned = pinned_schemes(*options.pinned_plan, exchanged, options.pinned_plan_path);
-    wires = pinned_wires(*options.pinned_plan, exchanged);
-    ranks = pinned_ranks(*options.pinned_plan, exchanged, options.pinned_plan_path);
+    pinned = pinned_schemes(*options.pinned_plan, net_, options.pinned_plan_path);
+    wires = pinned_wires(*options.pinned_plan, net_);
+    ranks = pinned_ranks(*options.pinned_plan, net_, options.pinned_plan_path);
     for (const auto& [layer, scheme] : pinned)
-      if (scheme == Scheme::lowrank && !ranks.count(layer) &&
-          !lowrank_applicable(exchanged, layer, config_.lowrank_rank))
-        throw Error(options.pinned_plan_path + ": layer '" + exchanged.layer(layer).name() +
+      if (scheme == Scheme::lowrank && !ranks.count(layer) && !lowrank_applicable(net_, layer, config_.lowrank_rank))
+        throw Error(options.pinned_plan_path + ": layer '" + net_.layer(layer).name() +
                     "' cannot be compressed to rank " + std::to_string(config_.lowrank_rank) +
                     " (lowrank needs a weight of two or more dimensions, both sides above dist.lowrank_rank)");
     link_ = options.pinned_plan->link;
@@ -56,17 +53,35 @@ Session::Session(Net& net, const ConfigNode& model, Solver& solver, const World&
     nccl_ = NcclTransport::connect(world, net_);
     scheduler.device_sums = nccl_.get();
   }
-  scheduler_ =
-      std::make_unique<Scheduler>(exchanged, solver, world,
-                                  plan_for_config(exchanged, config_, world.size(), link_.value_or(LinkModel{}),
-                                                  options.pinned_plan ? &pinned : nullptr, &wires, 0, &ranks),
-                                  std::move(scheduler));
-  if (mirror_) staging_ = std::make_unique<HostStagingSink>(net_, *mirror_, *scheduler_);
+  auto plan_of = [&](Net& exchanged) {
+    return plan_for_config(exchanged, config_, world.size(), link_.value_or(LinkModel{}),
+                           options.pinned_plan ? &pinned : nullptr, &wires, 0, &ranks);
+  };
+  CommPlan plan = plan_of(net_);
+  // MPI moves host memory: a GPU net is distributed through a host mirror
+  // where some layer's scheme computes on the host, or where the ranks have
+  // no device transport (a shared GPU, emulated compute); otherwise it is
+  // exchanged on its GPU (dist/plan/device_staging.h).
+  if (config_.host_staging || (net_.device().is_cuda() && any_layer_needs_host(plan, nccl_ != nullptr))) {
+    mirror_ = std::make_unique<Net>(model, net_.batch(), Device{});
+    copy_net_state(net_, *mirror_);
+    plan = plan_of(*mirror_);
+  }
+  Net& exchanged = mirror_ ? *mirror_ : net_;
+  scheduler_ = std::make_unique<Scheduler>(exchanged, solver, world, std::move(plan), std::move(scheduler));
+  if (mirror_)
+    staging_ = std::make_unique<HostStagingSink>(net_, *mirror_, *scheduler_);
+  else if (net_.device().is_cuda())
+    device_sink_ = std::make_unique<DeviceGradientSink>(*scheduler_, *nccl_);
 }
 
 Session::~Session() = default;
 
-GradSink& Session::sink() { return staging_ ? static_cast<GradSink&>(*staging_) : *scheduler_; }
+GradSink& Session::sink() {
+  if (staging_) return *staging_;
+  if (device_sink_) return *device_sink_;
+  return *scheduler_;
+}
 
 void Session::sync() { scheduler_->sync(); }
 
@@ -119,7 +134,8 @@ std::string Session::describe() const {
   std::string line = std::to_string(size()) + " ranks, " + choice_name(config_.scheme) + " (" +
                      count_schemes(plan(), mirror_ ? *mirror_ : net_) + (groups.empty() ? "" : "; " + groups) +
                      "; per layer: poseidon plan)" +
-                     (config_.wfbp ? ", WFBP" : "") + (nccl_ ? ", all-reduce buckets summed by NCCL" : "");
+                     (config_.wfbp ? ", WFBP" : "") + (nccl_ ? (mirror_ ? ", all-reduce buckets summed by NCCL" : ", exchanged on the GPU by NCCL (no host mirror)")
+                            : "");
   if (link_)
     line += "; link " + human_number(link_->bandwidth_gbps) + " Gbit/s, " + human_seconds(link_->latency_us * 1e-6) +
             ", GEMM " + human_number(link_->gemm_gflops) + " GFLOP/s";
