@@ -32,14 +32,23 @@ void copy_net_buffers(Net& from, Net& to) {
   copy_params(from, to, [](const Param& p) { return !p.learnable; });
 }
 
-HostStagingSink::HostStagingSink(Net& net, Net& mirror, GradSink& inner) : net_(net), mirror_(mirror), inner_(inner) {
+HostStagingSink::HostStagingSink(Net& net, Net& mirror, GradSink& inner, std::vector<bool> staged,
+                                 GradSink* device_inner)
+    : net_(net), mirror_(mirror), inner_(inner), staged_(std::move(staged)), device_inner_(device_inner) {
   check_same_model(net_, mirror_);
+  POSEIDON_CHECK(staged_.empty() || staged_.size() == net_.num_layers())
+      << staged_.size() << " staging choices for " << net_.num_layers() << " layers";
   for (size_t i = 0; i < net_.num_layers(); ++i) {
     POSEIDON_CHECK(net_.layer(i).name() == mirror_.layer(i).name()) << "host mirror's layers are in another order";
+    POSEIDON_CHECK(staged_layer(i) || device_inner_) << "layer '" << net_.layer(i).name()
+                                                     << "' is exchanged on the device, but no sink takes its gradients";
     layer_index_[&net_.layer(i)] = i;
     auto& mine = net_.layer(i).params();
     auto& theirs = mirror_.layer(i).params();
-    for (size_t k = 0; k < mine.size(); ++k) mirror_param_[&mine[k]] = &theirs[k];
+    for (size_t k = 0; k < mine.size(); ++k) {
+      mirror_param_[&mine[k]] = &theirs[k];
+      param_layer_[&mine[k]] = i;
+    }
   }
   if (!net_.device().is_cuda()) return;
   streams_ = std::make_unique<StagingStreams>(net_.device());
@@ -81,6 +90,7 @@ void HostStagingSink::await_params(const Layer& layer) {
   rethrow();
   const size_t i = layer_index_.at(&layer);
   inner_.await_params(mirror_.layer(i));
+  if (!staged_layer(i)) return;  // its exchange updated the net's own parameters
   auto& mine = net_.layer(i).params();
   auto& theirs = mirror_.layer(i).params();
   std::vector<StagingStreams::Copy> up;
@@ -110,6 +120,7 @@ std::vector<StagingStreams::Copy> HostStagingSink::gradient_copies(Param& param)
 
 void HostStagingSink::grad_ready(Param& param) {
   rethrow();
+  if (!staged_param(param)) return device_inner_->grad_ready(param);
   Param& mirror = *mirror_param_.at(&param);
   const std::vector<StagingStreams::Copy> down = gradient_copies(param);
   if (!streams_) {
@@ -121,6 +132,15 @@ void HostStagingSink::grad_ready(Param& param) {
   std::lock_guard lock(mutex_);
   landings_.push_back(Landing{&mirror, ticket, std::chrono::steady_clock::now()});
   queued_.notify_one();
+}
+
+void HostStagingSink::bring_staged_current() {
+  for (size_t i = 0; i < net_.num_layers(); ++i) {
+    if (!staged_layer(i)) continue;
+    auto& mine = net_.layer(i).params();
+    auto& theirs = mirror_.layer(i).params();
+    for (size_t k = 0; k < mine.size(); ++k) mine[k].value.copy_from(theirs[k].value);
+  }
 }
 
 void HostStagingSink::backward_done() {

@@ -16,6 +16,13 @@
 // and, at the end of backward, for the last gradients to be handed over.
 // With both nets on the CPU it runs the same path with plain copies, which is
 // how the tests check it against distribution without staging.
+//
+// Only the layers `staged` names go through the mirror (dist/plan/
+// device_staging.h: those whose scheme computes on the host). The others
+// are exchanged on the device: their gradients go, without a copy, from the
+// net's own parameters to `device_inner`, and their parameters are not
+// uploaded at the gate (the exchange updated them in place); their gates
+// are still the mirror layer's, which the scheduler knows.
 #pragma once
 
 #include <chrono>
@@ -38,11 +45,16 @@ namespace poseidon::dist {
 class HostStagingSink : public GradSink {
  public:
   // `net` and `mirror` are built from the same model; `inner` serves `mirror`.
-  HostStagingSink(Net& net, Net& mirror, GradSink& inner);
+  // `staged`: per layer, whether it goes through the mirror (empty: every
+  // layer); `device_inner` takes the gradients of the others (null only
+  // where every layer is staged).
+  HostStagingSink(Net& net, Net& mirror, GradSink& inner, std::vector<bool> staged = {},
+                  GradSink* device_inner = nullptr);
   ~HostStagingSink() override;
 
   // What `inner` forms itself is formed from the same blobs of the net.
   const std::vector<BlobPart>& gradient_sources(const Param& param) const override {
+    if (!staged_param(param)) return device_inner_->gradient_sources(param);
     return inner_.gradient_sources(*mirror_param_.at(&param));
   }
   void await_params(const Layer& layer) override;
@@ -58,8 +70,15 @@ class HostStagingSink : public GradSink {
                                              std::chrono::steady_clock::time_point landed)>;
   void observe_landings(LandingObserver observer) { observer_ = std::move(observer); }
 
+  // Copies the parameters and buffers (values) of the staged layers from the
+  // mirror, where their exchange made them current, into the net; the
+  // others are current in the net already.
+  void bring_staged_current();
+
  private:
   const Layer& mirror_layer(const Layer& layer) const;
+  bool staged_layer(size_t i) const { return staged_.empty() || staged_[i]; }
+  bool staged_param(const Param& param) const { return staged_layer(param_layer_.at(&param)); }
   // The copies that bring `param`'s gradient (or what SFB forms it from) down.
   std::vector<StagingStreams::Copy> gradient_copies(Param& param) const;
   void pin_mirror();
@@ -86,6 +105,9 @@ class HostStagingSink : public GradSink {
   std::thread stager_;
   std::unordered_map<const Layer*, size_t> layer_index_;
   std::unordered_map<const Param*, Param*> mirror_param_;
+  std::unordered_map<const Param*, size_t> param_layer_;  // the net's parameters' layers
+  std::vector<bool> staged_;
+  GradSink* device_inner_;
 };
 
 // Copies every parameter and buffer (values only) of `from` into `to`, a net

@@ -35,6 +35,30 @@ bool any_layer_needs_host(const CommPlan& plan, bool device_transport) {
   return std::find(needs.begin(), needs.end(), true) != needs.end();
 }
 
+void exchange_unstaged_on_device(CommPlan& plan, const std::vector<bool>& staged, Net& device_net) {
+  POSEIDON_CHECK(staged.size() == device_net.num_layers())
+      << staged.size() << " layers decided for a net of " << device_net.num_layers();
+  for (PlannedParam& planned : plan.params) {
+    if (staged.at(planned.layer)) continue;
+    Layer& layer = device_net.layer(planned.layer);
+    Param* found = nullptr;
+    for (Param& p : layer.params())
+      if (p.name == planned.param->name) found = &p;
+    POSEIDON_CHECK(found && found->value.numel() == planned.param->value.numel())
+        << "parameter '" << planned.param->name << "' is not in layer '" << layer.name() << "' of the device net";
+    planned.param = found;
+  }
+}
+
+void place_solver_state(Solver& solver, const CommPlan& plan) {
+  for (const PlannedParam& planned : plan.params) {
+    auto it = solver.state().find(planned.param->name);
+    if (it == solver.state().end() || !it->second.defined()) continue;
+    const Device& home = planned.param->value.device();
+    if (!(it->second.device() == home)) it->second = it->second.to(home);
+  }
+}
+
 int64_t DeviceWireSlices::reserve(int64_t count) {
   POSEIDON_CHECK(count > 0) << "a bf16 bucket of " << count << " elements";
   const int64_t begin = total_;

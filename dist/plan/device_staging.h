@@ -18,6 +18,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "core/net.h"
+#include "core/solver.h"
 #include "dist/plan/plan.h"
 
 namespace poseidon::dist {
@@ -32,6 +34,17 @@ bool scheme_needs_host(Scheme scheme);
 std::vector<bool> layers_needing_host(const CommPlan& plan, bool device_transport);
 // Whether any layer of the plan needs the host (then the net gets a host mirror).
 bool any_layer_needs_host(const CommPlan& plan, bool device_transport);
+
+// Points the plan's parameters of the layers not `staged` at `device_net`'s
+// (the GPU net a host mirror was made from: the same model, so the same
+// layers, parameters and flat-buffer offsets), so that their exchanges work
+// on the device and never read the mirror. The others keep the mirror's.
+void exchange_unstaged_on_device(CommPlan& plan, const std::vector<bool>& staged, Net& device_net);
+
+// Moves each parameter's solver state (as a checkpoint restored it, on the
+// device of the net it was loaded into) to the device of the plan's
+// parameter of that name, where its exchange updates it.
+void place_solver_state(Solver& solver, const CommPlan& plan);
 
 class DeviceWireSlices {
  public:

@@ -13,11 +13,12 @@ namespace {
 std::unique_ptr<Exchange> make_allreduce(const ExchangeSetup& setup, const SyncGroup& group) {
   std::vector<Param*> params;
   for (size_t i : group.params) params.push_back(setup.plan.params[i].param);
-  // A net exchanged on its GPU (no host mirror): the device transport
-  // averages the bucket there, in either wire, and the update follows there.
-  if (setup.net.device().is_cuda()) {
+  // Parameters exchanged on their GPU (dist/plan/device_staging.h): the
+  // device transport averages the bucket there, in either wire, and the
+  // update follows there.
+  if (!params.empty() && params.front()->value.is_cuda()) {
     if (!setup.device_sums)
-      throw Error("the all-reduce of " + group.label + " on a GPU net without a host mirror needs a device transport");
+      throw Error("the all-reduce of " + group.label + " on a GPU needs a device transport");
     return std::make_unique<DeviceAllreduceExchange>(
         *setup.device_sums, setup.solver, setup.compute, std::move(params),
         DeviceBucket{group.begin, group.end - group.begin, group.wire, group.label});

@@ -23,8 +23,10 @@ namespace poseidon::dist {
 
 // What an exchange may be built from.
 struct ExchangeSetup {
-  Net& net;                        // the net whose gradients are exchanged (a GPU net's host mirror, or the
-                                   // GPU net itself where no layer needs the host)
+  Net& net;                        // the net whose gradients are exchanged: a GPU net's host mirror (where the
+                                   // plan's parameters of layers exchanged on the GPU are the GPU net's:
+                                   // dist/plan/device_staging.h), or the GPU net itself where no layer
+                                   // needs the host
   const CommPlan& plan;
   Solver& solver;
   ExchangeCompute& compute;

@@ -1,6 +1,7 @@
 // The distributed stack of a training run, built in order (see session.h).
 #include "dist/session/session.h"
 
+#include <algorithm>
 #include <map>
 
 #include "core/units.h"
@@ -58,21 +59,33 @@ Session::Session(Net& net, const ConfigNode& model, Solver& solver, const World&
                            options.pinned_plan ? &pinned : nullptr, &wires, 0, &ranks);
   };
   CommPlan plan = plan_of(net_);
-  // MPI moves host memory: a GPU net is distributed through a host mirror
-  // where some layer's scheme computes on the host, or where the ranks have
-  // no device transport (a shared GPU, emulated compute); otherwise it is
-  // exchanged on its GPU (dist/plan/device_staging.h).
-  if (config_.host_staging || (net_.device().is_cuda() && any_layer_needs_host(plan, nccl_ != nullptr))) {
+  // MPI moves host memory: the layers of a GPU net whose scheme computes on
+  // the host, or all of them where the ranks have no device transport (a
+  // shared GPU, emulated compute), go through a host mirror; the others are
+  // exchanged on the GPU (dist/plan/device_staging.h). A net none of whose
+  // layers needs the host gets no mirror.
+  std::vector<bool> staged(net_.num_layers(), true);
+  if (net_.device().is_cuda() && !config_.host_staging) staged = layers_needing_host(plan, nccl_ != nullptr);
+  const bool any_staged = std::find(staged.begin(), staged.end(), true) != staged.end();
+  if (config_.host_staging || (net_.device().is_cuda() && any_staged)) {
     mirror_ = std::make_unique<Net>(model, net_.batch(), Device{});
     copy_net_state(net_, *mirror_);
     plan = plan_of(*mirror_);
+    exchange_unstaged_on_device(plan, staged, net_);
   }
+  if (nccl_) {
+    const auto host_layers = std::count(staged.begin(), staged.end(), true);
+    gpu_exchange_ = !mirror_ ? ", exchanged on the GPU by NCCL (no host mirror)"
+                    : any_layer_needs_host(plan, true)
+                        ? ", all-reduce buckets averaged on the GPU by NCCL, " + std::to_string(host_layers) +
+                              " layers staged through the host"
+                        : ", all-reduce buckets summed by NCCL into a host mirror";
+  }
+  place_solver_state(solver, plan);
   Net& exchanged = mirror_ ? *mirror_ : net_;
   scheduler_ = std::make_unique<Scheduler>(exchanged, solver, world, std::move(plan), std::move(scheduler));
-  if (mirror_)
-    staging_ = std::make_unique<HostStagingSink>(net_, *mirror_, *scheduler_);
-  else if (net_.device().is_cuda())
-    device_sink_ = std::make_unique<DeviceGradientSink>(*scheduler_, *nccl_);
+  if (net_.device().is_cuda() && nccl_) device_sink_ = std::make_unique<DeviceGradientSink>(*scheduler_, *nccl_);
+  if (mirror_) staging_ = std::make_unique<HostStagingSink>(net_, *mirror_, *scheduler_, staged, device_sink_.get());
 }
 
 Session::~Session() = default;
@@ -87,7 +100,7 @@ void Session::sync() { scheduler_->sync(); }
 
 void Session::bring_net_current() {
   scheduler_->sync();
-  if (mirror_) copy_net_state(*mirror_, net_);
+  if (staging_) staging_->bring_staged_current();
 }
 
 void Session::average_buffers() {
@@ -134,8 +147,7 @@ std::string Session::describe() const {
   std::string line = std::to_string(size()) + " ranks, " + choice_name(config_.scheme) + " (" +
                      count_schemes(plan(), mirror_ ? *mirror_ : net_) + (groups.empty() ? "" : "; " + groups) +
                      "; per layer: poseidon plan)" +
-                     (config_.wfbp ? ", WFBP" : "") + (nccl_ ? (mirror_ ? ", all-reduce buckets summed by NCCL" : ", exchanged on the GPU by NCCL (no host mirror)")
-                            : "");
+                     (config_.wfbp ? ", WFBP" : "") + gpu_exchange_;
   if (link_)
     line += "; link " + human_number(link_->bandwidth_gbps) + " Gbit/s, " + human_seconds(link_->latency_us * 1e-6) +
             ", GEMM " + human_number(link_->gemm_gflops) + " GFLOP/s";

@@ -5,13 +5,14 @@
 //   2. the plan (dist/plan/plan.h);
 //   3. for a net on a GPU, what the GPU does for the exchange: SFB's
 //      rebuild GEMM, and NCCL where every rank has a GPU of its own (its id
-//      shared over MPI); then, from the plan, whether the net is exchanged
-//      on its GPU (every layer all-reduced and NCCL there) or through a host
-//      mirror (dist/plan/device_staging.h; always with dist.host_staging);
+//      shared over MPI); then, from the plan, which layers go through a
+//      host mirror (dist/plan/device_staging.h: those whose scheme computes
+//      on the host, every one without NCCL or with dist.host_staging) and
+//      which are exchanged on the GPU; none staged: no mirror;
 //   4. the scheduler (dist/session/scheduler.h), the exchange's GradSink;
-//   5. over it, for a mirror, the staging sink (dist/gpu/host_staging_sink.h),
-//      or for a net exchanged on its GPU the sink that marks the compute
-//      stream's gradients for NCCL (dist/session/device_gradient_sink.h).
+//   5. over it, the sink that marks the compute stream's gradients for
+//      NCCL (dist/session/device_gradient_sink.h) and, for a mirror, the
+//      staging sink (dist/gpu/host_staging_sink.h) in front of both.
 // The trainer reports backward to sink() and asks the session for the
 // collectives run between iterations; it makes no MPI call of its own.
 #pragma once
@@ -117,7 +118,8 @@ class Session {
   std::unique_ptr<NcclTransport> nccl_;  // the all-reduce buckets' sums on the GPUs, or null
   std::unique_ptr<Scheduler> scheduler_;
   std::unique_ptr<HostStagingSink> staging_;
-  std::unique_ptr<GradSink> device_sink_;  // a net exchanged on its GPU
+  std::unique_ptr<GradSink> device_sink_;  // the gradients of the layers exchanged on the GPU
+  std::string gpu_exchange_;               // how describe() says the GPU takes part
   std::unique_ptr<StopVote> stop_vote_;  // null without MPI_THREAD_MULTIPLE
 };
 

@@ -73,6 +73,25 @@ TEST(DeviceStaging, APlannedNetStagesTheLayersOfItsHostSchemesOnly) {
   for (size_t i = 0; i < net.num_layers(); ++i) EXPECT_EQ(needs[i], i == fc1) << net.layer(i).name();
 }
 
+// The layers left unstaged exchange the device net's parameters (here a
+// second net of the same model), the staged keep the mirror's.
+TEST(DeviceStaging, UnstagedLayersExchangeTheDeviceNetsParameters) {
+  const ConfigNode model = ConfigNode::load_file(POSEIDON_SOURCE_DIR "/models/lenet.yaml");
+  Net mirror(model, 2), device(model, 2);
+  auto params = dist::backward_order(mirror);
+  const size_t fc1 = layer_named(mirror, "fc1");
+  for (auto& p : params) p.scheme = p.layer == fc1 ? dist::Scheme::ps : dist::Scheme::allreduce;
+  dist::CommPlan plan = dist::make_comm_plan(mirror, std::move(params), dist::DistConfig{}, 2);
+  const std::vector<bool> staged = dist::layers_needing_host(plan, true);
+  dist::exchange_unstaged_on_device(plan, staged, device);
+  for (const dist::PlannedParam& p : plan.params) {
+    Net& home = p.layer == fc1 ? mirror : device;
+    EXPECT_EQ(p.param, home.find_param(p.param->name)) << p.param->name;
+    EXPECT_EQ(p.param->grad.data(), home.flat_grads().data() + p.offset) << p.param->name;
+  }
+  EXPECT_THROW(dist::exchange_unstaged_on_device(plan, std::vector<bool>(3, false), device), Error);
+}
+
 TEST(DeviceStaging, WireSlicesAreAlignedAndApart) {
   dist::DeviceWireSlices slices;
   EXPECT_EQ(slices.reserve(100), 0);
