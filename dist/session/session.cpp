@@ -65,7 +65,7 @@ Session::Session(Net& net, const ConfigNode& model, Solver& solver, const World&
   // exchanged on the GPU (dist/plan/device_staging.h). A net none of whose
   // layers needs the host gets no mirror.
   std::vector<bool> staged(net_.num_layers(), true);
-  if (net_.device().is_cuda() && !config_.host_staging) staged = layers_needing_host(plan, nccl_ != nullptr);
+  if (nccl_ && !config_.host_staging) staged = layers_needing_host(plan, true);
   const bool any_staged = std::find(staged.begin(), staged.end(), true) != staged.end();
   if (config_.host_staging || (net_.device().is_cuda() && any_staged)) {
     mirror_ = std::make_unique<Net>(model, net_.batch(), Device{});
@@ -74,12 +74,13 @@ Session::Session(Net& net, const ConfigNode& model, Solver& solver, const World&
     exchange_unstaged_on_device(plan, staged, net_);
   }
   if (nccl_) {
-    const auto host_layers = std::count(staged.begin(), staged.end(), true);
-    gpu_exchange_ = !mirror_ ? ", exchanged on the GPU by NCCL (no host mirror)"
-                    : any_layer_needs_host(plan, true)
-                        ? ", all-reduce buckets averaged on the GPU by NCCL, " + std::to_string(host_layers) +
-                              " layers staged through the host"
-                        : ", all-reduce buckets summed by NCCL into a host mirror";
+    int on_gpu = 0, through_host = 0;  // layers with parameters
+    for (size_t i = 0; i < plan.layer_groups.size(); ++i)
+      if (!plan.layer_groups[i].empty()) ++(staged[i] ? through_host : on_gpu);
+    gpu_exchange_ = through_host == 0 ? ", exchanged on the GPU by NCCL (no host mirror)"
+                    : on_gpu == 0     ? ", all-reduce buckets summed by NCCL into a host mirror"
+                                      : ", " + std::to_string(on_gpu) + " layers exchanged on the GPU by NCCL, " +
+                                        std::to_string(through_host) + " through a host mirror";
   }
   place_solver_state(solver, plan);
   Net& exchanged = mirror_ ? *mirror_ : net_;

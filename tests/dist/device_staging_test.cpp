@@ -89,7 +89,7 @@ TEST(DeviceStaging, UnstagedLayersExchangeTheDeviceNetsParameters) {
     EXPECT_EQ(p.param, home.find_param(p.param->name)) << p.param->name;
     EXPECT_EQ(p.param->grad.data(), home.flat_grads().data() + p.offset) << p.param->name;
   }
-  EXPECT_THROW(dist::exchange_unstaged_on_device(plan, std::vector<bool>(3, false), device), Error);
+  EXPECT_THROW(dist::exchange_unstaged_on_device(plan, std::vector<bool>(3, false), device), InternalError);
 }
 
 TEST(DeviceStaging, WireSlicesAreAlignedAndApart) {
@@ -101,7 +101,7 @@ TEST(DeviceStaging, WireSlicesAreAlignedAndApart) {
   EXPECT_EQ(slices.reserve(128), 512);
   EXPECT_EQ(slices.total(), 640);
   EXPECT_EQ(slices.bytes(), 1280);
-  EXPECT_THROW(slices.reserve(0), Error);
+  EXPECT_THROW(slices.reserve(0), InternalError);
 }
 
 TEST(DeviceStaging, ManyWireSlicesFitTheirBufferWithoutOverlap) {

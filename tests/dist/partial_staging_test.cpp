@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "core/config_node.h"
+#include "core/error.h"
 #include "core/net.h"
 #include "dist/gpu/host_staging_sink.h"
 
@@ -83,7 +84,7 @@ TEST(PartialStaging, AnUnstagedLayerNeedsASinkForItsGradients) {
   const ConfigNode model = ConfigNode::load_file(POSEIDON_SOURCE_DIR "/models/lenet.yaml");
   Net net(model, 2), mirror(model, 2);
   RecordingSink host;
-  EXPECT_THROW(dist::HostStagingSink(net, mirror, host, std::vector<bool>(net.num_layers(), false)), Error);
+  EXPECT_THROW({ dist::HostStagingSink sink(net, mirror, host, std::vector<bool>(net.num_layers(), false)); }, InternalError);
 }
 
 }  // namespace poseidon::testing
