@@ -40,8 +40,8 @@ HostStagingSink::HostStagingSink(Net& net, Net& mirror, GradSink& inner, std::ve
       << staged_.size() << " staging choices for " << net_.num_layers() << " layers";
   for (size_t i = 0; i < net_.num_layers(); ++i) {
     POSEIDON_CHECK(net_.layer(i).name() == mirror_.layer(i).name()) << "host mirror's layers are in another order";
-    POSEIDON_CHECK(staged_layer(i) || device_inner_) << "layer '" << net_.layer(i).name()
-                                                     << "' is exchanged on the device, but no sink takes its gradients";
+    POSEIDON_CHECK(staged_layer(i) || device_inner_)
+        << "layer '" << net_.layer(i).name() << "' is exchanged on the device, but no sink takes its gradients";
     layer_index_[&net_.layer(i)] = i;
     auto& mine = net_.layer(i).params();
     auto& theirs = mirror_.layer(i).params();

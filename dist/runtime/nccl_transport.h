@@ -26,8 +26,8 @@ class NcclTransport : public DeviceTransport {
                    int slot) override;
   void gradients_queued() override { all_reduce_.mark_gradients_queued(); }
   int64_t reserve_wire(int64_t count) override { return wire_slices_.reserve(count); }
-  void mean_on_device(InFlight& in_flight, int64_t begin, int64_t count, Wire wire, int64_t wire_slot,
-                      Exchange& owner, int slot) override;
+  void mean_on_device(InFlight& in_flight, int64_t begin, int64_t count, Wire wire, int64_t wire_slot, Exchange& owner,
+                      int slot) override;
 
  private:
   Net& gpu_net_;

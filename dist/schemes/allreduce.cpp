@@ -17,8 +17,7 @@ std::unique_ptr<Exchange> make_allreduce(const ExchangeSetup& setup, const SyncG
   // device transport averages the bucket there, in either wire, and the
   // update follows there.
   if (!params.empty() && params.front()->value.is_cuda()) {
-    if (!setup.device_sums)
-      throw Error("the all-reduce of " + group.label + " on a GPU needs a device transport");
+    if (!setup.device_sums) throw Error("the all-reduce of " + group.label + " on a GPU needs a device transport");
     return std::make_unique<DeviceAllreduceExchange>(
         *setup.device_sums, setup.solver, setup.compute, std::move(params),
         DeviceBucket{group.begin, group.end - group.begin, group.wire, group.label});

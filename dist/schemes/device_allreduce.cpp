@@ -7,7 +7,11 @@ namespace poseidon::dist {
 
 DeviceAllreduceExchange::DeviceAllreduceExchange(DeviceTransport& transport, Solver& solver, ExchangeCompute& compute,
                                                  std::vector<Param*> params, DeviceBucket bucket)
-    : transport_(transport), solver_(solver), compute_(compute), params_(std::move(params)), bucket_(std::move(bucket)) {
+    : transport_(transport),
+      solver_(solver),
+      compute_(compute),
+      params_(std::move(params)),
+      bucket_(std::move(bucket)) {
   for (const Param* p : params_)
     POSEIDON_CHECK(p->value.is_cuda()) << "parameter '" << p->name << "' of a device bucket is on the host";
   if (bucket_.wire == Wire::bf16) wire_slot_ = transport_.reserve_wire(bucket_.count);

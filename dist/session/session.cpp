@@ -147,8 +147,7 @@ std::string Session::describe() const {
   const std::string groups = describe_groups(plan());
   std::string line = std::to_string(size()) + " ranks, " + choice_name(config_.scheme) + " (" +
                      count_schemes(plan(), mirror_ ? *mirror_ : net_) + (groups.empty() ? "" : "; " + groups) +
-                     "; per layer: poseidon plan)" +
-                     (config_.wfbp ? ", WFBP" : "") + gpu_exchange_;
+                     "; per layer: poseidon plan)" + (config_.wfbp ? ", WFBP" : "") + gpu_exchange_;
   if (link_)
     line += "; link " + human_number(link_->bandwidth_gbps) + " Gbit/s, " + human_seconds(link_->latency_us * 1e-6) +
             ", GEMM " + human_number(link_->gemm_gflops) + " GFLOP/s";

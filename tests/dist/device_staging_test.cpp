@@ -43,8 +43,7 @@ TEST(DeviceStaging, OnlyHostSchemesAreStagedWhereRanksHaveADeviceTransport) {
   // Layers 1 and 4 hold no parameters.
   const dist::CommPlan plan =
       one_group_per_layer({Scheme::allreduce, Scheme::ps, Scheme::sfb, Scheme::lowrank, Scheme::allreduce}, {1, 4});
-  EXPECT_EQ(dist::layers_needing_host(plan, true),
-            (std::vector<bool>{false, false, true, true, false, true, false}));
+  EXPECT_EQ(dist::layers_needing_host(plan, true), (std::vector<bool>{false, false, true, true, false, true, false}));
   EXPECT_TRUE(dist::any_layer_needs_host(plan, true));
   const dist::CommPlan all_reduce = one_group_per_layer({Scheme::allreduce, Scheme::allreduce}, {0});
   EXPECT_EQ(dist::layers_needing_host(all_reduce, true), (std::vector<bool>{false, false, false}));

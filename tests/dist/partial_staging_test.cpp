@@ -84,7 +84,8 @@ TEST(PartialStaging, AnUnstagedLayerNeedsASinkForItsGradients) {
   const ConfigNode model = ConfigNode::load_file(POSEIDON_SOURCE_DIR "/models/lenet.yaml");
   Net net(model, 2), mirror(model, 2);
   RecordingSink host;
-  EXPECT_THROW({ dist::HostStagingSink sink(net, mirror, host, std::vector<bool>(net.num_layers(), false)); }, InternalError);
+  EXPECT_THROW({ dist::HostStagingSink sink(net, mirror, host, std::vector<bool>(net.num_layers(), false)); },
+               InternalError);
 }
 
 }  // namespace poseidon::testing

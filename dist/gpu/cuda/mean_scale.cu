@@ -1,8 +1,7 @@
 // The sum's scaling into a mean (see mean_scale.h).
-#include "dist/gpu/cuda/mean_scale.h"
-
 #include "core/cuda/check.h"
 #include "core/cuda/context.h"
+#include "dist/gpu/cuda/mean_scale.h"
 
 namespace poseidon::dist {
 
