@@ -95,6 +95,11 @@ TEST_F(PlanRecord, RepeatedPinnedAndResumedRunsComputeTheSame) {
   ASSERT_EQ(resumed.status, 0) << resumed.err;
   EXPECT_NE(plan_origin(dir.file("resumed/metrics.jsonl")).find("iter_4.safetensors"), std::string::npos);
   expect_identical(dir.file("resumed/final.safetensors"), dir.file("first.safetensors"));
+
+  CliResult given = run_mpi(2, train("given", "--set dist.bandwidth_gbps=1 --set dist.latency_us=50 "
+                                              "--set dist.gemm_gflops=20"));
+  ASSERT_EQ(given.status, 0) << given.err;
+  EXPECT_EQ(plan_origin(dir.file("given/metrics.jsonl")), "figures given by the config");
 }
 
 // Every scheme, with and without WFBP, at 2 and 4 ranks: a second run of the
