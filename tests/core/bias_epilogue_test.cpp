@@ -21,6 +21,7 @@
 #include "core/device_memory.h"
 #include "core/tensor.h"
 #include "gpu_required.h"
+#include "gpu_tensors.h"
 #ifdef POSEIDON_HAVE_CUDA
 #include "core/cuda/bias_epilogue.h"
 #include "core/cuda/context.h"
@@ -87,17 +88,7 @@ TEST(BiasEpilogue, ReluMaskPassesTheGradientWhereTheOutputIsPositive) {
 
 #ifdef POSEIDON_HAVE_CUDA
 
-Tensor on_gpu(const std::vector<float>& values) {
-  Tensor host({static_cast<int64_t>(values.size())});
-  std::copy(values.begin(), values.end(), host.data());
-  return host.to(Device::cuda(0));
-}
-
-Tensor on_gpu(const std::vector<uint16_t>& bits) {
-  Tensor host({static_cast<int64_t>(bits.size())}, Device{}, DType::bf16);
-  std::copy(bits.begin(), bits.end(), host.bf16_data());
-  return host.to(Device::cuda(0));
-}
+using poseidon::testing::on_gpu;
 
 void expect_same_bits(const Tensor& gpu, const std::vector<float>& want, const std::string& what) {
   const Tensor got = gpu.to(Device{});

@@ -21,6 +21,7 @@
 #include "core/device_memory.h"
 #include "core/tensor.h"
 #include "gpu_required.h"
+#include "gpu_tensors.h"
 #ifdef POSEIDON_HAVE_CUDA
 #include "core/cuda/channel_sums.h"
 #include "core/cuda/context.h"
@@ -139,17 +140,7 @@ TEST(ChannelSums, ReferenceAddsInThePlansOrder) {
 
 #ifdef POSEIDON_HAVE_CUDA
 
-Tensor on_gpu(const std::vector<float>& values) {
-  Tensor host({static_cast<int64_t>(values.size())});
-  std::copy(values.begin(), values.end(), host.data());
-  return host.to(Device::cuda(0));
-}
-
-Tensor on_gpu(const std::vector<uint16_t>& bits) {
-  Tensor host({static_cast<int64_t>(bits.size())}, Device{}, DType::bf16);
-  std::copy(bits.begin(), bits.end(), host.bf16_data());
-  return host.to(Device::cuda(0));
-}
+using poseidon::testing::on_gpu;
 
 // Sums that start away from zero: every one must be written.
 Tensor sums_on_gpu(size_t channels) {
