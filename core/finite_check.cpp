@@ -16,6 +16,14 @@ constexpr int64_t kParallelFrom = int64_t(1) << 18;
 // The first non-finite tensor that `view` picks from a parameter, visiting
 // layers last to first when `backward_order`, first to last otherwise.
 int64_t first_non_finite_in(const Tensor& t) {
+  // A bfloat16 blob (core/blob_types.h) is non-finite where its exponent
+  // bits are all set, as a float's.
+  if (t.dtype() == DType::bf16 && !t.is_cuda()) {
+    const uint16_t* h = t.bf16_data();
+    for (int64_t i = 0; i < t.numel(); ++i)
+      if ((h[i] & 0x7f80) == 0x7f80) return i;
+    return -1;
+  }
   return t.is_cuda() ? device_memory::gpu_first_non_finite(t.device(), t.data(), t.numel())
                      : first_non_finite(t.data(), t.numel());
 }

@@ -6,8 +6,9 @@
 #include <cmath>
 #include <set>
 
-#include "core/device_memory.h"
+#include "core/blob_types.h"
 #include "core/config_blocks.h"
+#include "core/device_memory.h"
 #include "core/registry.h"
 #include "core/suggest.h"
 
@@ -197,6 +198,8 @@ void Net::infer_shapes() {
     for (int64_t d : input_shapes_.at(in)) s.push_back(d);
     blob_shapes_[blob_index_.at(in)] = s;
   }
+  blob_types_.assign(blobs_.size(), DType::f32);
+  reads_copy_.assign(layers_.size(), {});
   require_fits_alone(-1);
   for (size_t i = 0; i < layers_.size(); ++i) {
     std::vector<Shape> out;
@@ -211,18 +214,36 @@ void Net::infer_shapes() {
     }
     POSEIDON_CHECK(out.size() == layer_out_[i].size()) << layers_[i]->name();
     for (size_t k = 0; k < out.size(); ++k) blob_shapes_[layer_out_[i][k]] = out[k];
+    assign_blob_types(i);
     require_fits_alone(static_cast<int>(i));
   }
   if (allocated_) {
-    for (size_t b = 0; b < blobs_.size(); ++b)
-      if (blobs_[b].shares < 0) blobs_[b].value.resize(blob_shapes_[b]);
+    std::vector<bool> copied(blobs_.size(), false);
+    for (size_t i = 0; i < layers_.size(); ++i)
+      for (size_t k = 0; k < layer_in_[i].size(); ++k)
+        if (reads_copy_[i][k]) copied[layer_in_[i][k]] = true;
+    for (size_t b = 0; b < blobs_.size(); ++b) {
+      Blob& blob = blobs_[b];
+      if (blob.shares < 0) {
+        blob.value.set_dtype(blob_types_[b]);
+        blob.value.resize(blob_shapes_[b]);
+      }
+      if (!copied[b]) {
+        blob.f32_value = Tensor();
+        blob.f32_grad = Tensor();
+        continue;
+      }
+      if (!blob.f32_value.defined()) blob.f32_value = Tensor::on(device_);
+      blob.f32_value.resize(blob_shapes_[b]);
+    }
     share_fused_blobs();
   }
   io_.assign(layers_.size(), LayerIO{});
   for (size_t i = 0; i < layers_.size(); ++i) {
     LayerIO& io = io_[i];
-    for (size_t b : layer_in_[i]) {
-      io.in.push_back(&blobs_[b].value);
+    for (size_t k = 0; k < layer_in_[i].size(); ++k) {
+      Blob& in = blobs_[layer_in_[i][k]];
+      io.in.push_back(reads_copy_[i][k] ? &in.f32_value : &in.value);
       io.in_grad.push_back(nullptr);
     }
     for (size_t b : layer_out_[i]) {
@@ -230,6 +251,32 @@ void Net::infer_shapes() {
       io.out_grad.push_back(&blobs_[b].grad);
     }
   }
+}
+
+void Net::assign_blob_types(size_t i) {
+  std::vector<DType> in;
+  for (size_t b : layer_in_[i]) in.push_back(blob_types_[b]);
+  DType read = DType::f32, write = DType::f32;
+  // A GPU net stays float32 between its layers: its bf16 layers cast inside.
+  const auto* typed = device_.is_cuda() ? nullptr : dynamic_cast<const BlobTypes*>(layers_[i].get());
+  if (typed) {
+    read = typed->reads(in);
+    write = typed->writes(read);
+  }
+  reads_copy_[i].assign(in.size(), false);
+  for (size_t k = 0; k < in.size(); ++k) {
+    POSEIDON_CHECK(in[k] == read || read == DType::f32)
+        << "layer '" << layers_[i]->name() << "' reads bf16 from float32 blob '" << blobs_[layer_in_[i][k]].name << "'";
+    reads_copy_[i][k] = in[k] != read;
+  }
+  for (size_t b : layer_out_[i]) blob_types_[b] = write;
+}
+
+int64_t Net::blob_bytes() const {
+  int64_t bytes = 0;
+  for (const Blob& b : blobs_)
+    if (b.shares < 0) bytes += b.value.bytes() + b.grad.bytes() + b.f32_value.bytes() + b.f32_grad.bytes();
+  return bytes;
 }
 
 void Net::mark_gradient_paths() {
@@ -267,15 +314,34 @@ void Net::mark_gradient_paths() {
     runs_backward_[i] = layer_on_path[i] && layers_[i]->differentiable() && (learnable || any_input_grad);
     for (size_t b : layer_out_[i]) blobs_[b].needs_grad = runs_backward_[i] && reaches_loss[b];
   }
+  // A copy's gradient is rounded into the blob's once its last reader in
+  // backward, the first in forward's order, has run.
+  rounds_after_.assign(layers_.size(), {});
+  std::vector<bool> copy_grad(blobs_.size(), false);
   for (size_t i = 0; i < layers_.size(); ++i) {
     if (!runs_backward_[i]) continue;
     if (allocated_)
       for (size_t b : layer_out_[i])
-        if (blobs_[b].shares < 0) blobs_[b].grad.resize(blob_shapes_[b]);
+        if (blobs_[b].shares < 0) {
+          blobs_[b].grad.set_dtype(blob_types_[b]);
+          blobs_[b].grad.resize(blob_shapes_[b]);
+        }
     for (size_t k = 0; k < layer_in_[i].size(); ++k) {
-      Blob& in = blobs_[layer_in_[i][k]];
-      io_[i].in_grad[k] = in.needs_grad ? &in.grad : nullptr;
+      const size_t b = layer_in_[i][k];
+      Blob& in = blobs_[b];
+      io_[i].in_grad[k] = !in.needs_grad ? nullptr : reads_copy_[i][k] ? &in.f32_grad : &in.grad;
+      if (!in.needs_grad || !reads_copy_[i][k] || copy_grad[b]) continue;
+      copy_grad[b] = true;
+      rounds_after_[i].push_back(b);
     }
+  }
+  for (size_t b = 0; b < blobs_.size() && allocated_; ++b) {
+    if (!copy_grad[b]) {
+      blobs_[b].f32_grad = Tensor();
+      continue;
+    }
+    if (!blobs_[b].f32_grad.defined()) blobs_[b].f32_grad = Tensor::on(device_);
+    blobs_[b].f32_grad.resize(blob_shapes_[b]);
   }
   if (allocated_) share_fused_blobs();
   plan_input_grad_writes();

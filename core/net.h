@@ -36,6 +36,11 @@ struct Blob {
   // the index of that input blob, whose value and gradient tensors this blob
   // shares. -1 otherwise.
   int shares = -1;
+  // A float32 copy of a bfloat16 blob for the layers that read float32
+  // (core/blob_types.h), widened after the blob's writer runs, and its
+  // gradient, which those readers add into and backward rounds into `grad`
+  // once the last of them has run. Undefined where no such layer reads it.
+  Tensor f32_value, f32_grad;
 };
 
 class Net {
@@ -126,6 +131,9 @@ class Net {
   Blob& blob(const std::string& name);
   bool has_blob(const std::string& name) const { return blob_index_.count(name) > 0; }
   const std::vector<Blob>& blobs() const { return blobs_; }
+  // The bytes the blobs hold now: values, gradients and float32 copies, a
+  // tensor shared by a fused ReLU's output counted once.
+  int64_t blob_bytes() const;
   size_t num_layers() const { return layers_.size(); }
   Layer& layer(size_t i) { return *layers_[i]; }
   const Layer& layer(size_t i) const { return *layers_[i]; }
@@ -161,6 +169,13 @@ class Net {
   void mark_gradient_paths();
   void bind_params();
   void share_fused_blobs();  // after any (re)allocation of blobs
+  // Layer i's view of its inputs' types: the blob's, or float32 where it
+  // reads a float32 copy. Decides the types of layer i's outputs.
+  void assign_blob_types(size_t i);
+  // Widens the float32 copies of layer i's outputs (forward) and rounds
+  // the copies' gradients whose last reader in backward is layer i.
+  void widen_outputs(size_t i);
+  void round_copied_grads(size_t i);
   void plan_input_grad_writes();  // after gradient paths or fusion change
 
   std::string name_;
@@ -180,6 +195,9 @@ class Net {
   std::vector<bool> runs_backward_;
   std::vector<bool> fused_;  // per layer: a ReLU fused into its input's producer
   std::vector<bool> grad_overwritten_;  // per blob: its first writer in backward overwrites it (not zeroed)
+  std::vector<DType> blob_types_;       // as of the last infer_shapes
+  std::vector<std::vector<bool>> reads_copy_;      // per layer and input: reads the blob's float32 copy
+  std::vector<std::vector<size_t>> rounds_after_;  // per layer: blobs whose f32_grad is rounded after its backward
   std::vector<std::string> loss_outputs_, metric_outputs_;
   std::map<std::string, std::string> switched_by_;  // layer -> the model variable whose `if` keeps it
   Tensor flat_values_, flat_grads_, flat_buffers_;

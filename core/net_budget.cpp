@@ -13,8 +13,8 @@ namespace poseidon {
 
 namespace {
 
-double float_bytes(const Shape& shape) {
-  double n = sizeof(float);
+double tensor_bytes(const Shape& shape, DType type = DType::f32) {
+  double n = static_cast<double>(dtype_size(type));
   for (int64_t d : shape) n *= static_cast<double>(d);
   return n;
 }
@@ -58,7 +58,7 @@ void Net::require_fits_alone(int layer) const {
   if (layer < 0) {
     for (const std::string& in : input_names_) {
       const Shape shape = at_batch(blob_shapes_[blob_index_.at(in)]);
-      const double bytes = float_bytes(shape);
+      const double bytes = tensor_bytes(shape);
       if (bytes > budget_.memory_bytes)
         fail(input_nodes_.at(in), "net input '" + in + "': a batch of " + std::to_string(batch) +
                                       " examples of shape " + shape_str(input_shapes_.at(in)), bytes);
@@ -74,7 +74,7 @@ void Net::require_fits_alone(int layer) const {
     return *key;
   };
   for (const Param& p : l.params()) {
-    const double bytes = float_bytes(p.shape);
+    const double bytes = tensor_bytes(p.shape);
     if (bytes <= budget_.memory_bytes) continue;
     std::string what = named + "its parameter " + p.name + " of shape " + shape_str(p.shape);
     const ConfigNode at = where(p.shape, what);
@@ -82,7 +82,7 @@ void Net::require_fits_alone(int layer) const {
   }
   for (size_t k = 0; k < layer_out_[layer].size(); ++k) {
     const Shape shape = at_batch(blob_shapes_[layer_out_[layer][k]]);
-    const double bytes = float_bytes(shape);
+    const double bytes = tensor_bytes(shape, blob_types_[layer_out_[layer][k]]);
     if (bytes <= budget_.memory_bytes) continue;
     std::string what = named + "its output '" + blobs_[layer_out_[layer][k]].name + "' of shape " +
                        shape_str(shape) + " at batch " + std::to_string(batch);

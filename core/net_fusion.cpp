@@ -18,6 +18,9 @@ int Net::fuse_relus(const std::set<std::string>& keep) {
     const size_t in = layer_in_[i][0];
     const int producer = blobs_[in].producer;
     if (producer < 0 || readers[in] != 1 || keep.count(blobs_[in].name) || layer_out_[producer].size() != 1) continue;
+    // The shared tensor holds one type: not where the ReLU reads a float32
+    // copy of its bfloat16 input (core/blob_types.h).
+    if (blob_types_[in] != blob_types_[layer_out_[i][0]]) continue;
     auto* fusable = dynamic_cast<ReluFusable*>(layers_[producer].get());
     if (!fusable || fusable->relu_fused() || !fusable->fuse_relu()) continue;
     fused_[i] = true;

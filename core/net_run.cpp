@@ -1,27 +1,46 @@
 // Net execution: forward in topological order, backward in reverse with a
 // gradient-ready report per learnable parameter as soon as it is complete.
-#include "core/net.h"
-
+#include "core/blob_types.h"
 #include "core/error.h"
+#include "core/net.h"
 
 namespace poseidon {
 
 // A fused ReLU's work is done by its input's producer (Net::fuse_relus).
 // A runner, where one is set, stands in for the layers' own code.
 void Net::forward_layer(size_t i, RunContext& ctx) {
-  if (fused(i)) return;
-  if (runner_)
-    runner_->forward(i, *layers_[i], io_[i], ctx);
-  else
-    layers_[i]->forward(io_[i], ctx);
+  if (!fused(i)) {
+    if (runner_)
+      runner_->forward(i, *layers_[i], io_[i], ctx);
+    else
+      layers_[i]->forward(io_[i], ctx);
+  }
+  widen_outputs(i);
 }
 
 void Net::backward_layer(size_t i, RunContext& ctx) {
-  if (!runs_backward_[i] || fused(i)) return;
-  if (runner_)
-    runner_->backward(i, *layers_[i], io_[i], ctx);
-  else
-    layers_[i]->backward(io_[i], ctx);
+  if (runs_backward_[i] && !fused(i)) {
+    if (runner_)
+      runner_->backward(i, *layers_[i], io_[i], ctx);
+    else
+      layers_[i]->backward(io_[i], ctx);
+  }
+  round_copied_grads(i);
+}
+
+// After a fused ReLU's turn too: its output is its producer's tensor, which
+// holds the ReLU'd values by then.
+void Net::widen_outputs(size_t i) {
+  for (size_t b : layer_out_[i])
+    if (blobs_[b].f32_value.defined()) blobs_[b].f32_value.copy_from(blobs_[b].value);
+}
+
+void Net::round_copied_grads(size_t i) {
+  for (size_t b : rounds_after_[i]) {
+    Blob& blob = blobs_[b];
+    POSEIDON_REQUIRE(!blob.grad.is_cuda()) << "blob '" << blob.name << "': bf16 blobs live on the CPU";
+    add_rounded_into_bf16(blob.f32_grad.data(), blob.grad.bf16_data(), blob.grad.numel());
+  }
 }
 
 void Net::run_forward(RunContext& ctx, GradSink* gate) {
@@ -70,6 +89,7 @@ void Net::zero_blob_grads() {
   for (size_t i = 0; i < blobs_.size(); ++i) {
     Blob& b = blobs_[i];
     if (b.grad.defined() && b.shares < 0 && !grad_overwritten_[i]) b.grad.zero();
+    if (b.f32_grad.defined()) b.f32_grad.zero();
   }
 }
 
@@ -77,11 +97,16 @@ void Net::zero_blob_grads() {
 // layers in reverse order, so the first to reach a gradient tensor is the
 // last layer to read a blob holding it (a fused ReLU's output shares its
 // input's). A loss output is seeded, not zeroed, and a layer that reads the
-// same tensor through two inputs adds both: neither is overwritten.
+// same tensor through two inputs adds both: neither is overwritten. Nor is
+// a bfloat16 blob read through a float32 copy: its readers and the copy's
+// rounding add into zeroed gradients.
 void Net::plan_input_grad_writes() {
   grad_overwritten_.assign(blobs_.size(), false);
   std::vector<bool> reached(blobs_.size(), false);
   auto tensor_of = [&](size_t b) { return blobs_[b].shares < 0 ? b : static_cast<size_t>(blobs_[b].shares); };
+  for (size_t i = 0; i < layers_.size(); ++i)
+    for (size_t k = 0; k < layer_in_[i].size(); ++k)
+      if (reads_copy_[i][k]) reached[tensor_of(layer_in_[i][k])] = true;
   for (size_t i = 0; i < layers_.size(); ++i)
     if (layers_[i]->loss_weight() != 0.f)
       for (size_t b : layer_out_[i]) reached[tensor_of(b)] = true;

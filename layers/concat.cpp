@@ -3,6 +3,7 @@
 
 #include <cstring>
 
+#include "core/blob_types.h"
 #include "core/registry.h"
 
 namespace poseidon {
@@ -25,16 +26,27 @@ std::vector<Shape> ConcatLayer::reshape(const std::vector<Shape>& in) {
   return {out};
 }
 
+namespace {
+// The first element of a float32 or bfloat16 host tensor, as bytes.
+char* bytes_of(const Tensor& t) {
+  return t.dtype() == DType::bf16 ? reinterpret_cast<char*>(const_cast<uint16_t*>(t.bf16_data()))
+                                  : reinterpret_cast<char*>(const_cast<float*>(t.data()));
+}
+}  // namespace
+
+// Rows of the inputs copied as bytes: the same code moves float32 and
+// bfloat16 (core/blob_types.h), whose inputs are all of the output's type.
 void ConcatLayer::forward(LayerIO& io, RunContext&) {
   const int64_t outer = outer_;
-  const int64_t out_row = io.out[0]->numel() / outer;  // floats per outer index in the output
-  float* y = io.out[0]->data();
+  const size_t size = dtype_size(io.out[0]->dtype());
+  const int64_t out_row = io.out[0]->numel() / outer;  // elements per outer index in the output
+  char* y = bytes_of(*io.out[0]);
   int64_t offset = 0;
   for (const Tensor* x : io.in) {
     const int64_t row = x->numel() / outer;
-    const float* px = x->data();
+    const char* px = bytes_of(*x);
 #pragma omp parallel for if (x->numel() > 65536)
-    for (int64_t o = 0; o < outer; ++o) std::memcpy(y + o * out_row + offset, px + o * row, row * sizeof(float));
+    for (int64_t o = 0; o < outer; ++o) std::memcpy(y + (o * out_row + offset) * size, px + o * row * size, row * size);
     offset += row;
   }
 }
@@ -42,20 +54,26 @@ void ConcatLayer::forward(LayerIO& io, RunContext&) {
 void ConcatLayer::backward(LayerIO& io, RunContext&) {
   const int64_t outer = outer_;
   const int64_t out_row = io.out_grad[0]->numel() / outer;
-  const float* dy = io.out_grad[0]->data();
+  const bool bf16 = io.out_grad[0]->dtype() == DType::bf16;
+  const size_t size = dtype_size(io.out_grad[0]->dtype());
+  const char* dy = bytes_of(*io.out_grad[0]);
   int64_t offset = 0;
   for (size_t k = 0; k < io.in.size(); ++k) {
     const int64_t row = io.in[k]->numel() / outer;
     if (io.in_grad[k]) {
-      float* dx = io.in_grad[k]->data();
+      char* dx = bytes_of(*io.in_grad[k]);
       const bool overwrite = io.overwrites_input_grad(k);
 #pragma omp parallel for if (io.in[k]->numel() > 65536)
       for (int64_t o = 0; o < outer; ++o) {
-        const float* slice = dy + o * out_row + offset;
+        const char* slice = dy + (o * out_row + offset) * size;
+        char* dx_row = dx + o * row * size;
         if (overwrite)
-          std::memcpy(dx + o * row, slice, row * sizeof(float));
+          std::memcpy(dx_row, slice, row * size);
+        else if (bf16)  // the sum in float32, rounded once
+          add_rounded_into_bf16(reinterpret_cast<const uint16_t*>(slice), reinterpret_cast<uint16_t*>(dx_row), row);
         else
-          for (int64_t i = 0; i < row; ++i) dx[o * row + i] += slice[i];
+          for (int64_t i = 0; i < row; ++i)
+            reinterpret_cast<float*>(dx_row)[i] += reinterpret_cast<const float*>(slice)[i];
       }
     }
     offset += row;

@@ -1,14 +1,16 @@
 // Concat: joins two or more inputs along one axis (torch.cat); all other
 // dimensions must agree. Backward hands each input its slice of the gradient.
 // Declared here so that the GPU implementation (concat.cu) can take over
-// forward and backward.
+// forward and backward. On the CPU it joins bfloat16 blobs as they are where
+// every input is one (core/blob_types.h).
 #pragma once
 
+#include "core/blob_types.h"
 #include "core/layer.h"
 
 namespace poseidon {
 
-class ConcatLayer : public Layer {
+class ConcatLayer : public Layer, public BlobTypes {
  public:
   explicit ConcatLayer(const ConfigNode& config) : Layer(config), axis_(config.get_int("axis", 1)) {}
 
@@ -20,6 +22,10 @@ class ConcatLayer : public Layer {
   // Backward writes an input gradient that holds nothing yet rather than
   // adding to it (LayerIO::in_grad_unset).
   bool writes_input_grads() const override { return true; }
+  DType reads(const std::vector<DType>& in) const override {
+    return moved_type(in, own_precision() == Precision::fp32);
+  }
+  DType writes(DType read) const override { return read; }
 
  protected:
   int64_t axis_;            // as configured, possibly negative

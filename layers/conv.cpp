@@ -257,8 +257,8 @@ void ConvLayer::bias_grad(const float* dy, float* db) {
 
 void ConvLayer::forward(LayerIO& io, RunContext&) {
   POSEIDON_CHECK(io.in[0]->shape() == in_shape_) << name() << ": forward before reshape";
-  float* y = io.out[0]->data();
-  const float* x = io.in[0]->data();
+  float* y = edges_.output(*io.out[0]);
+  const float* x = edges_.widen_input(*io.in[0]);
   const float* w = param(0).value.data();
   if (bf16_.active()) {
     bf16_.round(x, io.in[0]->numel(), w);
@@ -267,6 +267,7 @@ void ConvLayer::forward(LayerIO& io, RunContext&) {
   }
   convolve(x, w, y);
   if (relu_fused_ && !dnnl_ && !winograd_) relu_in_place(y, io.out[0]->numel());
+  edges_.finish_output(*io.out[0]);
 }
 
 void ConvLayer::convolve(const float* x, const float* w, float* y) {
@@ -303,16 +304,28 @@ void ConvLayer::convolve(const float* x, const float* w, float* y) {
 }
 
 void ConvLayer::backward(LayerIO& io, RunContext&) {
-  const float* x = io.in[0]->data();
-  const float* dy = io.out_grad[0]->data();
+  // The fused ReLU's mask is applied to a bfloat16 output gradient in
+  // place too, as to a float32 one: a sink that forms a gradient from the
+  // blob (SFB) reads it masked.
+  if (relu_fused_ && io.out_grad[0]->dtype() == DType::bf16)
+    relu_grad_in_place(io.out[0]->bf16_data(), const_cast<Tensor*>(io.out_grad[0])->bf16_data(),
+                       io.out_grad[0]->numel());
+  const float* x = edges_.input(*io.in[0]);
+  const float* dy = edges_.widen_output_grad(*io.out_grad[0]);
   // A fused ReLU's backward turns the output gradient into the gradient at
   // the ReLU's input, in place, and emulated bf16 rounds it in place: no
   // layer reads it after this one.
-  if (relu_fused_) relu_grad_in_place(io.out[0]->data(), const_cast<float*>(dy), io.out_grad[0]->numel());
-  float* dx = io.in_grad[0] ? io.in_grad[0]->data() : nullptr;
-  const bool overwrite_dx = io.overwrites_input_grad(0);
+  if (relu_fused_)
+    relu_grad_in_place(edges_.written_output(*io.out[0]), const_cast<float*>(dy), io.out_grad[0]->numel());
+  bool overwrite_dx = io.overwrites_input_grad(0);
+  float* dx = edges_.input_grad(io.in_grad[0], overwrite_dx);
+  backward_float32(x, dy, dx, overwrite_dx);
+  edges_.finish_input_grad(io.in_grad[0], io.overwrites_input_grad(0));
+}
+
+void ConvLayer::backward_float32(const float* x, const float* dy, float* dx, bool overwrite_dx) {
   const float* w = param(0).value.data();
-  if (rounds_dy_) round_to_bf16(const_cast<float*>(dy), io.out_grad[0]->numel());
+  if (rounds_dy_) round_to_bf16(const_cast<float*>(dy), batch_ * num_output_ * out_hw_);
   if (bf16_.active()) {  // the operands' copies are still forward's
     x = bf16_.input();
     w = bf16_.weight();
@@ -335,7 +348,7 @@ void ConvLayer::backward(LayerIO& io, RunContext&) {
   }
   if (has_bias_) bias_grad(dy, param(1).grad.data());
   // col2im adds every tap's share: dx starts from zero when it holds nothing.
-  if (dx && overwrite_dx && !pointwise_) io.in_grad[0]->zero();
+  if (dx && overwrite_dx && !pointwise_) std::fill_n(dx, batch_ * geom_.image_size(), 0.f);
   if (pointwise_) {
     const int64_t in_g = geom_.channels / groups_, out_g = num_output_ / groups_;
     for (int64_t n = 0; n < batch_; ++n)

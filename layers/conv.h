@@ -10,9 +10,11 @@
 #include <memory>
 #include <vector>
 
+#include "core/blob_types.h"
 #include "core/im2col.h"
 #include "core/layer.h"
 #include "core/relu_fusion.h"
+#include "layers/bf16_edges.h"
 #include "layers/conv_subsample.h"
 #include "layers/rounded_operands.h"
 
@@ -21,7 +23,7 @@ namespace poseidon {
 class DnnlConv;
 class WinogradConv;
 
-class ConvLayer : public Layer, public ReluFusable {
+class ConvLayer : public Layer, public ReluFusable, public BlobTypes {
  public:
   explicit ConvLayer(const ConfigNode& c);
   ~ConvLayer() override;
@@ -43,6 +45,13 @@ class ConvLayer : public Layer, public ReluFusable {
   // bfloat16 (see bf16_); on a GPU (conv.cu) through cuDNN's
   // bfloat16 convolutions. tf32 on a GPU through cuDNN's tensor-core math.
   bool supports_precision(Precision p) const override;
+  // Under bf16 it reads its input as it comes and writes its output and
+  // input gradient as bfloat16 (core/blob_types.h; on the CPU through
+  // layers/bf16_edges.h).
+  DType reads(const std::vector<DType>& in) const override {
+    return precision() == Precision::bf16 ? in[0] : DType::f32;
+  }
+  DType writes(DType) const override { return precision() == Precision::bf16 ? DType::bf16 : DType::f32; }
   // On the CPU: "onednn", "onednn matmul" (small images), "winograd",
   // "im2col" or "pointwise" (1x1 as per-image products).
   std::string engine() const override;
@@ -68,6 +77,8 @@ class ConvLayer : public Layer, public ReluFusable {
   void prepare_cpu_engine();
   SubsampleShape subsample() const;  // of the input, at the layer's stride
   void convolve(const float* x, const float* w, float* y);
+  // Backward on float32 operands (the blobs', or their edges' copies).
+  void backward_float32(const float* x, const float* dy, float* dx, bool overwrite_dx);
   template <class Fn>
   void for_each_group(const float* w, int64_t images, Fn fn);
   void scatter_to_nchw(int64_t images, float* y);
@@ -95,6 +106,7 @@ class ConvLayer : public Layer, public ReluFusable {
   // x and w as it reads them) multiply these rounded copies.
   bool rounds_dy_ = false;
   RoundedOperands bf16_;
+  Bf16Edges edges_;  // float32 buffers of bfloat16 blobs
 };
 
 }  // namespace poseidon

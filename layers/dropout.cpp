@@ -1,6 +1,7 @@
 // Dropout on the CPU (see dropout.h).
 #include "layers/dropout.h"
 
+#include "core/bf16.h"
 #include "core/registry.h"
 #include "layers/dropout_mask.h"
 
@@ -25,8 +26,7 @@ uint64_t DropoutLayer::draw_seed(RunContext& ctx) {
 }
 
 void DropoutLayer::forward(LayerIO& io, RunContext& ctx) {
-  const float* x = io.in[0]->data();
-  float* y = io.out[0]->data();
+  const bool bf16 = io.in[0]->dtype() == DType::bf16;
   const int64_t n = io.in[0]->numel();
   masked_ = ctx.phase == Phase::train;
   if (!masked_) {
@@ -39,12 +39,22 @@ void DropoutLayer::forward(LayerIO& io, RunContext& ctx) {
   float* mask = mask_.data();
 #pragma omp parallel for if (n > 32768)
   for (int64_t i = 0; i < n; ++i) mask[i] = dropout_mask::element(seed, static_cast<uint64_t>(i), threshold, scale);
+  if (bf16) {  // the product in float32, rounded once (core/blob_types.h)
+    const uint16_t* x = io.in[0]->bf16_data();
+    uint16_t* y = io.out[0]->bf16_data();
+#pragma omp parallel for simd if (n > 32768)
+    for (int64_t i = 0; i < n; ++i) y[i] = to_bf16(from_bf16(x[i]) * mask[i]);
+    return;
+  }
+  const float* x = io.in[0]->data();
+  float* y = io.out[0]->data();
 #pragma omp parallel for simd if (n > 32768)
   for (int64_t i = 0; i < n; ++i) y[i] = x[i] * mask[i];
 }
 
 void DropoutLayer::backward(LayerIO& io, RunContext&) {
   if (!io.in_grad[0]) return;
+  if (io.in_grad[0]->dtype() == DType::bf16) return backward_bf16(io);
   const float* dy = io.out_grad[0]->data();
   float* dx = io.in_grad[0]->data();
   const int64_t n = io.out_grad[0]->numel();
@@ -56,6 +66,19 @@ void DropoutLayer::backward(LayerIO& io, RunContext&) {
   const float* mask = mask_.data();
 #pragma omp parallel for simd if (n > 32768)
   for (int64_t i = 0; i < n; ++i) dx[i] += dy[i] * mask[i];
+}
+
+void DropoutLayer::backward_bf16(LayerIO& io) const {
+  const uint16_t* dy = io.out_grad[0]->bf16_data();
+  uint16_t* dx = io.in_grad[0]->bf16_data();
+  const int64_t n = io.out_grad[0]->numel();
+  if (!masked_) {
+    add_rounded_into_bf16(dy, dx, n);
+    return;
+  }
+  const float* mask = mask_.data();
+#pragma omp parallel for simd if (n > 32768)
+  for (int64_t i = 0; i < n; ++i) dx[i] = to_bf16(from_bf16(dx[i]) + from_bf16(dy[i]) * mask[i]);
 }
 
 POSEIDON_REGISTER_LAYER(DropoutLayer, "dropout",

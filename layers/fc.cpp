@@ -74,9 +74,9 @@ Shape FcLayer::accept_input(const Shape& s) {
 
 void FcLayer::forward(LayerIO& io, RunContext&) {
   POSEIDON_CHECK(io.in[0]->numel() == batch_ * features_) << name() << ": forward before reshape";
-  const float* x = io.in[0]->data();
+  const float* x = edges_.widen_input(*io.in[0]);
   const float* w = param(0).value.data();
-  float* y = io.out[0]->data();
+  float* y = edges_.output(*io.out[0]);
   if (bf16_.active()) {
     bf16_.round(x, batch_ * features_, w);
     x = bf16_.input();
@@ -89,32 +89,45 @@ void FcLayer::forward(LayerIO& io, RunContext&) {
     if (has_bias_) add_bias_on_host(y);
   }
   if (relu_fused_ && !dnnl_) relu_in_place(y, batch_ * num_output_);
+  edges_.finish_output(*io.out[0]);
 }
 
 void FcLayer::backward(LayerIO& io, RunContext&) {
-  const float* x = io.in[0]->data();
+  // The fused ReLU's mask is applied to a bfloat16 output gradient in
+  // place too, as to a float32 one: a sink that forms a gradient from the
+  // blob (SFB) reads it masked.
+  if (relu_fused_ && io.out_grad[0]->dtype() == DType::bf16)
+    relu_grad_in_place(io.out[0]->bf16_data(), const_cast<Tensor*>(io.out_grad[0])->bf16_data(),
+                       io.out_grad[0]->numel());
+  bool overwrite_dx = io.overwrites_input_grad(0);
+  float* dx = edges_.input_grad(io.in_grad[0], overwrite_dx);
+  backward_float32(edges_.input(*io.in[0]), edges_.widen_output_grad(*io.out_grad[0]),
+                   edges_.written_output(*io.out[0]), dx, overwrite_dx, io.writes_param_grad(0));
+  edges_.finish_input_grad(io.in_grad[0], io.overwrites_input_grad(0));
+}
+
+void FcLayer::backward_float32(const float* x, float* dy, const float* y, float* dx, bool overwrite_dx,
+                               bool writes_weight_grad) {
   const float* w = param(0).value.data();
-  const float* dy = io.out_grad[0]->data();
   // A fused ReLU's backward turns the output gradient into the gradient at
   // the ReLU's input, in place, and emulated bf16 rounds it in place: no
   // layer reads it after this one.
-  if (relu_fused_) relu_grad_in_place(io.out[0]->data(), const_cast<float*>(dy), batch_ * num_output_);
+  if (relu_fused_) relu_grad_in_place(y, dy, batch_ * num_output_);
   if (bf16_.active()) {  // the operands' copies are still forward's
-    round_to_bf16(const_cast<float*>(dy), batch_ * num_output_);
+    round_to_bf16(dy, batch_ * num_output_);
     x = bf16_.input();
     w = bf16_.weight();
   }
-  float* dw = io.writes_param_grad(0) ? param(0).grad.data() : nullptr;
-  float* dx = io.in_grad[0] ? io.in_grad[0]->data() : nullptr;
+  float* dw = writes_weight_grad ? param(0).grad.data() : nullptr;
   float* db = has_bias_ ? param(1).grad.data() : nullptr;
   bound_param_grads(x, dy, dw != nullptr);
   if (dnnl_) {
-    dnnl_->backward(x, w, dy, dx, dw, db, io.overwrites_input_grad(0));
+    dnnl_->backward(x, w, dy, dx, dw, db, overwrite_dx);
     return;
   }
   if (db) bias_grad_on_host(dy, db);
   if (dw) gemm(true, false, num_output_, features_, batch_, 1.f, dy, x, 0.f, dw);
-  if (dx) gemm(false, false, batch_, features_, num_output_, 1.f, dy, w, io.overwrites_input_grad(0) ? 0.f : 1.f, dx);
+  if (dx) gemm(false, false, batch_, features_, num_output_, 1.f, dy, w, overwrite_dx ? 0.f : 1.f, dx);
 }
 
 // dw[o, f] sums batch_ products dy[n, o] x[n, f], and db[o] batch_ of

@@ -13,15 +13,17 @@
 #include <map>
 #include <memory>
 
+#include "core/blob_types.h"
 #include "core/layer.h"
 #include "core/relu_fusion.h"
+#include "layers/bf16_edges.h"
 #include "layers/rounded_operands.h"
 
 namespace poseidon {
 
 class DnnlFc;
 
-class FcLayer : public Layer, public ReluFusable {
+class FcLayer : public Layer, public ReluFusable, public BlobTypes {
  public:
   explicit FcLayer(const ConfigNode& c);
   ~FcLayer() override;
@@ -43,6 +45,13 @@ class FcLayer : public Layer, public ReluFusable {
   // bf16_emulated_); on a GPU (fc.cu) through cuBLAS's bfloat16 GEMMs. tf32
   // on a GPU through cuBLAS's tensor-core math.
   bool supports_precision(Precision p) const override;
+  // Under bf16 it reads its input as it comes and writes its output and
+  // input gradient as bfloat16 (core/blob_types.h; on the CPU through
+  // layers/bf16_edges.h).
+  DType reads(const std::vector<DType>& in) const override {
+    return precision() == Precision::bf16 ? in[0] : DType::f32;
+  }
+  DType writes(DType) const override { return precision() == Precision::bf16 ? DType::bf16 : DType::f32; }
 
  protected:
   // Checks the input shape, declares the parameters and records the
@@ -59,6 +68,10 @@ class FcLayer : public Layer, public ReluFusable {
   void bias_grad_on_host(const float* dy, float* db);
   // Sets the parameters' grad_bounded for this backward (core/layer.h).
   void bound_param_grads(const float* x, const float* dy, bool writes_weight_grad);
+  // Backward on float32 operands (the blobs', or their edges' copies); dy
+  // may change in place, y is the output as forward wrote it.
+  void backward_float32(const float* x, float* dy, const float* y, float* dx, bool overwrite_dx,
+                        bool writes_weight_grad);
 
   bool blas_only_ = false;
   // oneDNN's primitives per batch size and precision, kept so that switching
@@ -70,6 +83,7 @@ class FcLayer : public Layer, public ReluFusable {
   // bf16 without oneDNN's bfloat16 kernels (before AVX-512, or engine:
   // blas): the float32 products' operands, rounded.
   RoundedOperands bf16_;
+  Bf16Edges edges_;  // float32 buffers of bfloat16 blobs
 };
 
 }  // namespace poseidon

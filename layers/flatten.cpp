@@ -17,6 +17,10 @@ std::vector<Shape> FlattenLayer::reshape(const std::vector<Shape>& in) {
 
 void FlattenLayer::backward(LayerIO& io, RunContext&) {
   if (!io.in_grad[0]) return;
+  if (io.in_grad[0]->dtype() == DType::bf16) {
+    add_rounded_into_bf16(io.out_grad[0]->bf16_data(), io.in_grad[0]->bf16_data(), io.in_grad[0]->numel());
+    return;
+  }
   const float* dy = io.out_grad[0]->data();
   float* dx = io.in_grad[0]->data();
   const int64_t n = io.out_grad[0]->numel();

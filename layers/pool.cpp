@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <limits>
+#include <vector>
 
 #include "core/registry.h"
 #include "layers/pool_kernels.h"
@@ -98,46 +99,81 @@ void PoolLayer::for_plane_runs(Kernel kernel) const {
   for (int64_t r = 0; r < runs; ++r) kernel(r * run, std::min(planes, (r + 1) * run));
 }
 
+namespace {
+
+// A run of planes of a bfloat16 tensor as float32: the thread's buffer
+// `slot` (0: the input side, 1: the output side), holding `n` floats.
+float* run_buffer(int slot, int64_t n) {
+  thread_local std::vector<float> buffers[2];
+  buffers[slot].resize(n);
+  return buffers[slot].data();
+}
+
+}  // namespace
+
 void PoolLayer::forward(LayerIO& io, RunContext&) {
   POSEIDON_CHECK(io.in[0]->shape() == in_shape_) << name() << ": forward before reshape";
-  const float* x = io.in[0]->data();
-  float* y = io.out[0]->data();
+  const bool bf16 = io.in[0]->dtype() == DType::bf16;
+  const float* x = bf16 ? nullptr : io.in[0]->data();
+  float* y = bf16 ? nullptr : io.out[0]->data();
   const int64_t planes = in_shape_[0] * in_shape_[1];
   const int64_t in_plane = in_shape_[2] * in_shape_[3], out_plane = out_h_ * out_w_;
   // Sized here, not in reshape, so that the GPU layer, which keeps its own, holds no host copy.
   if (max_) argmax_.resize(planes * out_plane);
   const PoolGeometry g = geometry();
   for_plane_runs([&](int64_t begin, int64_t end) {
-    const float* src = x + begin * in_plane;
-    float* dst = y + begin * out_plane;
+    const float* src;
+    float* dst;
+    if (bf16) {
+      float* widened = run_buffer(0, (end - begin) * in_plane);
+      widen_bf16(io.in[0]->bf16_data() + begin * in_plane, widened, (end - begin) * in_plane);
+      src = widened;
+      dst = run_buffer(1, (end - begin) * out_plane);
+    } else {
+      src = x + begin * in_plane;
+      dst = y + begin * out_plane;
+    }
     if (max_)
       max_planes(g, src, dst, argmax_.data() + begin * out_plane, end - begin);
     else if (whole_plane_)
       avg_whole_planes(src, in_plane, row_divisors_[0] * col_divisors_[0], dst, end - begin);
     else
       avg_planes(g, src, dst, end - begin);
+    if (bf16) round_into_bf16(dst, io.out[0]->bf16_data() + begin * out_plane, (end - begin) * out_plane);
   });
 }
 
 void PoolLayer::backward(LayerIO& io, RunContext&) {
   if (!io.in_grad[0]) return;
-  const float* dy = io.out_grad[0]->data();
-  float* dx = io.in_grad[0]->data();
+  const bool bf16 = io.in_grad[0]->dtype() == DType::bf16;
+  const float* dy = bf16 ? nullptr : io.out_grad[0]->data();
+  float* dx = bf16 ? nullptr : io.in_grad[0]->data();
   const int64_t in_plane = in_shape_[2] * in_shape_[3], out_plane = out_h_ * out_w_;
   const PoolGeometry g = geometry();
   const bool overwrite = io.overwrites_input_grad(0);
   for_plane_runs([&](int64_t begin, int64_t end) {
-    float* dst = dx + begin * in_plane;
-    const float* grad = dy + begin * out_plane;
+    const int64_t in_run = (end - begin) * in_plane, out_run = (end - begin) * out_plane;
+    uint16_t* dx_bf16 = bf16 ? io.in_grad[0]->bf16_data() + begin * in_plane : nullptr;
+    float* dst = bf16 ? nullptr : dx + begin * in_plane;
+    const float* grad = bf16 ? nullptr : dy + begin * out_plane;
+    if (bf16) {
+      float* widened = run_buffer(1, out_run);
+      widen_bf16(io.out_grad[0]->bf16_data() + begin * out_plane, widened, out_run);
+      grad = widened;
+      dst = run_buffer(0, in_run);
+      // The windows' shares add up in float32, then join dx with one rounding.
+      if (!overwrite) widen_bf16(dx_bf16, dst, in_run);
+    }
     // The kernels add each window's share: a gradient holding nothing starts
     // from zero, run by run while it stays in cache.
-    if (overwrite) std::fill_n(dst, (end - begin) * in_plane, 0.f);
+    if (overwrite) std::fill_n(dst, in_run, 0.f);
     if (max_)
       max_planes_grad(argmax_.data() + begin * out_plane, grad, out_plane, in_plane, dst, end - begin);
     else if (whole_plane_)
       avg_whole_planes_grad(grad, in_plane, 1.f / row_divisors_[0], col_scales_[0], dst, end - begin);
     else
       avg_planes_grad(g, grad, dst, end - begin);
+    if (bf16) round_into_bf16(dst, dx_bf16, in_run);
   });
 }
 

@@ -5,12 +5,15 @@
 // Max pooling remembers each window's argmax for backward. Declared here so
 // that the GPU implementation (pool.cu) can take over forward and backward.
 // The CPU runs plain loops: oneDNN 2.6's pooling on NCHW was faster forward
-// but slower backward, and slower in all (docs/BENCHMARK_HISTORY.md).
+// but slower backward, and slower in all (docs/BENCHMARK_HISTORY.md). On
+// bfloat16 blobs (core/blob_types.h) the same kernels run on each run of
+// planes widened into float32, and the results are rounded once.
 #pragma once
 
 #include <array>
 #include <cstdint>
 
+#include "core/blob_types.h"
 #include "core/im2col.h"
 #include "core/layer.h"
 
@@ -24,7 +27,7 @@ struct PoolGeometry {
   const float *row_divisors, *col_divisors, *col_scales;  // avg only: per output row, column; 1 / column's
 };
 
-class PoolLayer : public Layer {
+class PoolLayer : public Layer, public BlobTypes {
  public:
   explicit PoolLayer(const ConfigNode& c);
 
@@ -35,6 +38,10 @@ class PoolLayer : public Layer {
   // adding to it (LayerIO::in_grad_unset).
   bool writes_input_grads() const override { return true; }
   int64_t forward_flops(const std::vector<Shape>& in) const override;
+  DType reads(const std::vector<DType>& in) const override {
+    return moved_type(in, own_precision() == Precision::fp32);
+  }
+  DType writes(DType read) const override { return read; }
 
  protected:
   bool max_ = true, global_ = false, ceil_mode_ = false, count_include_pad_ = true;

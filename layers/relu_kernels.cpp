@@ -1,6 +1,7 @@
 // ReLU passes in place (see relu_kernels.h).
 #include "layers/relu_kernels.h"
 
+#include "core/bf16.h"
 #include "layers/cpu_vector.h"
 
 namespace poseidon {
@@ -26,6 +27,13 @@ void relu_in_place(float* y, int64_t n) {
 
 void relu_grad_in_place(const float* y, float* dy, int64_t n) {
   parallel_chunks(n, [&](int64_t begin, int64_t end) { relu_grad_range_in_place(y + begin, dy + begin, end - begin); });
+}
+
+void relu_grad_in_place(const uint16_t* y, uint16_t* dy, int64_t n) {
+  parallel_chunks(n, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i)
+      if (!(from_bf16(y[i]) > 0.f)) dy[i] = 0;
+  });
 }
 
 }  // namespace poseidon

@@ -16,5 +16,7 @@ void relu_grad_range_in_place(const float* y, float* dy, int64_t n);
 
 void relu_in_place(float* y, int64_t n);
 void relu_grad_in_place(const float* y, float* dy, int64_t n);
+// The same on a bfloat16 output and output gradient (core/blob_types.h).
+void relu_grad_in_place(const uint16_t* y, uint16_t* dy, int64_t n);
 
 }  // namespace poseidon

@@ -1,6 +1,10 @@
 // Sum on the CPU (see sum.h).
 #include "layers/sum.h"
 
+#include <algorithm>
+
+#include "core/bf16.h"
+#include "core/blob_types.h"
 #include "core/registry.h"
 #include "layers/cpu_vector.h"
 #include "layers/relu_kernels.h"
@@ -47,11 +51,58 @@ POSEIDON_VECTOR_CLONES void add_scaled_range(float c, const float* x, float* y, 
   for (int64_t i = 0; i < n; ++i) y[i] += c * x[i];
 }
 
+// bfloat16 blobs (core/blob_types.h) in blocks of this many elements:
+// widened into float32 on the stack, summed, rounded once.
+constexpr int64_t kBf16Block = 256;
+
 }  // namespace
+
+void SumLayer::forward_bf16(LayerIO& io) const {
+  uint16_t* y = io.out[0]->bf16_data();
+  parallel_chunks(io.out[0]->numel(), [&](int64_t begin, int64_t end) {
+    float acc[kBf16Block];
+    for (int64_t b = begin; b < end; b += kBf16Block) {
+      const int64_t n = std::min(kBf16Block, end - b);
+      std::fill_n(acc, n, 0.f);
+      for (size_t k = 0; k < io.in.size(); ++k) {
+        const uint16_t* x = io.in[k]->bf16_data() + b;
+        for (int64_t i = 0; i < n; ++i) acc[i] += coefficients_[k] * from_bf16(x[i]);
+      }
+      if (relu_fused_) relu_range_in_place(acc, n);
+      round_into_bf16(acc, y + b, n);
+    }
+  });
+}
+
+void SumLayer::backward_bf16(LayerIO& io) const {
+  const uint16_t* dy = io.out_grad[0]->bf16_data();
+  parallel_chunks(io.out_grad[0]->numel(), [&](int64_t begin, int64_t end) {
+    float g[kBf16Block];
+    for (int64_t b = begin; b < end; b += kBf16Block) {
+      const int64_t n = std::min(kBf16Block, end - b);
+      widen_bf16(dy + b, g, n);
+      if (relu_fused_) {  // the output is positive where the ReLU's input was
+        const uint16_t* y = io.out[0]->bf16_data() + b;
+        for (int64_t i = 0; i < n; ++i)
+          if (!(from_bf16(y[i]) > 0.f)) g[i] = 0.f;
+      }
+      for (size_t k = 0; k < io.in.size(); ++k) {
+        if (!io.in_grad[k]) continue;
+        uint16_t* dx = io.in_grad[k]->bf16_data() + b;
+        const float c = coefficients_[k];
+        if (io.overwrites_input_grad(k))
+          for (int64_t i = 0; i < n; ++i) dx[i] = to_bf16(c * g[i]);
+        else
+          for (int64_t i = 0; i < n; ++i) dx[i] = to_bf16(from_bf16(dx[i]) + c * g[i]);
+      }
+    }
+  });
+}
 
 // Chunk by chunk, every input at once: the chunk of y (forward) or dy
 // (backward) stays in cache while each input adds to it or reads it.
 void SumLayer::forward(LayerIO& io, RunContext&) {
+  if (io.out[0]->dtype() == DType::bf16) return forward_bf16(io);
   float* y = io.out[0]->data();
   parallel_chunks(io.out[0]->numel(), [&](int64_t begin, int64_t end) {
     const int64_t n = end - begin;
@@ -71,6 +122,7 @@ void SumLayer::forward(LayerIO& io, RunContext&) {
 }
 
 void SumLayer::backward(LayerIO& io, RunContext&) {
+  if (io.out_grad[0]->dtype() == DType::bf16) return backward_bf16(io);
   const float* dy = io.out_grad[0]->data();
   // A fused ReLU's backward turns the output gradient into the gradient at
   // the ReLU's input, chunk by chunk in place: no layer reads it after this

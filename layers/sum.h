@@ -2,15 +2,17 @@
 // y = sum_k coefficients[k] * x_k (residual connections, Caffe's Eltwise SUM).
 // With a ReLU fused (core/relu_fusion.h) the output is max(y, 0): the residual
 // add and ResNet's ReLU after it in one pass. Declared here so that the GPU
-// implementation (sum.cu) can take over forward and backward.
+// implementation (sum.cu) can take over forward and backward. On the CPU it
+// sums bfloat16 blobs in float32 and rounds once (core/blob_types.h).
 #pragma once
 
+#include "core/blob_types.h"
 #include "core/layer.h"
 #include "core/relu_fusion.h"
 
 namespace poseidon {
 
-class SumLayer : public Layer, public ReluFusable {
+class SumLayer : public Layer, public ReluFusable, public BlobTypes {
  public:
   explicit SumLayer(const ConfigNode& config);
 
@@ -28,9 +30,17 @@ class SumLayer : public Layer, public ReluFusable {
   int64_t forward_flops(const std::vector<Shape>& in) const override {
     return 2 * static_cast<int64_t>(in.size()) * shape_numel(in[0]);
   }
+  DType reads(const std::vector<DType>& in) const override {
+    return moved_type(in, own_precision() == Precision::fp32);
+  }
+  DType writes(DType read) const override { return read; }
 
  protected:
   std::vector<float> coefficients_;  // one per input
+
+ private:
+  void forward_bf16(LayerIO& io) const;
+  void backward_bf16(LayerIO& io) const;
 };
 
 }  // namespace poseidon

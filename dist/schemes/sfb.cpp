@@ -3,7 +3,9 @@
 
 #include <cstring>
 #include <limits>
+#include <utility>
 
+#include "core/blob_types.h"
 #include "dist/schemes/exchange_registry.h"
 
 namespace poseidon::dist {
@@ -57,8 +59,15 @@ SfbExchange::SfbExchange(Comm comm, Solver& solver, ExchangeCompute& compute, Pa
 void SfbExchange::snapshot_operands() {
   // Copied now: the next forward overwrites the input blob before this layer's gate.
   POSEIDON_CHECK(input_.numel() == k_ * n_) << label_ << ": the batch changed under sufficient-factor broadcasting";
-  std::memcpy(my_inputs_.data(), input_.data(), my_inputs_.size() * sizeof(float));
-  std::memcpy(my_output_grads_.data(), output_grad_.data(), my_output_grads_.size() * sizeof(float));
+  // A bfloat16 blob (the fc's input and output gradient under bf16 on the
+  // CPU, core/blob_types.h) widens exactly; a float32 one is rounded, as the
+  // layer's own product reads it.
+  for (auto [from, to] : {std::pair{&input_, &my_inputs_}, std::pair{&output_grad_, &my_output_grads_}}) {
+    if (from->dtype() == DType::bf16)
+      widen_bf16(from->bf16_data(), to->data(), static_cast<int64_t>(to->size()));
+    else
+      std::memcpy(to->data(), from->data(), to->size() * sizeof(float));
+  }
   if (precision_ == Precision::bf16) {
     round_to_bf16(my_inputs_.data(), static_cast<int64_t>(my_inputs_.size()));
     round_to_bf16(my_output_grads_.data(), static_cast<int64_t>(my_output_grads_.size()));

@@ -30,11 +30,12 @@ inline void feed(Net& net, uint64_t seed) {
   for (int64_t i = 0; i < labels.numel(); ++i) labels[i] = static_cast<float>(i % 3);
 }
 
-// Equal element for element (a NaN equals nothing).
+// Of one type and equal element for element (a NaN equals nothing).
 inline bool same_values(const Tensor& a, const Tensor& b) {
-  if (a.numel() != b.numel()) return false;
-  for (int64_t i = 0; i < a.numel(); ++i)
-    if (!(a[i] == b[i])) return false;
+  if (a.numel() != b.numel() || a.dtype() != b.dtype()) return false;
+  const Tensor x = a.to(DType::f32), y = b.to(DType::f32);
+  for (int64_t i = 0; i < x.numel(); ++i)
+    if (!(x[i] == y[i])) return false;
   return true;
 }
 

@@ -324,8 +324,9 @@ class Lockstep {
     for (int r = 0; r < ranks_; ++r) {
       run_local(it, r, before);
       const Layer& layer = local_.layer(layer_index);
-      const Tensor& x = local_.blob(layer.inputs()[0]).value;
-      const Tensor& dy = local_.blob(layer.outputs()[0]).grad;
+      // Widened: under bf16 the fc's blobs are bfloat16 (core/blob_types.h).
+      const Tensor x = local_.blob(layer.inputs()[0]).value.to(DType::f32);
+      const Tensor dy = local_.blob(layer.outputs()[0]).grad.to(DType::f32);
       u.insert(u.end(), dy.data(), dy.data() + dy.numel());
       v.insert(v.end(), x.data(), x.data() + x.numel());
       if (layer.precision() == Precision::bf16) {

@@ -99,7 +99,10 @@ TEST(TorchFanOut, GradientsOfABlobFeedingTwoLayersMatchPyTorch) {
       net.backward(ctx, sink);
       net.backward(ctx, sink);
 
-      std::vector<std::pair<std::string, const Tensor*>> ours = {{"grad.c1", &net.blob("c1").grad}};
+      // Under bf16, c1 (a convolution's output) and its gradient are bfloat16.
+      EXPECT_EQ(net.blob("c1").grad.dtype(), bf16 ? DType::bf16 : DType::f32);
+      const Tensor c1_grad = net.blob("c1").grad.to(DType::f32);
+      std::vector<std::pair<std::string, const Tensor*>> ours = {{"grad.c1", &c1_grad}};
       for (Param* p : net.params()) ours.emplace_back("grad." + p->name, &p->grad);
       for (const auto& [key, tensor] : ours) {
         if (bf16)
