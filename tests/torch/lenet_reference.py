@@ -50,6 +50,11 @@ either differs from the exact result. So with e = ||autocast - float64||
 independent errors of size e differ by about sqrt(2) e), and its own error
 ||poseidon - float64|| between 0.5 e and 1.25 e: as accurate as autocast, and
 bfloat16-sized (a run that ignored `precision` would be at float32's 1e-6).
+The own error is judged over three initialisations (BF16_SEEDS), as the sum
+of poseidon's errors against the sum of autocast's: poseidon's bf16 blobs
+round where autocast's tensors do, so each run draws two errors of the same
+size, and one draw of their ratio strays by some 30% either way (conv1's
+weight update: 1.28 at seed 1, 0.91 at seed 3).
 Where bf16 layers run no bfloat16 kernels (`poseidon info`'s `CPU bf16` line:
 before AVX-512, or where they are slower than float32 ones), poseidon's
 float32 kernels multiply the rounded operands and keep float32
@@ -80,6 +85,7 @@ import safetensors_io  # noqa: E402
 from poseidon_training import losses_match, norm_relative_error, run_poseidon_train, write_idx  # noqa: E402
 
 SEED = 1
+BF16_SEEDS = (1, 2, 3)  # initialisations a bf16 run is judged over (see the docstring)
 BATCH = 64
 STEPS = 5
 LR, MOMENTUM, WEIGHT_DECAY = 0.01, 0.9, 5e-4
@@ -199,11 +205,11 @@ def read_idx_gz(path, count):
         return dims, f.read(count * record)
 
 
-def write_config(path, repo, images, labels, out_dir, solver, precision):
+def write_config(path, repo, images, labels, out_dir, solver, precision, seed):
     q = json.dumps  # a JSON string is a valid YAML scalar, whatever the path holds
     with open(path, "w") as f:
         f.write(f"model: {q(os.path.join(repo, 'models', 'lenet.yaml'))}\n")
-        f.write(f"seed: {SEED}\nthreads: 2\nprecision: {precision}\n")
+        f.write(f"seed: {seed}\nthreads: 2\nprecision: {precision}\n")
         f.write("data:\n")
         f.write(f"  train: {{source: idx, images: {q(images)}, labels: {q(labels)}, "
                 f"batch_size: {BATCH}, shuffle: false}}\n")
@@ -247,59 +253,59 @@ def has_bf16_kernels(poseidon):
     return json.loads(info)["CPU bf16"].startswith("oneDNN's bfloat16 kernels")
 
 
-def compare_bf16(final, initial, autocast_params, autocast_state, exact_params, exact_state, own_error):
-    """Judges poseidon's bf16 updates and momentum buffers against autocast's, scaled by autocast's own
-    distance from float64, poseidon's own distance within `own_error` (see the module's docstring);
-    returns True when all pass."""
+def bf16_errors(final, initial, autocast_params, autocast_state, exact_params, exact_state):
+    """Per update or state tensor: (poseidon's distance from autocast, poseidon's own distance from
+    float64, autocast's own distance from float64), or None where poseidon lacks it or has another shape."""
     def update(params):
         return {name: p.double() - initial[name] for name, p in params.items()}
     ours = {name: t.double() - initial[name] if name in initial else t for name, t in final.items()}
     autocast = {**update(autocast_params), **autocast_state}
     exact = {**update(exact_params), **exact_state}
-    ok = True
-    print(f"{'tensor (update or state)':<40} {'vs autocast':>12} {'own error':>10} {'autocast':>10}")
+    errors = {}
     for name, ref in autocast.items():
         if name not in ours or tuple(ours[name].shape) != tuple(ref.shape):
+            errors[name] = None
+            continue
+        errors[name] = (norm_relative_error(ours[name], ref), norm_relative_error(ours[name], exact[name]),
+                        norm_relative_error(ref, exact[name]))
+    return errors
+
+
+def judge_bf16(runs, own_error):
+    """Judges poseidon's bf16 updates and momentum buffers over the runs (one bf16_errors per seed): in
+    each run within BF16_FROM_AUTOCAST of autocast's own error from autocast, and its own error, summed
+    over the runs, within `own_error` times autocast's summed (see the module's docstring); returns True
+    when all pass."""
+    ok = True
+    print(f"{'tensor (update or state)':<40} {'vs autocast (worst run)':>24} {'own / autocast (all runs)':>26}")
+    for name in runs[0]:
+        per_run = [run[name] for run in runs]
+        if any(e is None for e in per_run):
             print(f"{name:<40} missing or misshapen  MISMATCH")
             ok = False
             continue
-        scale = norm_relative_error(ref, exact[name])
-        apart = norm_relative_error(ours[name], ref)
-        own = norm_relative_error(ours[name], exact[name])
-        good = apart <= BF16_FROM_AUTOCAST * scale and own_error[0] * scale <= own <= own_error[1] * scale
+        apart = max(a / scale for a, _, scale in per_run)
+        own = sum(o for _, o, _ in per_run) / sum(scale for _, _, scale in per_run)
+        good = apart <= BF16_FROM_AUTOCAST and own_error[0] <= own <= own_error[1]
         ok = ok and good
-        print(f"{name:<40} {apart:>12.2e} {own:>10.2e} {scale:>10.2e}{'' if good else '  MISMATCH'}")
+        print(f"{name:<40} {apart:>24.2f} {own:>26.2f}{'' if good else '  MISMATCH'}")
     return ok
 
 
-def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--poseidon", required=True, help="the poseidon binary")
-    parser.add_argument("--repo", required=True, help="the source tree (for models/lenet.yaml)")
-    parser.add_argument("--workdir", required=True, help="a folder for data, weights and outputs")
-    parser.add_argument("--solver", default="sgd", choices=sorted(SOLVERS), help="the update rule of both sides")
-    parser.add_argument("--precision", default="fp32", choices=["fp32", "bf16"], help="the arithmetic of both sides")
-    args = parser.parse_args()
-
-    torch.set_num_threads(1)
-    torch.use_deterministic_algorithms(True)
-    torch.manual_seed(SEED)
-    os.makedirs(args.workdir, exist_ok=True)
-    work = os.path.abspath(args.workdir)
-
+def train_both(args, work, seed, images, labels, image_dims, label_dims):
+    """Initialises LeNet under `seed`, trains it with poseidon and with PyTorch on the examples; returns
+    None where poseidon failed, else (whether the losses match, poseidon's final tensors, the initial
+    parameters, PyTorch's parameters and state, and for bf16 those of float64 too)."""
+    torch.manual_seed(seed)
+    os.makedirs(work, exist_ok=True)
     model = LeNet()
     init_path = os.path.join(work, "init.safetensors")
     safetensors_io.write(init_path, {k: v.contiguous() for k, v in model.state_dict().items()},
-                         {"source": "torch default init, seed %d" % SEED})
-
-    image_dims, image_bytes = read_idx_gz(os.path.join(FASHION_MNIST, "train-images-idx3-ubyte.gz"), CANDIDATES)
-    label_dims, label_bytes = read_idx_gz(os.path.join(FASHION_MNIST, "train-labels-idx1-ubyte.gz"), CANDIDATES)
-    images = torch.frombuffer(bytearray(image_bytes), dtype=torch.uint8).reshape(CANDIDATES, 1, 28, 28)
-    labels = torch.frombuffer(bytearray(label_bytes), dtype=torch.uint8)
+                         {"source": "torch default init, seed %d" % seed})
     bf16 = args.precision == "bf16"
     if bf16:
         chosen = list(range(BATCH * STEPS))
-        print(f"examples: the first {len(chosen)} of Fashion-MNIST's training set")
+        print(f"seed {seed}; examples: the first {len(chosen)} of Fashion-MNIST's training set")
     else:
         chosen, dropped = choose_examples(model, images, labels, args.solver)
         print(f"examples: the first {len(chosen)} of Fashion-MNIST's training set clear of near-ties; "
@@ -314,25 +320,58 @@ def main():
     out_dir = os.path.join(work, "out")
     config_path = os.path.join(work, "config.yaml")
     write_config(config_path, os.path.abspath(args.repo), images_path, labels_path, out_dir, args.solver,
-                 args.precision)
+                 args.precision, seed)
     if not run_poseidon_train(args.poseidon, config_path, init_path):
-        return 1
+        return None
 
     initial = {name: p.detach().clone().double() for name, p in model.named_parameters()}
     exact_model = copy.deepcopy(model)
     ref_losses, ref_params, ref_state = torch_training(model, images, labels, args.solver,
                                                        "bf16" if bf16 else "fp32")
-    loss_rtol = BF16_LOSS_RTOL if bf16 else RTOL
-    ok = losses_match(os.path.join(out_dir, "metrics.jsonl"), ref_losses, loss_rtol)
-
+    losses_ok = losses_match(os.path.join(out_dir, "metrics.jsonl"), ref_losses,
+                             BF16_LOSS_RTOL if bf16 else RTOL)
     final, _ = safetensors_io.read(os.path.join(out_dir, "final.safetensors"))
-    if bf16:
-        _, exact_params, exact_state = torch_training(exact_model, images, labels, args.solver, "fp32")
+    exact = torch_training(exact_model, images, labels, args.solver, "fp32")[1:] if bf16 else None
+    return losses_ok, final, initial, ref_params, ref_state, exact
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--poseidon", required=True, help="the poseidon binary")
+    parser.add_argument("--repo", required=True, help="the source tree (for models/lenet.yaml)")
+    parser.add_argument("--workdir", required=True, help="a folder for data, weights and outputs")
+    parser.add_argument("--solver", default="sgd", choices=sorted(SOLVERS), help="the update rule of both sides")
+    parser.add_argument("--precision", default="fp32", choices=["fp32", "bf16"], help="the arithmetic of both sides")
+    args = parser.parse_args()
+
+    torch.set_num_threads(1)
+    torch.use_deterministic_algorithms(True)
+    work = os.path.abspath(args.workdir)
+    image_dims, image_bytes = read_idx_gz(os.path.join(FASHION_MNIST, "train-images-idx3-ubyte.gz"), CANDIDATES)
+    label_dims, label_bytes = read_idx_gz(os.path.join(FASHION_MNIST, "train-labels-idx1-ubyte.gz"), CANDIDATES)
+    images = torch.frombuffer(bytearray(image_bytes), dtype=torch.uint8).reshape(CANDIDATES, 1, 28, 28)
+    labels = torch.frombuffer(bytearray(label_bytes), dtype=torch.uint8)
+
+    if args.precision == "bf16":
+        ok, runs = True, []
+        for seed in BF16_SEEDS:
+            trained = train_both(args, os.path.join(work, f"seed{seed}"), seed, images, labels, image_dims,
+                                 label_dims)
+            if trained is None:
+                return 1
+            losses_ok, final, initial, ref_params, ref_state, (exact_params, exact_state) = trained
+            ok = ok and losses_ok
+            runs.append(bf16_errors(final, initial, ref_params, ref_state, exact_params, exact_state))
         own_error = BF16_OWN_ERROR if has_bf16_kernels(args.poseidon) else BF16_OWN_ERROR_FLOAT32_KERNELS
-        print(f"own error bounds: {own_error[0]} to {own_error[1]} times autocast's")
-        ok = compare_bf16(final, initial, ref_params, ref_state, exact_params, exact_state, own_error) and ok
+        print(f"own error bounds: {own_error[0]} to {own_error[1]} times autocast's, over seeds {BF16_SEEDS}")
+        ok = judge_bf16(runs, own_error) and ok
         print("PASS" if ok else "FAIL: poseidon's bf16 differs from PyTorch's autocast beyond the bounds")
         return 0 if ok else 1
+
+    trained = train_both(args, work, SEED, images, labels, image_dims, label_dims)
+    if trained is None:
+        return 1
+    ok, final, _, ref_params, ref_state, _ = trained
     by_element = args.solver != "adam"
     expected = {name: (ref, max_relative_error, "max elementwise") if by_element else (ref, norm_relative_error, "norm")
                 for name, ref in ref_params.items()}
