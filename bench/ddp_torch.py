@@ -2,8 +2,9 @@
 training (gloo backend) of one of bench/torch_models.py's twins on synthetic
 data, so that the engine's distributed training can be set against PyTorch's
 on the same emulated cluster, model, per-rank batch and optimizer. Started
-once per host (under tools/cluster's mpirun, whose OMPI_COMM_WORLD_* give
-the rank; or with RANK and WORLD_SIZE set). Rank 0 prints one JSON object:
+once per rank (under tools/cluster's mpirun, whose OMPI_COMM_WORLD_* give
+the rank; or with RANK and WORLD_SIZE set); --ranks-per-host only labels
+the result (tools/cluster places the ranks). Rank 0 prints one JSON object:
 the timed iterations' images per second over all ranks, and the iteration
 time of the same steps without DDP's gradient all-reduce (no_sync), which is
 what the ranks' computation alone costs on the shared machine."""
@@ -38,6 +39,7 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--weight-decay", type=float, default=0.0)
     p.add_argument("--master-addr", required=True, help="rank 0's address")
     p.add_argument("--master-port", type=int, default=29517)
+    p.add_argument("--ranks-per-host", type=int, default=1, help="ranks sharing each host (for the result line)")
     p.add_argument("--ifname", default="eth0", help="network interface gloo uses (the cluster hosts' link)")
     # Compression, against ours (docs/COMPRESSION.md): DDP's fp16 hook, or its
     # PowerSGD hook at --powersgd-rank (error feedback and warm start on, as ours).
@@ -114,7 +116,8 @@ def main() -> None:
     compute_s = timed(args.compute_iters, synchronise=False) / args.compute_iters if args.compute_iters else None
     seconds = timed(args.iters, synchronise=True)
     if rank == 0:
-        print(json.dumps({"side": "ddp", "model": args.model, "hosts": world, "batch": args.batch,
+        print(json.dumps({"side": "ddp", "model": args.model, "hosts": world // args.ranks_per_host,
+                          "ranks_per_host": args.ranks_per_host, "ranks": world, "batch": args.batch,
                           "threads": args.threads, "warmup": args.warmup, "iterations": args.iters,
                           "iteration_s": seconds / args.iters,
                           "images_per_sec": world * args.batch * args.iters / seconds,
