@@ -15,15 +15,23 @@
 # against the host's; training that reads each iteration late reporting,
 # saving and stopping on a non-finite loss as reading at once does; input
 # batches through pinned double buffers, and a steady-state iteration counted
-# to make no host wait and no GPU memory request), times vgg19, vgg19_22k and
+# to make no host wait and no GPU memory request; training resumed from a
+# checkpoint bit for bit equal to training straight through, in float32 and
+# bf16), times vgg19, vgg19_22k and
 # inception_v3 training steps at batch 32 on the GPU beside PyTorch's on the
 # same GPU (when python3 has torch with CUDA), in float32 with TF32 off on
 # both sides (ours with cuDNN's deterministic backward algorithms, then with
 # its fastest), then TF32 on on both sides, then in bf16 mixed precision
 # (PyTorch's bfloat16 autocast), trains two ranks on the one GPU, traces one distributed
-# iteration (the gradients' copies to the host against backward), writes the
+# iteration (the gradients' copies to the host against backward), runs a
+# short training of a net with batch norm, residual sums and dropout under
+# compute-sanitizer's racecheck and synccheck (float32 and bf16), writes the
 # models' profiles for `poseidon simulate` (profiles/<model>_h200_b32.json
-# on an H200, else named after the GPU) and prints a short table.
+# on an H200, else named after the GPU, and <model>_h200_bf16_b32.json from
+# the bf16 timings), times PyTorch again under torch.compile with
+# channels-last input and weights (the faster setting beyond its defaults,
+# reported beside the table as the next target) while time remains, and
+# prints a short table.
 #
 # The binaries come from a build here (the Debian packages that
 # tools/test.sh installs must be present), or from the GPU kit
@@ -123,7 +131,7 @@ for wheel in $(python3 -c "import nvidia; print(' '.join(nvidia.__path__))" 2>/d
   done
 done
 for spec in "core_tests:Cuda*" "layers_tests:CudaLayers.*:*GpuMatchesCpu*:GpuBf16.*" \
-    "tools_tests:InfoVerb*:Plugin.CpuOnlyLayerTrainsInAGpuNet:CudaLateRead.*" "dist_tests:Cuda*" "data_tests:Nvjpeg*:EncodedFixture.GpuFeed*"; do
+    "tools_tests:InfoVerb*:Plugin.CpuOnlyLayerTrainsInAGpuNet:CudaLateRead.*:CudaResume.*" "dist_tests:Cuda*" "data_tests:Nvjpeg*:EncodedFixture.GpuFeed*"; do
   binary=${spec%%:*}
   filter=${spec#*:}
   "$root/tools/gtest_isolated.sh" "$tests/$binary" "$filter" "$out/$binary.log" 120 "$tests_deadline" |
@@ -172,14 +180,18 @@ sys.exit(0 if torch.cuda.is_available() else 'PyTorch sees no GPU')" 2>"$out/tor
     done
   fi
 done
-# The float32 (TF32-off) timings are the models' profiles on this GPU.
+# The float32 (TF32-off) timings are the models' profiles on this GPU, the
+# bf16 ones its bf16 profiles (measured, replacing any derived from float32).
 profiles=()
 for model in "${models[@]}"; do
-  if [[ ${ours[$model.fp32]} != failed ]]; then
-    cp "$out/time_${model}_fp32.json" "$root/profiles/${model}_${gpu_tag}_b32.json"
-    cp "$out/time_${model}_fp32.json" "$out/${model}_${gpu_tag}_b32.json"
-    profiles+=("profiles/${model}_${gpu_tag}_b32.json")
-  fi
+  for mode in fp32 bf16; do
+    [[ ${ours[$model.$mode]} == failed ]] && continue
+    name=${model}_${gpu_tag}_b32.json
+    [[ $mode == bf16 ]] && name=${model}_${gpu_tag}_bf16_b32.json
+    cp "$out/time_${model}_$mode.json" "$root/profiles/$name"
+    cp "$out/time_${model}_$mode.json" "$out/$name"
+    profiles+=("profiles/$name")
+  done
 done
 
 step "two ranks on one GPU, and a traced iteration"
@@ -222,18 +234,63 @@ print("%d copies over %.1f ms, %.1f ms of them during backward (%.1f ms)" %
 EOF
 )
 
+step "compute-sanitizer: racecheck and synccheck on a short training run"
+# A small net with batch norm, a residual sum, a fan-out, concat, average
+# and max pooling, dropout and fused conv/fc epilogues, 3 iterations at batch
+# 8, float32 then bf16. A report fails it.
+sanitizer=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer 2>/dev/null || echo "")
+sanitize_result="not run (no compute-sanitizer)"
+if [[ -n $sanitizer ]]; then
+  sanitize_result=clean
+  cp "$root/tools/gpu_check_sanitize_net.yaml" "$scratch/sanitize_net.yaml"
+  cat >"$scratch/sanitize.yaml" <<YAML
+model: sanitize_net.yaml
+seed: 1
+device: cuda
+data:
+  train: {source: synthetic, shape: [3, 32, 32], num_classes: 10, size: 64, batch_size: 8}
+solver: {type: sgd, lr: 0.01, momentum: 0.9, max_iter: 3}
+train: {display: 1, final_checkpoint: false, output_dir: $scratch/sanitize}
+YAML
+  for tool in racecheck synccheck; do
+    for precision in fp32 bf16; do
+      log="$out/sanitize_${tool}_$precision.log"
+      limited 90 "$sanitizer" --tool "$tool" --error-exitcode 3 "$bin/poseidon" train "$scratch/sanitize.yaml" \
+        --set precision=$precision </dev/null >"$log" 2>&1
+      rc=$?
+      ((rc == 0)) || { sanitize_result="FAILED"; echo "$tool $precision: status $rc (see $log)"; tail -5 "$log"; }
+    done
+  done
+fi
+
+step "PyTorch under torch.compile with channels-last (the next target)"
+declare -A compiled
+if $torch; then
+  for mode in bf16 fp32; do
+    flag=()
+    [[ $mode == bf16 ]] && flag=(--bf16)
+    LD_LIBRARY_PATH=$system_libraries limited 240 python3 "$root/bench/gpu_torch.py" --iters "$iters" "${flag[@]}" \
+      --compile --channels-last >"$out/torch_compiled_$mode.json" 2>"$out/torch_compiled_$mode.err" ||
+      tail -3 "$out/torch_compiled_$mode.err"
+    for model in "${models[@]}"; do
+      compiled[$model.$mode]=$(python3 -c "import json,sys; print('%.1f' % json.load(open(sys.argv[1]))[sys.argv[2]])" \
+        "$out/torch_compiled_$mode.json" "$model" 2>/dev/null || echo "n/a")
+    done
+  done
+fi
+
 step "table"
 {
   echo "date: $(date -u +%Y-%m-%d) $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null | head -1)"
-  echo "| model (batch 32) | math | ours img/s | PyTorch img/s | ours / PyTorch |"
-  echo "|---|---|---:|---:|---:|"
+  echo "| model (batch 32) | math | ours img/s | PyTorch img/s | ours / PyTorch | PyTorch compiled, channels-last | ours / that |"
+  echo "|---|---|---:|---:|---:|---:|---:|"
+  ratio() { python3 -c "import sys; print('%.2f' % (float(sys.argv[1]) / float(sys.argv[2])))" "$1" "$2" 2>/dev/null || echo "n/a"; }
   for mode in "${modes[@]}"; do
     for model in "${models[@]}"; do
       o=${ours[$model.$mode]}
       t=${theirs[$model.$mode]:-n/a}
-      ratio=$(python3 -c "import sys; print('%.2f' % (float(sys.argv[1]) / float(sys.argv[2])))" "$o" "$t" 2>/dev/null ||
-        echo "n/a")
-      echo "| $model | $mode | $o | $t | $ratio |"
+      c=${compiled[$model.$mode]:-n/a}
+      echo "| $model | $mode | $o | $t | $(ratio "$o" "$t") | $c | $(ratio "$o" "$c") |"
     done
   done
   echo "GPU tests: $([[ $tests_rc -eq 0 ]] && echo passed || echo FAILED) (see $out/*_tests.log)"
@@ -242,7 +299,8 @@ step "table"
   grep -v '^\[' "$out/tests.txt" | sed 's/^/  /'
   echo "two ranks on one GPU: $([[ $two_rc -eq 0 ]] && echo trained || echo "failed (see $out/two_ranks.log)")"
   echo "traced iteration: $([[ $trace_rc -eq 0 ]] && echo "$overlap" || echo "failed (see $out/traced.log)")"
+  echo "compute-sanitizer racecheck, synccheck: $sanitize_result"
   echo "profiles: ${profiles[*]:-none}"
   echo "total: $(($(date +%s) - start)) s"
 } | tee "$out/table.md"
-[[ $tests_rc -eq 0 && $two_rc -eq 0 ]]
+[[ $tests_rc -eq 0 && $two_rc -eq 0 && $sanitize_result != FAILED ]]

@@ -1,16 +1,20 @@
 // Resume is exact: N iterations straight and N/2 + resume + N/2 give bitwise
 // identical parameters and optimizer state (shuffling, dropout and a cosine
-// schedule included).
+// schedule included), on the CPU and on a GPU, in float32 and bf16.
 #include <gtest/gtest.h>
 
 #include <cstring>
 
 #include "core/safetensors.h"
+#include "gpu_required.h"
 #include "tools/cli_runner.h"
 
 namespace poseidon::testing {
+namespace {
 
-TEST(Resume, HalfAndHalfEqualsStraightBitwise) {
+// Trains the same small net 16 iterations straight and 8 + resume + 8 with
+// `sets` (--set options) added to both runs, and compares what they saved.
+void expect_half_and_half_equals_straight(const std::string& sets) {
   TempDir d;
   write_idx_dataset(d.file("img.idx"), d.file("lbl.idx"), 40, 10, 5);
   d.write("model.yaml", R"(name: tiny
@@ -31,9 +35,9 @@ layers:
                                                   "lr_policy: cosine, warmup_iters: 3, max_iter: 16}\n"
                                                   "train: {display: 1, snapshot_interval: 8}\n");
   // 40 examples at batch 6: 6 batches an epoch, so 16 iterations cross two epoch boundaries.
-  CliResult straight = run_poseidon("train " + config + " --quiet --set train.output_dir=" + d.file("a"));
+  CliResult straight = run_poseidon("train " + config + " --quiet" + sets + " --set train.output_dir=" + d.file("a"));
   ASSERT_EQ(straight.status, 0) << straight.err;
-  CliResult resumed = run_poseidon("train " + config + " --quiet --set train.output_dir=" + d.file("b") +
+  CliResult resumed = run_poseidon("train " + config + " --quiet" + sets + " --set train.output_dir=" + d.file("b") +
                                    " --resume " + d.file("a/iter_8.safetensors"));
   ASSERT_EQ(resumed.status, 0) << resumed.err;
 
@@ -55,6 +59,24 @@ layers:
   SafetensorsFile mid = read_safetensors(d.file("a/iter_8.safetensors"));
   EXPECT_NE(0, std::memcmp(mid.tensors.at("fc1.weight").data.data(), b.tensors.at("fc1.weight").data.data(),
                            mid.tensors.at("fc1.weight").data.size() * sizeof(float)));
+}
+
+}  // namespace
+
+TEST(Resume, HalfAndHalfEqualsStraightBitwise) { expect_half_and_half_equals_straight(""); }
+
+TEST(Resume, HalfAndHalfEqualsStraightBitwiseInBf16) {
+  expect_half_and_half_equals_straight(" --set precision=bf16");
+}
+
+TEST(CudaResume, HalfAndHalfEqualsStraightBitwise) {
+  POSEIDON_SKIP_WITHOUT_GPU();
+  expect_half_and_half_equals_straight(" --set device=cuda");
+}
+
+TEST(CudaResume, HalfAndHalfEqualsStraightBitwiseInBf16) {
+  POSEIDON_SKIP_WITHOUT_GPU();
+  expect_half_and_half_equals_straight(" --set device=cuda --set precision=bf16");
 }
 
 }  // namespace poseidon::testing
