@@ -68,10 +68,44 @@ void gpu_round_to_bf16(const Device& device, uint16_t* dst, const float* src, si
 void gpu_widen_bf16(const Device& device, float* dst, const uint16_t* src, size_t count);
 void gpu_solver_update(const Device& device, const UpdateStep& step, float* value, const float* grad, float* state,
                        size_t count);
-// The update of a group of parameters (core/update_groups.h), one launch;
-// nothing changes where `rejected` (GPU memory, may be null) holds a
-// non-zero value when the launch runs (the finite guard: core/step_gate.h).
-void gpu_update_group(const Device& device, const UpdateGroup& group, const float* rejected = nullptr);
+
+// Numbers the host works out for each step and kernels read from GPU memory
+// (the update's table): the host writes them into pinned memory and one
+// copy on the compute stream takes them to a GPU buffer whose address never
+// changes, so the launches that read it keep their arguments from step to
+// step (what a CUDA graph replays). The pinned side has four slots used in
+// turn (a step may send several times: an update per all-reduced bucket):
+// one is written again only once the copy sent from it four sends before
+// has run (in a steady state long since: like the Uploader's, that wait for
+// an earlier step's pinned copy is not counted as a host wait).
+class StepUpload {
+ public:
+  StepUpload(const Device& device, size_t bytes);
+  ~StepUpload();
+  StepUpload(const StepUpload&) = delete;
+  StepUpload& operator=(const StepUpload&) = delete;
+  const Device& device() const { return device_; }
+  size_t bytes() const { return bytes_; }
+  // The pinned slot to fill before the next send().
+  void* next();
+  // Queues the copy of that slot to target(), behind the compute stream's work so far.
+  void send();
+  // The GPU buffer the kernels read.
+  const void* target() const;
+
+ private:
+  struct Slots;
+  Device device_;
+  size_t bytes_;
+  std::unique_ptr<Slots> slots_;
+};
+
+// The update of every parameter of a table of `count` slices (core/
+// update_groups.h), sent to the GPU through `upload` (at least count
+// slices large), in one launch; nothing changes where `rejected` (GPU
+// memory, may be null) holds a non-zero value when the launch runs (the
+// finite guard: core/step_gate.h).
+void gpu_update_table(StepUpload& upload, const UpdateSlice* table, int count, const float* rejected = nullptr);
 // The finite guard's pass over a step (core/gate_scan.h), one launch.
 void gpu_gate_scan(const Device& device, const GateScan& scan, float* gate);
 

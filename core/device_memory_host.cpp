@@ -89,7 +89,17 @@ void gpu_solver_update(const Device& device, const UpdateStep&, float*, const fl
   require(Device::cuda(device.index));
 }
 
-void gpu_update_group(const Device& device, const UpdateGroup&, const float*) { require(Device::cuda(device.index)); }
+struct StepUpload::Slots {};
+StepUpload::StepUpload(const Device& device, size_t bytes) : device_(device), bytes_(bytes) {
+  require(Device::cuda(device.index));
+}
+StepUpload::~StepUpload() = default;
+void* StepUpload::next() { return nullptr; }
+void StepUpload::send() {}
+const void* StepUpload::target() const { return nullptr; }
+void gpu_update_table(StepUpload& upload, const UpdateSlice*, int, const float*) {
+  require(Device::cuda(upload.device().index));
+}
 
 void gpu_gate_scan(const Device& device, const GateScan&, float*) { require(Device::cuda(device.index)); }
 

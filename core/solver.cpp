@@ -160,23 +160,38 @@ void Solver::uncount_steps(const std::vector<Param*>& params, int64_t steps) {
 }
 
 void Solver::update_all(const std::vector<Param*>& params, const float* rejected) {
-  groups_.clear();  // keeps the capacity
-  Device device;
+  on_gpu_.clear();  // keeps the capacity
   for (Param* p : params) {
     if (!p->learnable) continue;
-    if (!p->value.is_cuda()) {
+    if (p->value.is_cuda())
+      on_gpu_.push_back(p);
+    else
       update(*p);
-      continue;
-    }
-    POSEIDON_CHECK(groups_.empty() || p->value.device() == device)
-        << "parameter '" << p->name << "' is on " << p->value.device().str() << ", the others on " << device.str();
-    device = p->value.device();
+  }
+  if (on_gpu_.empty()) return;
+  const Device device = on_gpu_.front()->value.device();
+  update_table(on_gpu_);
+  const size_t bytes = table_.size() * sizeof(UpdateSlice);
+  if (!table_upload_ || table_upload_->bytes() < bytes || !(table_upload_->device() == device))
+    table_upload_ = std::make_shared<device_memory::StepUpload>(device, bytes);
+  device_memory::gpu_update_table(*table_upload_, table_.data(), int(table_.size()), rejected);
+}
+
+const std::vector<UpdateSlice>& Solver::update_table(const std::vector<Param*>& params) {
+  table_.clear();  // keeps the capacity
+  const Param* first = nullptr;
+  for (Param* p : params) {
+    if (!p->learnable) continue;
+    if (!first) first = p;
+    POSEIDON_CHECK(p->value.device() == first->value.device())
+        << "parameter '" << p->name << "' is on " << p->value.device().str() << ", '" << first->name << "' on "
+        << first->value.device().str();
     float* state = state_of(*p);
     const int64_t step = counts_steps() ? ++steps_[p->name] : 1;
-    add_update_slice(groups_, step_numbers(p->lr_mult, p->decay_mult, step), p->value.data(), p->grad.data(), state,
+    add_update_slice(table_, step_numbers(p->lr_mult, p->decay_mult, step), p->value.data(), p->grad.data(), state,
                      p->value.numel());
   }
-  for (const UpdateGroup& g : groups_) device_memory::gpu_update_group(device, g, rejected);
+  return table_;
 }
 
 void Solver::update(Param& p) {

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "core/config_node.h"
+#include "core/device_memory.h"
 #include "core/layer.h"
 #include "core/lr_schedule.h"
 #include "core/update_groups.h"
@@ -57,11 +58,16 @@ class Solver {
   // Applies the update to the whole parameter, with state kept under its name.
   void update(Param& param);
   // update() of each parameter, the same numbers; those on a GPU in one
-  // launch per UpdateGroup (core/update_groups.h) rather than one each.
+  // launch over them all (core/update_groups.h) rather than one each.
   // On a GPU, `rejected` (GPU memory, may be null) is the finite guard's
   // flag (core/step_gate.h): where it is non-zero when the launches run they
   // change nothing, though the step counts were advanced (uncount_steps).
   void update_all(const std::vector<Param*>& params, const float* rejected = nullptr);
+  // The host's part of update_all for parameters on one GPU: each learnable
+  // one's step counted and its numbers for this step worked out, in a table
+  // (core/update_groups.h) that update_all sends to the GPU as it is; kept
+  // until the next call.
+  const std::vector<UpdateSlice>& update_table(const std::vector<Param*>& params);
   // Takes back `steps` counted updates of each of `params` (Adam's bias
   // correction): those a rejected flag turned into nothing.
   void uncount_steps(const std::vector<Param*>& params, int64_t steps);
@@ -107,7 +113,14 @@ class Solver {
   int64_t iter_ = 0;
   std::map<std::string, Tensor> state_;
   std::map<std::string, int64_t> steps_;
-  std::vector<UpdateGroup> groups_;  // update_all's, kept so that it allocates once
+  // update_all's GPU parameters and their table, kept so that they
+  // allocate once, and its way to the GPU, made again where the table
+  // outgrows it (shared
+  // by a copy of the solver, such as a checkpoint's snapshot: its sends are
+  // ordered on the same stream).
+  std::vector<Param*> on_gpu_;
+  std::vector<UpdateSlice> table_;
+  std::shared_ptr<device_memory::StepUpload> table_upload_;
 };
 
 }  // namespace poseidon

@@ -227,8 +227,66 @@ void gpu_solver_update(const Device& device, const UpdateStep& step, float* valu
   cuda::solver_update(step, value, grad, state, count, cuda::Context::get(device.index).compute());
 }
 
-void gpu_update_group(const Device& device, const UpdateGroup& group, const float* rejected) {
-  cuda::update_group(group, rejected, cuda::Context::get(device.index).compute());
+struct StepUpload::Slots {
+  static constexpr int kCount = 4;
+  void* host[kCount] = {};        // pinned
+  cudaEvent_t sent[kCount] = {};  // the copy from host[i] has run
+  bool pending[kCount] = {};
+  void* target = nullptr;  // GPU memory
+  int next = 0;
+  ~Slots() {
+    // Destructors do not throw; a failure here was reported by earlier
+    // calls. A copy still queued from a slot must run before it is freed.
+    for (int i = 0; i < kCount; ++i) {
+      if (sent[i] && pending[i]) cudaEventSynchronize(sent[i]);
+      if (sent[i]) cudaEventDestroy(sent[i]);
+      if (host[i]) cudaFreeHost(host[i]);
+    }
+  }
+};
+
+StepUpload::StepUpload(const Device& device, size_t bytes)
+    : device_(device), bytes_(bytes), slots_(std::make_unique<Slots>()) {
+  require(device);
+  cuda::Context::get(device.index);  // makes it the thread's device
+  for (int i = 0; i < Slots::kCount; ++i) {
+    POSEIDON_CUDA_CHECK(cudaMallocHost(&slots_->host[i], std::max<size_t>(1, bytes)));
+    POSEIDON_CUDA_CHECK(cudaEventCreateWithFlags(&slots_->sent[i], cudaEventDisableTiming));
+  }
+  slots_->target = allocate(device, std::max<size_t>(1, bytes));
+}
+
+StepUpload::~StepUpload() {
+  if (slots_ && slots_->target) release(device_, slots_->target, std::max<size_t>(1, bytes_));
+}
+
+void* StepUpload::next() {
+  const int i = slots_->next;
+  // The copy out of this slot four sends ago has long run.
+  if (slots_->pending[i]) POSEIDON_CUDA_CHECK(cudaEventSynchronize(slots_->sent[i]));
+  slots_->pending[i] = false;
+  return slots_->host[i];
+}
+
+void StepUpload::send() {
+  const int i = slots_->next;
+  cudaStream_t stream = cuda::Context::get(device_.index).compute();
+  POSEIDON_CUDA_CHECK(cudaMemcpyAsync(slots_->target, slots_->host[i], bytes_, cudaMemcpyHostToDevice, stream));
+  POSEIDON_CUDA_CHECK(cudaEventRecord(slots_->sent[i], stream));
+  slots_->pending[i] = true;
+  slots_->next = (i + 1) % Slots::kCount;
+}
+
+const void* StepUpload::target() const { return slots_->target; }
+
+void gpu_update_table(StepUpload& upload, const UpdateSlice* table, int count, const float* rejected) {
+  if (!count) return;
+  POSEIDON_CHECK(size_t(count) * sizeof(UpdateSlice) <= upload.bytes())
+      << "an update table of " << count << " parameters does not fit an upload of " << upload.bytes() << " bytes";
+  std::memcpy(upload.next(), table, size_t(count) * sizeof(UpdateSlice));
+  upload.send();
+  cuda::update_table(static_cast<const UpdateSlice*>(upload.target()), count, update_total(table, count), rejected,
+                     cuda::Context::get(upload.device().index).compute());
 }
 
 void gpu_gate_scan(const Device& device, const GateScan& scan, float* gate) {

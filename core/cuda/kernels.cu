@@ -38,19 +38,11 @@ __global__ void solver_kernel(UpdateStep s, float* w, const float* g, float* sta
   }
 }
 
-// A launch carries at most 4 KiB of arguments.
-static_assert(sizeof(UpdateGroup) <= 4096, "an UpdateGroup must fit a kernel's arguments");
-
-// The group's range in a grid-stride loop; __grid_constant__ lets every
-// thread read the table where the launch put it, without a copy of its own.
-// A non-zero *rejected (the finite guard's flag, core/gate_scan.h) leaves
-// everything as it is.
-__global__ void update_group_kernel(const __grid_constant__ UpdateGroup group, const float* rejected) {
-  if (rejected && *rejected != 0.f) return;
-  const int64_t total = group.total();
-  int slice = 0;
-  for (int64_t t = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; t < total; t += int64_t(gridDim.x) * blockDim.x)
-    update_group_element(group, t, slice);
+// The table's range in a grid-stride loop, the table read from GPU memory:
+// the arguments stay the same from step to step.
+__global__ void update_table_kernel(const UpdateSlice* table, int count, const float* rejected) {
+  update_table_walk(table, count, rejected, blockIdx.x * int64_t(blockDim.x) + threadIdx.x,
+                    int64_t(gridDim.x) * blockDim.x);
 }
 
 __global__ void gate_scan_kernel(const __grid_constant__ GateScan scan, float* gate) {
@@ -90,10 +82,9 @@ void solver_update(const UpdateStep& step, float* value, const float* grad, floa
   POSEIDON_CUDA_CHECK_LAUNCH();
 }
 
-void update_group(const UpdateGroup& group, const float* rejected, cudaStream_t stream) {
-  const int64_t total = group.total();
+void update_table(const UpdateSlice* table, int count, int64_t total, const float* rejected, cudaStream_t stream) {
   if (!total) return;
-  update_group_kernel<<<blocks_for(size_t(total)), 256, 0, stream>>>(group, rejected);
+  update_table_kernel<<<blocks_for(size_t(total)), 256, 0, stream>>>(table, count, rejected);
   POSEIDON_CUDA_CHECK_LAUNCH();
 }
 

@@ -20,9 +20,10 @@ void axpy(float* y, const float* x, size_t n, float alpha, cudaStream_t stream);
 // state slots, n floats each, and is null for SGD without momentum.
 void solver_update(const UpdateStep& step, float* value, const float* grad, float* state, size_t n,
                    cudaStream_t stream);
-// The update of every parameter of `group` in one launch; none where
+// The update of every parameter of a table of `count` slices in GPU memory
+// (core/update_groups.h) covering `total` elements, in one launch; none where
 // `rejected` (device memory, may be null) holds a non-zero value when it runs.
-void update_group(const UpdateGroup& group, const float* rejected, cudaStream_t stream);
+void update_table(const UpdateSlice* table, int count, int64_t total, const float* rejected, cudaStream_t stream);
 // The finite guard's pass (core/gate_scan.h) in one launch.
 void gate_scan(const GateScan& scan, float* gate, cudaStream_t stream);
 // Index of the first NaN or infinity in ptr[0..n), or -1; waits for the stream.

@@ -6,6 +6,7 @@
 
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <random>
 #include <sstream>
@@ -167,6 +168,74 @@ TEST(CudaSolver, UpdateAllMatchesTheCpu) {
       for (int64_t i = 0; i < back.numel(); ++i)
         ASSERT_NEAR(back[i], cpu[k].value[i], 1e-6 * std::max(1.f, std::abs(cpu[k].value[i]))) << cpu[k].name << "[" << i << "]";
     }
+  }
+}
+
+// The one-launch update (device_memory::gpu_update_table) against its host
+// reference (apply_update_table): a raised finite-guard flag leaves every
+// value and state slot as it was, bit for bit; with the flag lowered,
+// three steps whose learning rates differ, sent through the same upload
+// (both pinned slots in turn), give the host's numbers.
+TEST(CudaUpdateTable, FlagKeepsEverythingAndStepsMatchTheHost) {
+  POSEIDON_SKIP_WITHOUT_GPU();
+  const int params = 40;
+  std::mt19937_64 rng(9);
+  std::uniform_real_distribution<float> uni(-1.f, 1.f);
+  std::vector<Tensor> host_value, host_grad, host_state, value, grad, state;
+  for (int k = 0; k < params; ++k) {
+    const int64_t n = k % 9 == 4 ? 0 : int64_t(k * 577 % 2003 + 1);
+    host_value.emplace_back(Shape{n});
+    host_grad.emplace_back(Shape{n});
+    host_state.emplace_back(Shape{2 * n});
+    for (int64_t i = 0; i < n; ++i) host_value[k][i] = uni(rng), host_grad[k][i] = uni(rng);
+    for (int64_t i = 0; i < 2 * n; ++i) host_state[k][i] = std::abs(uni(rng));
+    value.push_back(host_value[k].to(Device::cuda(0)));
+    grad.push_back(host_grad[k].to(Device::cuda(0)));
+    state.push_back(host_state[k].to(Device::cuda(0)));
+  }
+  auto step_for = [](int k, int step) {
+    UpdateStep s;
+    s.rule = UpdateRule::adam;
+    s.lr = 0.01f * float(1 + (k + step) % 3);
+    s.decay = k % 2 ? 1e-3f : 0.f;
+    s.beta1 = 0.9f, s.one_minus_beta1 = 0.1f, s.beta2 = 0.999f, s.one_minus_beta2 = 0.001f;
+    s.bias_correction2_sqrt = 0.05f * float(step + 1);
+    s.eps = 1e-8f;
+    return s;
+  };
+  auto tables = [&](int step) {
+    std::vector<UpdateSlice> on_host, on_device;
+    for (int k = 0; k < params; ++k) {
+      const int64_t n = host_value[k].numel();
+      add_update_slice(on_host, step_for(k, step), host_value[k].data(), host_grad[k].data(), host_state[k].data(), n);
+      add_update_slice(on_device, step_for(k, step), value[k].data(), grad[k].data(), state[k].data(), n);
+    }
+    return std::pair{on_host, on_device};
+  };
+  device_memory::StepUpload upload(Device::cuda(0), params * sizeof(UpdateSlice));
+  Tensor flag = Tensor({1}, Device{});
+  flag[0] = 1.f;
+  Tensor raised = flag.to(Device::cuda(0));
+  auto [unused, raised_table] = tables(0);
+  device_memory::gpu_update_table(upload, raised_table.data(), params, raised.data());
+  for (int k = 0; k < params; ++k) {
+    ASSERT_EQ(std::memcmp(value[k].to(Device{}).data(), host_value[k].data(), host_value[k].numel() * 4), 0) << k;
+    ASSERT_EQ(std::memcmp(state[k].to(Device{}).data(), host_state[k].data(), host_state[k].numel() * 4), 0) << k;
+  }
+  flag[0] = 0.f;
+  Tensor lowered = flag.to(Device::cuda(0));
+  for (int step = 1; step <= 3; ++step) {
+    auto [on_host, on_device] = tables(step);
+    apply_update_table(on_host.data(), params, nullptr, 1);
+    device_memory::gpu_update_table(upload, on_device.data(), params, step == 2 ? nullptr : lowered.data());
+  }
+  for (int k = 0; k < params; ++k) {
+    const Tensor back = value[k].to(Device{}), back_state = state[k].to(Device{});
+    for (int64_t i = 0; i < back.numel(); ++i)
+      ASSERT_NEAR(back[i], host_value[k][i], 1e-6 * std::max(1.f, std::abs(host_value[k][i]))) << k << "[" << i << "]";
+    for (int64_t i = 0; i < back_state.numel(); ++i)
+      ASSERT_NEAR(back_state[i], host_state[k][i], 1e-6 * std::max(1.f, std::abs(host_state[k][i])))
+          << k << " state[" << i << "]";
   }
 }
 
