@@ -1,12 +1,18 @@
 // Dropout on the GPU with the CPU layer's mask: the forward takes the same
 // one draw from the run's RNG as the CPU layer (DropoutLayer::draw_seed),
 // and each kernel computes its elements' mask from it by the same function
-// (layers/dropout_mask.h), forward and again in backward: nothing is copied
-// from the host and no mask is stored, so a seed gives the same mask on any
-// device and the host never waits for the GPU here.
+// (layers/dropout_mask.h), forward and again in backward: no mask is copied
+// from the host or stored, so a seed gives the same mask on any device and
+// the host never waits for the GPU here. The seed reaches the kernels
+// through GPU memory (device_memory::StepUpload), so their arguments stay
+// the same from step to step, as a CUDA graph replays them.
+#include <cstring>
+#include <memory>
+
 #include "core/cuda/check.h"
 #include "core/cuda/context.h"
 #include "core/cuda/kernels.h"
+#include "core/device_memory.h"
 #include "core/registry.h"
 #include "layers/dropout.h"
 #include "layers/dropout_mask.h"
@@ -16,19 +22,21 @@ namespace poseidon {
 namespace {
 
 struct MaskArgs {
-  uint64_t seed;
+  const uint64_t* seed;  // GPU memory
   uint64_t threshold;
   float scale;
 };
 
 __global__ void apply_mask(const float* x, float* y, size_t n, MaskArgs m) {
+  const uint64_t seed = *m.seed;
   for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x)
-    y[i] = x[i] * dropout_mask::element(m.seed, i, m.threshold, m.scale);
+    y[i] = x[i] * dropout_mask::element(seed, i, m.threshold, m.scale);
 }
 
 __global__ void add_masked(const float* dy, float* dx, size_t n, MaskArgs m) {
+  const uint64_t seed = *m.seed;
   for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x)
-    dx[i] += dy[i] * dropout_mask::element(m.seed, i, m.threshold, m.scale);
+    dx[i] += dy[i] * dropout_mask::element(seed, i, m.threshold, m.scale);
 }
 
 class DropoutCudaLayer : public DropoutLayer {
@@ -44,7 +52,12 @@ class DropoutCudaLayer : public DropoutLayer {
       io.out[0]->copy_from(*io.in[0]);
       return;
     }
-    mask_args_ = {draw_seed(ctx), dropout_mask::drop_threshold(ratio_), mask_scale()};
+    if (!seed_upload_) seed_upload_ = std::make_unique<device_memory::StepUpload>(ctx.device, sizeof(uint64_t));
+    const uint64_t seed = draw_seed(ctx);
+    std::memcpy(seed_upload_->next(), &seed, sizeof(seed));
+    seed_upload_->send();
+    mask_args_ = {static_cast<const uint64_t*>(seed_upload_->target()), dropout_mask::drop_threshold(ratio_),
+                  mask_scale()};
     const size_t n = io.in[0]->numel();
     if (!n) return;
     cudaStream_t stream = cuda::Context::get(ctx.device.index).compute();
@@ -66,6 +79,7 @@ class DropoutCudaLayer : public DropoutLayer {
   }
 
  private:
+  std::unique_ptr<device_memory::StepUpload> seed_upload_;  // the training forward's draw, on its way to the GPU
   MaskArgs mask_args_{};  // the last training forward's
 };
 

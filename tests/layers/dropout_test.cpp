@@ -4,11 +4,13 @@
 // counter function (layers/dropout_mask.h) against SplitMix64's published
 // outputs, the CPU layer's mask made of it element for element, and the GPU
 // layer's, which computes the same function on the device, equal to the
-// CPU's bit for bit (DropoutMask.GpuMatchesCpuBitForBit).
+// CPU's bit for bit (DropoutMask.GpuMatchesCpuBitForBit), step after step
+// (CudaDropout.SuccessiveStepsReadTheirOwnDraw).
 #include <gtest/gtest.h>
 #include <omp.h>
 
 #include <cstring>
+#include <vector>
 
 #include "core/registry.h"
 #include "gpu_required.h"
@@ -190,6 +192,40 @@ TEST(DropoutMask, GpuMatchesCpuBitForBit) {
   pass(Device::cuda(0), gpu_y, gpu_dx);
   EXPECT_EQ(0, std::memcmp(cpu_y.data(), gpu_y.data(), n * sizeof(float))) << "forward";
   EXPECT_EQ(0, std::memcmp(cpu_dx.data(), gpu_dx.data(), n * sizeof(float))) << "backward";
+}
+
+// Successive training steps of one GPU layer, more than the pinned slots
+// its seed goes up through (device_memory::StepUpload), each forward and
+// backward against the CPU layer's from the same generator, bitwise: every
+// step's kernels read that step's draw from GPU memory, not an earlier one's.
+TEST(CudaDropout, SuccessiveStepsReadTheirOwnDraw) {
+  POSEIDON_SKIP_WITHOUT_GPU();
+  const int64_t n = 4099;
+  Tensor x({n}), dy({n});
+  for (int64_t i = 0; i < n; ++i) x[i] = 0.25f * float(i % 13) - 1.f, dy[i] = 0.5f * float(i % 7) - 1.5f;
+  auto steps = [&](const Device& device) {
+    auto layer =
+        LayerRegistry::instance().create(ConfigNode::parse("{name: d, type: dropout, ratio: 0.4}", "test"), device);
+    layer->reshape({x.shape()});
+    std::mt19937_64 rng(29);
+    RunContext ctx{Phase::train, &rng, device};
+    Tensor dev_x = x.to(device), dev_dy = dy.to(device);
+    std::vector<Tensor> outputs;
+    for (int step = 0; step < 6; ++step) {
+      Tensor dev_y(x.shape(), device), dev_dx({n}, device);
+      LayerIO io{{&dev_x}, {&dev_y}, {&dev_dy}, {&dev_dx}};
+      layer->forward(io, ctx);
+      layer->backward(io, ctx);
+      outputs.push_back(dev_y.to(Device{}));
+      outputs.push_back(dev_dx.to(Device{}));
+    }
+    return outputs;
+  };
+  const std::vector<Tensor> cpu = steps(Device{}), gpu = steps(Device::cuda(0));
+  for (size_t k = 0; k < cpu.size(); ++k)
+    EXPECT_EQ(0, std::memcmp(cpu[k].data(), gpu[k].data(), n * sizeof(float)))
+        << "step " << k / 2 << (k % 2 ? " backward" : " forward");
+  EXPECT_NE(0, std::memcmp(cpu[0].data(), cpu[2].data(), n * sizeof(float))) << "the steps drew the same mask";
 }
 
 TEST(Dropout, RejectsRatioOutsideZeroToOne) {
