@@ -27,9 +27,10 @@ LowRankState initial_lowrank_state(const std::string& name, int64_t rows, int64_
   return s;
 }
 
-void lowrank_project(LowRankState& s, const float* grad, float* m, float* p) {
+void lowrank_project(LowRankState& s, const float* grad, float* p) {
   const int64_t n = s.rows * s.cols;
-  for (int64_t i = 0; i < n; ++i) m[i] = grad[i] + s.error[i];
+  float* m = s.error.data();
+  for (int64_t i = 0; i < n; ++i) m[i] = grad[i] + m[i];
   gemm(false, false, s.rows, s.rank, s.cols, 1.f, m, s.q.data(), 0.f, p);
 }
 
@@ -48,14 +49,15 @@ void orthogonalise_columns(float* p, int64_t rows, int rank) {
   }
 }
 
-void lowrank_back_project(const LowRankState& s, const float* m, const float* p, float* q_local) {
-  gemm(true, false, s.cols, s.rank, s.rows, 1.f, m, p, 0.f, q_local);
+void lowrank_back_project(const LowRankState& s, const float* p, float* q_local) {
+  gemm(true, false, s.cols, s.rank, s.rows, 1.f, s.error.data(), p, 0.f, q_local);
 }
 
-void lowrank_decompress(LowRankState& s, const float* m, const float* p, float* grad) {
+void lowrank_decompress(LowRankState& s, const float* p, float* grad) {
   gemm(false, true, s.rows, s.cols, s.rank, 1.f, p, s.q.data(), 0.f, grad);
   const int64_t n = s.rows * s.cols;
-  for (int64_t i = 0; i < n; ++i) s.error[i] = m[i] - grad[i];
+  float* m = s.error.data();
+  for (int64_t i = 0; i < n; ++i) m[i] = m[i] - grad[i];
 }
 
 namespace {
@@ -83,7 +85,6 @@ LowRankExchange::LowRankExchange(Comm comm, Solver& solver, ExchangeCompute& com
   const int64_t rows = w.shape[0], cols = w.value.numel() / rows;
   state_ = initial_lowrank_state(w.name, rows, cols, rank);
   for (size_t i = 1; i < params_.size(); ++i) others_ += params_[i]->value.numel();
-  m_.resize(rows * cols);
   p_.resize(rows * rank);
   const int64_t largest = std::max(rows * rank + others_, cols * rank);
   send_.resize(largest);
@@ -95,7 +96,7 @@ LowRankExchange::LowRankExchange(Comm comm, Solver& solver, ExchangeCompute& com
 void LowRankExchange::start(InFlight& in_flight) {
   compute_.compress(
       [this] {
-        lowrank_project(state_, params_[0]->grad.data(), m_.data(), send_.data());
+        lowrank_project(state_, params_[0]->grad.data(), send_.data());
         float* at = send_.data() + state_.rows * state_.rank;
         for (size_t i = 1; i < params_.size(); ++i) {
           std::copy(params_[i]->grad.data(), params_[i]->grad.data() + params_[i]->value.numel(), at);
@@ -158,7 +159,7 @@ void LowRankExchange::complete(int slot, InFlight& in_flight) {
               std::copy(at, at + params_[i]->value.numel(), params_[i]->grad.data());
               at += params_[i]->value.numel();
             }
-            lowrank_back_project(state_, m_.data(), p_.data(), send_.data());
+            lowrank_back_project(state_, p_.data(), send_.data());
           },
           state_.rows, state_.cols, state_.rank, {in_flight, *this, back_projected});
     case back_projected:
@@ -167,7 +168,7 @@ void LowRankExchange::complete(int slot, InFlight& in_flight) {
       return compute_.compress(
           [this, q_count] {
             std::copy(send_.data(), send_.data() + q_count, state_.q.data());
-            lowrank_decompress(state_, m_.data(), p_.data(), params_[0]->grad.data());
+            lowrank_decompress(state_, p_.data(), params_[0]->grad.data());
           },
           state_.rows, state_.cols, state_.rank, {in_flight, *this, decompressed});
     case decompressed:

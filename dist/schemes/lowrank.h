@@ -7,6 +7,9 @@
 //   P  = P with orthonormal columns       (Gram-Schmidt)
 //   Q  = mean over ranks of M^T P         (m x r)
 //   gradient = P Q^T,  error memory = M - P Q^T
+// M is formed in the error memory's own buffer, which holds M from the
+// projection to the decompression: a layer costs one n x m buffer beside
+// its gradient, and the factors' (n + m) r.
 // then the Solver update. The layer's other parameters (a bias) travel
 // uncompressed beside P and are averaged. The sums over ranks are ring
 // all-reduces (dist/schemes/allreduce_schedule.h: a reduce-scatter and an
@@ -39,7 +42,8 @@
 namespace poseidon::dist {
 
 // The rank-r factor state of one layer: Q (m x r, the same on every rank)
-// and this rank's error memory (n x m).
+// and this rank's error memory (n x m), which holds M = gradient + error
+// memory between lowrank_project and lowrank_decompress.
 struct LowRankState {
   int64_t rows = 0, cols = 0;
   int rank = 0;
@@ -51,15 +55,17 @@ struct LowRankState {
 // (the same on every rank).
 LowRankState initial_lowrank_state(const std::string& name, int64_t rows, int64_t cols, int rank);
 
-// Step 1: m = grad + error; p = m q (rows x rank).
-void lowrank_project(LowRankState& s, const float* grad, float* m, float* p);
+// Step 1: error = M = grad + error, in place; p = M q (rows x rank).
+void lowrank_project(LowRankState& s, const float* grad, float* p);
 // Orthonormalises the `rank` columns of p (rows x rank, row-major) in place,
 // in column order (modified Gram-Schmidt; a column of norm 0 stays 0).
 void orthogonalise_columns(float* p, int64_t rows, int rank);
-// Step 2, after p is summed and orthogonalised: q_local = m^T p (cols x rank).
-void lowrank_back_project(const LowRankState& s, const float* m, const float* p, float* q_local);
-// Step 3, with s.q the mean of the q_local: grad = p q^T, error = m - grad.
-void lowrank_decompress(LowRankState& s, const float* m, const float* p, float* grad);
+// Step 2, after p is summed and orthogonalised: q_local = M^T p (cols x rank),
+// M in s.error.
+void lowrank_back_project(const LowRankState& s, const float* p, float* q_local);
+// Step 3, with s.q the mean of the q_local: grad = p q^T, error = M - grad,
+// in place.
+void lowrank_decompress(LowRankState& s, const float* p, float* grad);
 
 class LowRankExchange : public Exchange {
  public:
@@ -110,7 +116,7 @@ class LowRankExchange : public Exchange {
   int per_host_;
   LowRankState state_;
   int64_t others_ = 0;                  // numbers of the other parameters
-  std::vector<float> m_, p_;            // M, and the summed P
+  std::vector<float> p_;                // the summed P
   std::vector<float> send_;             // P and the others, or Q, as this rank computed them, then their mean
   // The all-reduce under way: its buffer, this rank's steps, a chunk received to be added.
   float* reduced_ = nullptr;

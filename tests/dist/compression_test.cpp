@@ -346,10 +346,10 @@ std::vector<float> simulate_training(const Compression& c, int ranks) {
         // P and the other parameters' gradients, then Q: each a ring all-reduce (the mean).
         int64_t others = 0;
         for (size_t k = 1; k < g.params.size(); ++k) others += plan.params[g.params[k]].param->value.numel();
-        std::vector<std::vector<float>> m(ranks, std::vector<float>(rows * cols)),
-            factors(ranks, std::vector<float>(rows * kRank + others)), q(ranks, std::vector<float>(cols * kRank));
+        std::vector<std::vector<float>> factors(ranks, std::vector<float>(rows * kRank + others)),
+            q(ranks, std::vector<float>(cols * kRank));
         for (int r = 0; r < ranks; ++r) {
-          dist::lowrank_project(states[r], grads[r].data() + w.offset, m[r].data(), factors[r].data());
+          dist::lowrank_project(states[r], grads[r].data() + w.offset, factors[r].data());
           float* at = factors[r].data() + rows * kRank;
           for (size_t k = 1; k < g.params.size(); ++k) {
             const dist::PlannedParam& other = plan.params[g.params[k]];
@@ -367,12 +367,12 @@ std::vector<float> simulate_training(const Compression& c, int ranks) {
           std::copy(at, at + other.value.numel(), other.grad.data());
           at += other.value.numel();
         }
-        for (int r = 0; r < ranks; ++r) dist::lowrank_back_project(states[r], m[r].data(), p.data(), q[r].data());
+        for (int r = 0; r < ranks; ++r) dist::lowrank_back_project(states[r], p.data(), q[r].data());
         std::vector<float> mean_q(cols * kRank);
         simulate_ring(q, 0, cols * kRank, dist::Wire::fp32, mean_q.data());
         for (int r = 0; r < ranks; ++r) {
           states[r].q = mean_q;
-          dist::lowrank_decompress(states[r], m[r].data(), p.data(), w.param->grad.data());
+          dist::lowrank_decompress(states[r], p.data(), w.param->grad.data());
         }
         for (size_t i : g.params) solver.update(*plan.params[i].param);
       }

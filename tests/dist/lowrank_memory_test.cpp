@@ -1,17 +1,25 @@
-// Checkpoints of low-rank compression's state cost every rank about one
-// rank's state in memory, whatever the rank count: the saving rank receives
-// the other ranks' error memories one at a time while it writes, the others
-// only send theirs, and a resuming rank leaves the error memories in the file
-// (it reads its own slice later). Bytes are counted by a replaced global
-// operator new (tests/counted_new.inc), inside a counting window only, on
-// every thread; MPI's own buffers (malloc) are not counted.
+// Low-rank compression's memory. A layer's exchange holds one buffer of the
+// weight's size, its error memory (which holds M = gradient + error memory
+// during an iteration), beside the rank-r factors. Checkpoints of its state
+// cost every rank about one rank's state in memory, whatever the rank
+// count: the saving rank receives the other ranks' error memories one at a
+// time while it writes, the others only send theirs, and a resuming rank
+// leaves the error memories in the file (it reads its own slice later).
+// Bytes are counted by a replaced global operator new
+// (tests/counted_new.inc), inside a counting window only, on every thread;
+// MPI's own buffers (malloc) are not counted.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <functional>
 #include <map>
+#include <memory>
+#include <random>
 
 #include "core/checkpoint.h"
+#include "dist/schemes/exchange_compute.h"
+#include "dist/schemes/lowrank.h"
 #include "dist/session/scheduler.h"
 #include "tests/dist/compression_fixture.h"
 #include "tests/dist/test_world.h"
@@ -38,6 +46,57 @@ int64_t peak_bytes_during(const std::function<void()>& work) {
 
 // Headers, names and bookkeeping: far below any layer's state.
 constexpr int64_t kSlack = 256 << 10;
+
+// The exchange's arithmetic without the solver update, whose state is not
+// the exchange's.
+class NoUpdate : public dist::HostCompute {
+ public:
+  void update(Solver&, const std::vector<Param*>&, const dist::WorkDone& done) override { done(); }
+};
+
+Param param_of(const std::string& name, Shape shape) {
+  Param p;
+  p.name = name;
+  p.shape = shape;
+  p.value = Tensor(shape);
+  p.grad = Tensor(shape);
+  return p;
+}
+
+TEST(LowRankMemory, ALayerHoldsOneWeightSizedBufferBesideItsFactors) {
+  const dist::World& world = test_world();
+  constexpr int64_t kRows = 1024, kCols = 512;
+  constexpr int kRank = 4;
+  Param weight = param_of("fc.weight", {kRows, kCols}), bias = param_of("fc.bias", {kRows});
+  Solver solver(SolverConfig{});
+  NoUpdate compute;
+  std::mt19937 rng(static_cast<uint32_t>(world.rank() + 1));
+  std::uniform_real_distribution<float> unit(-1.f, 1.f);
+  std::unique_ptr<dist::LowRankExchange> exchange;
+  int64_t held = 0;
+  const int64_t peak = peak_bytes_during([&] {
+    exchange = std::make_unique<dist::LowRankExchange>(dist::Comm(world), solver, compute,
+                                                       std::vector<Param*>{&weight, &bias}, kRank, "fc");
+    for (int it = 0; it < 2; ++it) {
+      for (int64_t i = 0; i < weight.grad.numel(); ++i) weight.grad.data()[i] = unit(rng);
+      for (int64_t i = 0; i < bias.grad.numel(); ++i) bias.grad.data()[i] = unit(rng);
+      dist::InFlight in_flight;
+      exchange->start(in_flight);
+      while (!in_flight.empty()) in_flight.poll();
+    }
+    held = bytes_outstanding;
+  });
+  constexpr int64_t kWeightBytes = kRows * kCols * static_cast<int64_t>(sizeof(float));
+  // Q and P, and the send and receive buffers of the larger of P with the bias, and Q.
+  constexpr int64_t kFactorBytes =
+      (kCols * kRank + kRows * kRank + 2 * std::max(kRows * kRank + kRows, kCols * kRank)) *
+      static_cast<int64_t>(sizeof(float));
+  EXPECT_GE(held, kWeightBytes) << "the error memory is not among what the exchange holds";
+  EXPECT_LE(peak, kWeightBytes + kFactorBytes + kSlack)
+      << "a " << kRows << " x " << kCols << " layer's exchange at rank " << kRank << " held " << peak
+      << " bytes at its peak: more than its error memory of " << kWeightBytes << " and factors of " << kFactorBytes;
+  exchange.reset();
+}
 
 TEST(LowRankCheckpointMemory, SaveAndLoadNeedAtMostOneRanksErrorMemoryMore) {
   const dist::World& world = test_world();
