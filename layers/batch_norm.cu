@@ -2,15 +2,20 @@
 // layer accepts any [N, C, ...] input with or without the affine pair, its
 // test-phase backward treats the statistics as constants, and its sums run
 // in double like the CPU layer's, none of which cuDNN's batch norm offers as
-// one. Each channel's sums (mean, then centred squares; dy and dy * xhat in
-// backward) are split over a grid of blocks, channels by chunks of the
-// channel's N * H * W values, so that a few channels of many values fill the
-// GPU as well as many channels of few; a small kernel then adds each
-// channel's chunks in order, and element-wise kernels apply the result. As
-// on the CPU, backward adds into the input gradient and overwrites the weight
-// and bias gradients.
+// one. Forward reads x twice: once for each channel's statistics, count,
+// mean and M2 in double from one pass (core/cuda/channel_moments.h: many
+// blocks per channel, their chunks joined in a fixed order with Chan et
+// al.'s formula, so the statistics are the same bits run after run and keep
+// their digits where the mean is large next to the spread), once to
+// normalise. Backward too: once for each channel's sums of dy and dy * xhat,
+// split over a grid of blocks, channels by chunks of the channel's N * H * W
+// values, so that a few channels of many values fill the GPU as well as many
+// channels of few, the chunks then added in order; once for the input
+// gradient. As on the CPU, backward adds into the input gradient and
+// overwrites the weight and bias gradients.
 #include <climits>
 
+#include "core/cuda/channel_moments.h"
 #include "core/cuda/check.h"
 #include "core/cuda/context.h"
 #include "core/error.h"
@@ -55,24 +60,6 @@ Chunks chunks_for(int64_t count) {
   return {(count + chunks - 1) / chunks, chunks};
 }
 
-// Block (chunk, c): partial[c * chunks + chunk] = the sum over the chunk's
-// values of channel c of x, or of (x - mean[c])^2 when `mean` is given.
-__global__ void channel_partial_sums(const float* x, const double* mean, int64_t channels, int64_t spatial,
-                                     int64_t count, Chunks split, double* partial) {
-  __shared__ double scratch[kThreads];
-  const int64_t c = blockIdx.y, chunk = blockIdx.x;
-  const int64_t begin = chunk * split.per_chunk;
-  const int64_t end = begin + split.per_chunk < count ? begin + split.per_chunk : count;
-  const double m = mean ? mean[c] : 0.0;
-  double sum = 0;
-  for (int64_t i = begin + threadIdx.x; i < end; i += kThreads) {
-    const double v = x[value_index(i, c, channels, spatial)];
-    sum += mean ? (v - m) * (v - m) : v;
-  }
-  sum = block_sum(sum, scratch);
-  if (threadIdx.x == 0) partial[c * split.chunks + chunk] = sum;
-}
-
 // Block (chunk, c): the partial sums of dy and of dy * xhat over the chunk.
 __global__ void gradient_partial_sums(const float* x, const float* dy, const float* mean, const float* inv_std,
                                       int64_t channels, int64_t spatial, int64_t count, Chunks split,
@@ -103,23 +90,17 @@ __device__ double channel_total(const double* partial, int64_t c, int64_t chunks
   return total;
 }
 
-__global__ void finish_mean(const double* partial, int64_t channels, int64_t count, int64_t chunks, double* mean) {
-  for (int64_t c = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; c < channels; c += int64_t(gridDim.x) * blockDim.x)
-    mean[c] = channel_total(partial, c, chunks) / count;
-}
-
 // The batch mean and 1/sqrt(biased variance + eps) of each channel, and the
 // running statistics' update with the unbiased variance.
-__global__ void finish_statistics(const double* partial_squares, const double* mean, int64_t channels, int64_t count,
-                                  int64_t chunks, double eps, double momentum, float* mean_out, float* inv_std_out,
-                                  float* running_mean, float* running_var) {
+__global__ void finish_statistics(const Moments* moments, int64_t channels, double eps, double momentum,
+                                  float* mean_out, float* inv_std_out, float* running_mean, float* running_var) {
   for (int64_t c = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; c < channels; c += int64_t(gridDim.x) * blockDim.x) {
-    const double squares = channel_total(partial_squares, c, chunks);
-    const double var = squares / count;
-    mean_out[c] = static_cast<float>(mean[c]);
+    const Moments m = moments[c];
+    const double var = m.m2 / m.count;
+    mean_out[c] = static_cast<float>(m.mean);
     inv_std_out[c] = static_cast<float>(1.0 / sqrt(var + eps));
-    running_mean[c] = static_cast<float>((1 - momentum) * running_mean[c] + momentum * mean[c]);
-    running_var[c] = static_cast<float>((1 - momentum) * running_var[c] + momentum * squares / (count - 1));
+    running_mean[c] = static_cast<float>((1 - momentum) * running_mean[c] + momentum * m.mean);
+    running_var[c] = static_cast<float>((1 - momentum) * running_var[c] + momentum * m.m2 / (m.count - 1));
   }
 }
 
@@ -185,25 +166,16 @@ class BatchNormCudaLayer : public BatchNormLayer {
     batch_stats_ = ctx.phase == Phase::train;
     if (batch_stats_) check_batch(x, e);
     if (e.channels == 0) return;
-    cudaStream_t stream = cuda::Context::get(ctx.device.index).compute();
+    cuda::Context& gpu = cuda::Context::get(ctx.device.index);
+    cudaStream_t stream = gpu.compute();
     keep_statistics(e.channels, ctx.device);
     const unsigned channel_blocks = cuda::blocks_for(e.channels);
     if (batch_stats_) {
-      const Chunks split = chunks_for(e.count);
-      Scratch scratch = scratch_for(e.channels, split.chunks, ctx.device);
-      const dim3 grid(static_cast<unsigned>(split.chunks), grid_rows(e.channels));
-      channel_partial_sums<<<grid, kThreads, 0, stream>>>(x.data(), nullptr, e.channels, e.spatial, e.count, split,
-                                                          scratch.partial_a);
-      POSEIDON_CUDA_CHECK_LAUNCH();
-      finish_mean<<<channel_blocks, 256, 0, stream>>>(scratch.partial_a, e.channels, e.count, split.chunks,
-                                                      scratch.mean);
-      POSEIDON_CUDA_CHECK_LAUNCH();
-      channel_partial_sums<<<grid, kThreads, 0, stream>>>(x.data(), scratch.mean, e.channels, e.spatial, e.count,
-                                                          split, scratch.partial_b);
-      POSEIDON_CUDA_CHECK_LAUNCH();
-      finish_statistics<<<channel_blocks, 256, 0, stream>>>(
-          scratch.partial_b, scratch.mean, e.channels, e.count, split.chunks, eps_, momentum_, used_mean_.data(),
-          used_inv_std_.data(), running_mean().value.data(), running_var().value.data());
+      Moments* moments = scratch_for(e.channels, 0, ctx.device).moments;
+      cuda::channel_moments(gpu, moments, x.data(), e.batch, e.channels, e.spatial);
+      finish_statistics<<<channel_blocks, 256, 0, stream>>>(moments, e.channels, eps_, momentum_, used_mean_.data(),
+                                                            used_inv_std_.data(), running_mean().value.data(),
+                                                            running_var().value.data());
     } else {
       running_statistics<<<channel_blocks, 256, 0, stream>>>(running_mean().value.data(), running_var().value.data(),
                                                              e.channels, eps_, used_mean_.data(), used_inv_std_.data());
@@ -251,21 +223,23 @@ class BatchNormCudaLayer : public BatchNormLayer {
   }
 
   // Views into scratch_ for one call: two partial-sum arrays of C x chunks
-  // doubles, C doubles of means, and C floats each of the backward means.
+  // doubles, C moments, and C floats each of the backward means.
   struct Scratch {
-    double *partial_a, *partial_b, *mean;
+    double *partial_a, *partial_b;
+    Moments* moments;
     float *mean_dy, *mean_dy_xhat;
   };
 
   Scratch scratch_for(int64_t channels, int64_t chunks, const Device& device) {
-    const int64_t doubles = 2 * channels * chunks + channels;
+    static_assert(sizeof(Moments) == 3 * sizeof(double));
+    const int64_t doubles = 2 * channels * chunks + 3 * channels;
     const int64_t floats = 2 * doubles + 2 * channels;
     if (scratch_.device() != device) scratch_ = Tensor::on(device);
     if (scratch_.numel() < floats) scratch_.resize({floats});
     // The caching allocator's blocks are aligned far beyond 8 bytes.
     auto* d = reinterpret_cast<double*>(scratch_.data());
     float* f = reinterpret_cast<float*>(d + doubles);
-    return {d, d + channels * chunks, d + 2 * channels * chunks, f, f + channels};
+    return {d, d + channels * chunks, reinterpret_cast<Moments*>(d + 2 * channels * chunks), f, f + channels};
   }
 
   // Device buffers for the statistics, reallocated only when C changes.
@@ -276,7 +250,7 @@ class BatchNormCudaLayer : public BatchNormLayer {
   }
 
   Tensor used_mean_, used_inv_std_;  // per channel, as used by the last forward
-  Tensor scratch_;                   // partial sums and per-channel means (Scratch)
+  Tensor scratch_;                   // partial sums, moments and backward means (Scratch)
 };
 
 }  // namespace
