@@ -47,6 +47,9 @@ void copy_bytes(void* dst, const Device& dst_device, const void* src, const Devi
 // compute stream.
 void round_to_bf16(const Device& device, uint16_t* dst, const float* src, size_t count);
 void widen_bf16(const Device& device, float* dst, const uint16_t* src, size_t count);
+// dst[i] = (dst[i] + src[i]) rounded to bfloat16, the sum in float32 (a
+// float32 gradient joining a bfloat16 one: core/blob_types.h).
+void add_rounded_into_bf16(const Device& device, uint16_t* dst, const float* src, size_t count);
 // Waits until the device's queued work is done (no-op on the host).
 void synchronize(const Device& device);
 // TF32 tensor-core math for the GPU's float32 GEMMs from now on, and for the
@@ -66,6 +69,7 @@ void set_deterministic(const Device& device, bool on);
 void gpu_fill_bf16(const Device& device, uint16_t* ptr, size_t count, uint16_t value);
 void gpu_round_to_bf16(const Device& device, uint16_t* dst, const float* src, size_t count);
 void gpu_widen_bf16(const Device& device, float* dst, const uint16_t* src, size_t count);
+void gpu_add_rounded_into_bf16(const Device& device, uint16_t* dst, const float* src, size_t count);
 void gpu_solver_update(const Device& device, const UpdateStep& step, float* value, const float* grad, float* state,
                        size_t count);
 

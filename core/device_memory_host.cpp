@@ -9,6 +9,7 @@
 #include <new>
 
 #include "core/bf16.h"
+#include "core/blob_types.h"
 #include "core/error.h"
 
 namespace poseidon::device_memory {
@@ -37,6 +38,11 @@ void widen_bf16(const Device& device, float* dst, const uint16_t* src, size_t co
   const int64_t n = static_cast<int64_t>(count);
 #pragma omp parallel for simd if (n > 65536)
   for (int64_t i = 0; i < n; ++i) dst[i] = from_bf16(src[i]);
+}
+
+void add_rounded_into_bf16(const Device& device, uint16_t* dst, const float* src, size_t count) {
+  if (device.is_cuda()) return gpu_add_rounded_into_bf16(device, dst, src, count);
+  poseidon::add_rounded_into_bf16(src, dst, static_cast<int64_t>(count));
 }
 
 std::string missing_backend_reason(const std::string& configured) {
@@ -84,6 +90,9 @@ void set_deterministic(const Device& device, bool) { require(device); }
 void gpu_fill_bf16(const Device& device, uint16_t*, size_t, uint16_t) { require(Device::cuda(device.index)); }
 void gpu_round_to_bf16(const Device& device, uint16_t*, const float*, size_t) { require(Device::cuda(device.index)); }
 void gpu_widen_bf16(const Device& device, float*, const uint16_t*, size_t) { require(Device::cuda(device.index)); }
+void gpu_add_rounded_into_bf16(const Device& device, uint16_t*, const float*, size_t) {
+  require(Device::cuda(device.index));
+}
 
 void gpu_solver_update(const Device& device, const UpdateStep&, float*, const float*, float*, size_t) {
   require(Device::cuda(device.index));

@@ -24,6 +24,9 @@ int64_t first_non_finite_in(const Tensor& t) {
       if ((h[i] & 0x7f80) == 0x7f80) return i;
     return -1;
   }
+  // On a GPU a bfloat16 blob is widened first (exactly: the same elements
+  // are non-finite).
+  if (t.is_cuda() && t.dtype() == DType::bf16) return first_non_finite_in(t.to(DType::f32));
   return t.is_cuda() ? device_memory::gpu_first_non_finite(t.device(), t.data(), t.numel())
                      : first_non_finite(t.data(), t.numel());
 }

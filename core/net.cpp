@@ -257,8 +257,8 @@ void Net::assign_blob_types(size_t i) {
   std::vector<DType> in;
   for (size_t b : layer_in_[i]) in.push_back(blob_types_[b]);
   DType read = DType::f32, write = DType::f32;
-  // A GPU net stays float32 between its layers: its bf16 layers cast inside.
-  const auto* typed = device_.is_cuda() ? nullptr : dynamic_cast<const BlobTypes*>(layers_[i].get());
+  // A GPU layer declares the types its kernels take, as its CPU version does.
+  const auto* typed = dynamic_cast<const BlobTypes*>(layers_[i].get());
   if (typed) {
     read = typed->reads(in);
     write = typed->writes(read);

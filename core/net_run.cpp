@@ -1,6 +1,6 @@
 // Net execution: forward in topological order, backward in reverse with a
 // gradient-ready report per learnable parameter as soon as it is complete.
-#include "core/blob_types.h"
+#include "core/device_memory.h"
 #include "core/error.h"
 #include "core/net.h"
 
@@ -38,8 +38,8 @@ void Net::widen_outputs(size_t i) {
 void Net::round_copied_grads(size_t i) {
   for (size_t b : rounds_after_[i]) {
     Blob& blob = blobs_[b];
-    POSEIDON_REQUIRE(!blob.grad.is_cuda()) << "blob '" << blob.name << "': bf16 blobs live on the CPU";
-    add_rounded_into_bf16(blob.f32_grad.data(), blob.grad.bf16_data(), blob.grad.numel());
+    device_memory::add_rounded_into_bf16(blob.grad.device(), blob.grad.bf16_data(), blob.f32_grad.data(),
+                                         static_cast<size_t>(blob.grad.numel()));
   }
 }
 

@@ -12,10 +12,14 @@
 // The math: FP32 FMA (TF32 tensor cores only when the context allows them);
 // in precision bf16, cuDNN's bfloat16 configuration: input, filter and
 // output in bfloat16, float32 accumulation (the convolution's compute type),
-// tensor cores. The layer's tensors stay float32: x, w and dy are rounded
-// into the context's bf16 operand buffers, and what cuDNN writes in bfloat16 (the
-// output, the input and weight gradients) is widened into them. The bias is
-// added, and its gradient summed from the rounded dy, in float32.
+// tensor cores. bfloat16 blobs (core/blob_types.h) are cuDNN's operands as
+// they are: x and dy are read, y and dx written in place (dx as (dx +
+// product) rounded once where it adds: beta 1 in float32). A float32 x or
+// dy is rounded into the context's bf16 operand buffers, as w always is,
+// and a float32 dx or y (a layer called on float32 tensors) is widened from
+// them; dW is widened into the float32 master gradient. The bias is added
+// to the bfloat16 product in float32, and its gradient summed from the
+// bfloat16 dy.
 //
 // The bias and a fused ReLU (core/relu_fusion.h): in float32 cuDNN's
 // convolution with bias and activation in its epilogue where it applies
@@ -215,14 +219,21 @@ class ConvCudaLayer : public ConvLayer {
                                          &zero, y_desc_, op.y);
         },
         name() + " forward");
-    // The epilogue: bias and ReLU in one pass, widening a bfloat16 product.
-    float* y = io.out[0]->data();
+    // The epilogue: bias and ReLU in one pass, in place on a bfloat16 output,
+    // or widening a bfloat16 product into a float32 one.
     const float* bias = has_bias_ ? param(1).value.data() : nullptr;
     const size_t images = io.out[0]->shape()[0], channels = num_output_, pixels = out_hw_;
-    if (op.bf16)
-      cuda::bias_epilogue(y, bf16_bits(op.y), bias, images, channels, pixels, relu_fused_, gpu.compute());
-    else if (bias || relu_fused_)
+    const bool epilogue = bias || relu_fused_;
+    if (io.out[0]->dtype() == DType::bf16) {
+      uint16_t* y = io.out[0]->bf16_data();
+      if (epilogue) cuda::bias_epilogue(y, y, bias, images, channels, pixels, relu_fused_, gpu.compute());
+    } else if (op.bf16) {
+      cuda::bias_epilogue(io.out[0]->data(), bf16_bits(op.y), bias, images, channels, pixels, relu_fused_,
+                          gpu.compute());
+    } else if (epilogue) {
+      float* y = io.out[0]->data();
       cuda::bias_epilogue(y, y, bias, images, channels, pixels, relu_fused_, gpu.compute());
+    }
   }
 
   void backward(LayerIO& io, RunContext& ctx) override {
@@ -238,27 +249,31 @@ class ConvCudaLayer : public ConvLayer {
       if (overwrite_dx) io.in_grad[0]->zero();
       return;
     }
-    const Operands op = operands(io, gpu);
+    const Operands op = operands(io, gpu, false);
     plan_for(io, gpu, op);  // may overwrite op.y: dy is rounded into it after
     cudnnHandle_t h = gpu.cudnn();
     cudaStream_t stream = gpu.compute();
     const float one = 1.f, zero = 0.f;
-    const Tensor& dy32 = *io.out_grad[0];
+    const Tensor& out_grad = *io.out_grad[0];
+    const bool dy_bf16 = out_grad.dtype() == DType::bf16;
     // A fused ReLU's backward turns the output gradient into the gradient at
     // the ReLU's input, in place, as the CPU layer does: no layer reads it
     // after this one.
-    if (relu_fused_)
-      cuda::relu_mask(io.out[0]->data(), const_cast<float*>(dy32.data()), dy32.numel(), stream);
-    const void* dy = dy32.data();
-    if (op.bf16) {
-      cuda::round_to_bf16(bf16_bits(op.y), dy32.data(), dy32.numel(), stream);
+    if (relu_fused_ && dy_bf16)
+      cuda::relu_mask(io.out[0]->bf16_data(), const_cast<uint16_t*>(out_grad.bf16_data()), out_grad.numel(), stream);
+    else if (relu_fused_)
+      cuda::relu_mask(io.out[0]->data(), const_cast<float*>(out_grad.data()), out_grad.numel(), stream);
+    // dy as cuDNN reads it: the blob itself, or rounded into op.y.
+    const void* dy = dy_bf16 ? static_cast<const void*>(out_grad.bf16_data()) : out_grad.data();
+    if (op.bf16 && !dy_bf16) {
+      cuda::round_to_bf16(bf16_bits(op.y), out_grad.data(), out_grad.numel(), stream);
       dy = op.y;
     }
-    const size_t images = dy32.shape()[0], channels = num_output_, pixels = out_hw_;
+    const size_t images = out_grad.shape()[0], channels = num_output_, pixels = out_hw_;
     if (db && op.bf16)
-      cuda::channel_sums(gpu, db, bf16_bits(op.y), images, channels, pixels);
+      cuda::channel_sums(gpu, db, static_cast<const uint16_t*>(dy), images, channels, pixels);
     else if (db)
-      cuda::channel_sums(gpu, db, dy32.data(), images, channels, pixels);
+      cuda::channel_sums(gpu, db, out_grad.data(), images, channels, pixels);
     void* dw_out = op.bf16 ? op.result : dw;
     run_ranked(
         backward_filter_, gpu, conv_desc_,
@@ -269,25 +284,33 @@ class ConvCudaLayer : public ConvLayer {
         name() + " backward filter");
     if (op.bf16) cuda::widen_bf16(dw, bf16_bits(op.result), param(0).grad.numel(), false, stream);
     if (!io.in_grad[0]) return;
-    // In bf16 the product goes to its bf16 operand buffer (beta = 0) and its widening adds,
-    // or writes where this layer is the first to write dX (as beta 0 does).
-    void* dx_out = op.bf16 ? op.result : io.in_grad[0]->data();
+    // A bfloat16 dX takes the product in place (beta 1 adds in float32 and
+    // rounds once). For a float32 dX in bf16 the product goes to its bf16
+    // operand buffer (beta = 0) and its widening adds, or writes where this
+    // layer is the first to write dX (as beta 0 does).
+    const bool dx_bf16 = io.in_grad[0]->dtype() == DType::bf16;
+    const bool via_result = op.bf16 && !dx_bf16;
+    void* dx_out = dx_bf16      ? static_cast<void*>(io.in_grad[0]->bf16_data())
+                   : via_result ? op.result
+                                : io.in_grad[0]->data();
     run_ranked(
         backward_data_, gpu, conv_desc_,
         [&](const auto& c, void* ws) {
-          return cudnnConvolutionBackwardData(h, &one, w_desc_, op.w, y_desc_, dy, conv_desc_, c.algo, ws,
-                                              c.workspace, op.bf16 || overwrite_dx ? &zero : &one, x_desc_, dx_out);
+          return cudnnConvolutionBackwardData(h, &one, w_desc_, op.w, y_desc_, dy, conv_desc_, c.algo, ws, c.workspace,
+                                              via_result || overwrite_dx ? &zero : &one, x_desc_, dx_out);
         },
         name() + " backward data");
-    if (op.bf16)
+    if (via_result)
       cuda::widen_bf16(io.in_grad[0]->data(), bf16_bits(op.result), io.in_grad[0]->numel(), !overwrite_dx, stream);
   }
 
  private:
   // What the cuDNN calls read and write: the layer's input, weight and
-  // output; in precision bf16 their bfloat16 copies in the context's bf16 operand
-  // buffers (x and w rounded already, y for the output or the rounded output
-  // gradient), and a bf16 operand buffer for a gradient on its way to its float32 tensor.
+  // output; in precision bf16 the input as it is where it is bfloat16, else
+  // the bfloat16 copies in the context's bf16 operand buffers (x and w
+  // rounded already; y the output blob where forward writes a bfloat16 one,
+  // else a buffer for the output or the rounded output gradient), and a bf16
+  // operand buffer for a gradient on its way to its float32 tensor.
   struct Operands {
     bool bf16 = false;
     const void* x = nullptr;
@@ -298,20 +321,26 @@ class ConvCudaLayer : public ConvLayer {
 
   static uint16_t* bf16_bits(void* p) { return static_cast<uint16_t*>(p); }
 
-  Operands operands(const LayerIO& io, cuda::Context& gpu) {
+  Operands operands(const LayerIO& io, cuda::Context& gpu, bool forward = true) {
     if (precision() != Precision::bf16)
       return {false, io.in[0]->data(), param(0).value.data(), io.out[0]->data(), nullptr};
     using Slot = cuda::Context::Bf16Operand;
     const Tensor& x = *io.in[0];
     const Tensor& w = param(0).value;
+    Tensor& y = *io.out[0];
     auto slot = [&](Slot s, int64_t count) { return gpu.bf16_operand(s, size_t(count) * sizeof(uint16_t)); };
-    Operands op{true, nullptr, nullptr, slot(Slot::output, shape_numel(io.out[0]->shape())),
+    Operands op{true, nullptr, nullptr,
+                forward && y.dtype() == DType::bf16 ? y.bf16_data() : slot(Slot::output, shape_numel(y.shape())),
                 slot(Slot::result, std::max(x.numel(), w.numel()))};
-    void* x16 = slot(Slot::input, x.numel());
+    if (x.dtype() == DType::bf16) {
+      op.x = x.bf16_data();
+    } else {
+      void* x16 = slot(Slot::input, x.numel());
+      cuda::round_to_bf16(bf16_bits(x16), x.data(), x.numel(), gpu.compute());
+      op.x = x16;
+    }
     void* w16 = slot(Slot::weight, w.numel());
-    cuda::round_to_bf16(bf16_bits(x16), x.data(), x.numel(), gpu.compute());
     cuda::round_to_bf16(bf16_bits(w16), w.data(), w.numel(), gpu.compute());
-    op.x = x16;
     op.w = w16;
     return op;
   }

@@ -5,12 +5,15 @@
 // from the host or stored, so a seed gives the same mask on any device and
 // the host never waits for the GPU here. The seed reaches the kernels
 // through GPU memory (device_memory::StepUpload), so their arguments stay
-// the same from step to step, as a CUDA graph replays them.
+// the same from step to step, as a CUDA graph replays them. bfloat16 blobs
+// (core/blob_types.h): the product in float32, rounded once, as on the CPU.
 #include <cstring>
 #include <memory>
 
+#include "core/cuda/bf16.h"
 #include "core/cuda/check.h"
 #include "core/cuda/context.h"
+#include "core/cuda/elements.cuh"
 #include "core/cuda/kernels.h"
 #include "core/device_memory.h"
 #include "core/registry.h"
@@ -27,16 +30,20 @@ struct MaskArgs {
   float scale;
 };
 
-__global__ void apply_mask(const float* x, float* y, size_t n, MaskArgs m) {
+template <class T>
+__global__ void apply_mask(const T* x, T* y, size_t n, MaskArgs m) {
   const uint64_t seed = *m.seed;
   for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x)
-    y[i] = x[i] * dropout_mask::element(seed, i, m.threshold, m.scale);
+    cuda::store(y, i, cuda::load(x, i) * dropout_mask::element(seed, i, m.threshold, m.scale));
 }
 
-__global__ void add_masked(const float* dy, float* dx, size_t n, MaskArgs m) {
+template <class T>
+__global__ void add_masked(const T* dy, T* dx, size_t n, MaskArgs m) {
   const uint64_t seed = *m.seed;
   for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x)
-    dx[i] += dy[i] * dropout_mask::element(seed, i, m.threshold, m.scale);
+    cuda::store(dx, i,  // unfused, as the CPU adds it
+                __fadd_rn(cuda::load(dx, i),
+                          __fmul_rn(cuda::load(dy, i), dropout_mask::element(seed, i, m.threshold, m.scale))));
 }
 
 class DropoutCudaLayer : public DropoutLayer {
@@ -61,7 +68,11 @@ class DropoutCudaLayer : public DropoutLayer {
     const size_t n = io.in[0]->numel();
     if (!n) return;
     cudaStream_t stream = cuda::Context::get(ctx.device.index).compute();
-    apply_mask<<<cuda::blocks_for(n), 256, 0, stream>>>(io.in[0]->data(), io.out[0]->data(), n, mask_args_);
+    cuda::with_element_type(io.in[0]->dtype(), [&](auto t) {
+      using T = decltype(t);
+      apply_mask<<<cuda::blocks_for(n), 256, 0, stream>>>(cuda::elements<T>(*io.in[0]), cuda::elements<T>(*io.out[0]),
+                                                          n, mask_args_);
+    });
     POSEIDON_CUDA_CHECK_LAUNCH();
   }
 
@@ -69,12 +80,19 @@ class DropoutCudaLayer : public DropoutLayer {
     const size_t n = io.out_grad[0]->numel();
     if (!io.in_grad[0] || !n) return;
     cudaStream_t stream = cuda::Context::get(ctx.device.index).compute();
+    const bool bf16 = io.in_grad[0]->dtype() == DType::bf16;
     if (!masked_) {
-      cuda::axpy(io.in_grad[0]->data(), io.out_grad[0]->data(), n, 1.f, stream);
+      if (bf16)
+        cuda::add_rounded_into_bf16(io.in_grad[0]->bf16_data(), io.out_grad[0]->bf16_data(), n, stream);
+      else
+        cuda::axpy(io.in_grad[0]->data(), io.out_grad[0]->data(), n, 1.f, stream);
       return;
     }
-    add_masked<<<cuda::blocks_for(n), 256, 0, stream>>>(io.out_grad[0]->data(), io.in_grad[0]->data(), n,
-                                                        mask_args_);
+    cuda::with_element_type(io.in_grad[0]->dtype(), [&](auto t) {
+      using T = decltype(t);
+      add_masked<<<cuda::blocks_for(n), 256, 0, stream>>>(cuda::elements<T>(*io.out_grad[0]),
+                                                          cuda::elements<T>(*io.in_grad[0]), n, mask_args_);
+    });
     POSEIDON_CUDA_CHECK_LAUNCH();
   }
 

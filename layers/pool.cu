@@ -3,9 +3,11 @@
 // same tap wins a max, NaN included, and sums add in the same order), and
 // backward gathers, a thread per input adding the gradients of the windows
 // that cover it in the order the CPU scatters them: no atomics, and the
-// same sums.
+// same sums. bfloat16 blobs (core/blob_types.h) are read as floats and
+// each result rounded once, as the CPU rounds its float32 result.
 #include "core/cuda/check.h"
 #include "core/cuda/context.h"
+#include "core/cuda/elements.cuh"
 #include "core/error.h"
 #include "core/registry.h"
 #include "layers/pool.h"
@@ -34,29 +36,31 @@ __device__ void covering_outputs(int64_t i, int64_t kernel, int64_t stride, int6
   last = min((i + pad) / stride, outputs - 1);
 }
 
-__global__ void max_pool_forward(const float* x, float* y, int32_t* argmax, PoolGeometry g) {
+template <class T>
+__global__ void max_pool_forward(const T* x, T* y, int32_t* argmax, PoolGeometry g) {
   const int64_t total = g.planes * g.out_h * g.out_w;
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x) {
     const int64_t p = i / (g.out_h * g.out_w), oy = i / g.out_w % g.out_h, ox = i % g.out_w;
-    const float* plane = x + p * g.height * g.width;
+    const T* plane = x + p * g.height * g.width;
     const int64_t y0 = oy * g.stride_h - g.pad_h, x0 = ox * g.stride_w - g.pad_w;
     const int64_t y1 = min(y0 + g.kernel_h, g.height), x1 = min(x0 + g.kernel_w, g.width);
     float best = -INFINITY;
     int32_t best_at = static_cast<int32_t>(max(y0, int64_t(0)) * g.width + max(x0, int64_t(0)));
     for (int64_t iy = max(y0, int64_t(0)); iy < y1; ++iy)
       for (int64_t ix = max(x0, int64_t(0)); ix < x1; ++ix) {
-        const float v = plane[iy * g.width + ix];
+        const float v = cuda::load(plane, iy * g.width + ix);
         if (v > best || v != v) {
           best = v;
           best_at = static_cast<int32_t>(iy * g.width + ix);
         }
       }
-    y[i] = best;
+    cuda::store(y, i, best);
     argmax[i] = best_at;
   }
 }
 
-__global__ void max_pool_backward(const float* dy, const int32_t* argmax, float* dx, PoolGeometry g) {
+template <class T>
+__global__ void max_pool_backward(const T* dy, const int32_t* argmax, T* dx, PoolGeometry g) {
   const int64_t total = g.planes * g.height * g.width;
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x) {
     const int64_t p = i / (g.height * g.width), at = i % (g.height * g.width);
@@ -65,51 +69,55 @@ __global__ void max_pool_backward(const float* dy, const int32_t* argmax, float*
     covering_outputs(iy, g.kernel_h, g.stride_h, g.pad_h, g.out_h, oy0, oy1);
     covering_outputs(ix, g.kernel_w, g.stride_w, g.pad_w, g.out_w, ox0, ox1);
     const int64_t out_base = p * g.out_h * g.out_w;
-    float sum = dx[i];
+    float sum = cuda::load(dx, i);
     // Output order, as the CPU's scatter adds them.
     for (int64_t oy = oy0; oy <= oy1; ++oy)
       for (int64_t ox = ox0; ox <= ox1; ++ox) {
         const int64_t o = out_base + oy * g.out_w + ox;
-        if (argmax[o] == at) sum += dy[o];
+        if (argmax[o] == at) sum += cuda::load(dy, o);
       }
-    dx[i] = sum;
+    cuda::store(dx, i, sum);
   }
 }
 
-__global__ void avg_pool_forward(const float* x, float* y, PoolGeometry g) {
+template <class T>
+__global__ void avg_pool_forward(const T* x, T* y, PoolGeometry g) {
   const int64_t total = g.planes * g.out_h * g.out_w;
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x) {
     const int64_t p = i / (g.out_h * g.out_w), oy = i / g.out_w % g.out_h, ox = i % g.out_w;
-    const float* plane = x + p * g.height * g.width;
+    const T* plane = x + p * g.height * g.width;
     const int64_t y0 = oy * g.stride_h - g.pad_h, x0 = ox * g.stride_w - g.pad_w;
     const int64_t y1 = min(y0 + g.kernel_h, g.height), x1 = min(x0 + g.kernel_w, g.width);
     float sum = 0.f;
     for (int64_t iy = max(y0, int64_t(0)); iy < y1; ++iy)
-      for (int64_t ix = max(x0, int64_t(0)); ix < x1; ++ix) sum += plane[iy * g.width + ix];
-    y[i] = sum / (avg_divisor(oy, g.height, g.kernel_h, g.stride_h, g.pad_h, g.count_pad) *
-                  avg_divisor(ox, g.width, g.kernel_w, g.stride_w, g.pad_w, g.count_pad));
+      for (int64_t ix = max(x0, int64_t(0)); ix < x1; ++ix) sum += cuda::load(plane, iy * g.width + ix);
+    cuda::store(y, i,
+                sum / (avg_divisor(oy, g.height, g.kernel_h, g.stride_h, g.pad_h, g.count_pad) *
+                       avg_divisor(ox, g.width, g.kernel_w, g.stride_w, g.pad_w, g.count_pad)));
   }
 }
 
-__global__ void avg_pool_backward(const float* dy, float* dx, PoolGeometry g) {
+template <class T>
+__global__ void avg_pool_backward(const T* dy, T* dx, PoolGeometry g) {
   const int64_t total = g.planes * g.height * g.width;
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x) {
     const int64_t p = i / (g.height * g.width), iy = i / g.width % g.height, ix = i % g.width;
     int64_t oy0, oy1, ox0, ox1;
     covering_outputs(iy, g.kernel_h, g.stride_h, g.pad_h, g.out_h, oy0, oy1);
     covering_outputs(ix, g.kernel_w, g.stride_w, g.pad_w, g.out_w, ox0, ox1);
-    const float* grad = dy + p * g.out_h * g.out_w;
-    float sum = dx[i];
+    const T* grad = dy + p * g.out_h * g.out_w;
+    float sum = cuda::load(dx, i);
     // The CPU's scatter order: output rows ascending, and within a row kernel
     // columns ascending, which reach this input from the last output down.
     for (int64_t oy = oy0; oy <= oy1; ++oy) {
       const float row_scale = 1.f / avg_divisor(oy, g.height, g.kernel_h, g.stride_h, g.pad_h, g.count_pad);
       for (int64_t ox = ox1; ox >= ox0; --ox) {
         const float col_scale = 1.f / avg_divisor(ox, g.width, g.kernel_w, g.stride_w, g.pad_w, g.count_pad);
-        sum += grad[oy * g.out_w + ox] * row_scale * col_scale;
+        // Unfused, as the CPU adds it: the same float32 sum.
+        sum = __fadd_rn(sum, __fmul_rn(__fmul_rn(cuda::load(grad, oy * g.out_w + ox), row_scale), col_scale));
       }
     }
-    dx[i] = sum;
+    cuda::store(dx, i, sum);
   }
 }
 
@@ -129,11 +137,16 @@ class PoolCudaLayer : public PoolLayer {
       // tensor brings the caching allocator.
       if (device_argmax_.device() != ctx.device) device_argmax_ = Tensor::on(ctx.device);
       device_argmax_.resize({static_cast<int64_t>(outputs)});
-      max_pool_forward<<<cuda::blocks_for(outputs), 256, 0, stream>>>(io.in[0]->data(), io.out[0]->data(),
-                                                                      argmax_indices(), g);
-    } else {
-      avg_pool_forward<<<cuda::blocks_for(outputs), 256, 0, stream>>>(io.in[0]->data(), io.out[0]->data(), g);
     }
+    cuda::with_element_type(io.in[0]->dtype(), [&](auto t) {
+      using T = decltype(t);
+      const T* x = cuda::elements<T>(*io.in[0]);
+      T* y = cuda::elements<T>(*io.out[0]);
+      if (max_)
+        max_pool_forward<<<cuda::blocks_for(outputs), 256, 0, stream>>>(x, y, argmax_indices(), g);
+      else
+        avg_pool_forward<<<cuda::blocks_for(outputs), 256, 0, stream>>>(x, y, g);
+    });
     POSEIDON_CUDA_CHECK_LAUNCH();
   }
 
@@ -143,13 +156,17 @@ class PoolCudaLayer : public PoolLayer {
     const size_t inputs = g.planes * g.height * g.width;
     if (!inputs || !g.out_h || !g.out_w) return;
     cudaStream_t stream = cuda::Context::get(ctx.device.index).compute();
-    if (max_) {
+    if (max_)
       POSEIDON_CHECK(device_argmax_.numel() == g.planes * g.out_h * g.out_w) << name() << ": backward before forward";
-      max_pool_backward<<<cuda::blocks_for(inputs), 256, 0, stream>>>(io.out_grad[0]->data(), argmax_indices(),
-                                                                      io.in_grad[0]->data(), g);
-    } else {
-      avg_pool_backward<<<cuda::blocks_for(inputs), 256, 0, stream>>>(io.out_grad[0]->data(), io.in_grad[0]->data(), g);
-    }
+    cuda::with_element_type(io.in_grad[0]->dtype(), [&](auto t) {
+      using T = decltype(t);
+      const T* dy = cuda::elements<T>(*io.out_grad[0]);
+      T* dx = cuda::elements<T>(*io.in_grad[0]);
+      if (max_)
+        max_pool_backward<<<cuda::blocks_for(inputs), 256, 0, stream>>>(dy, argmax_indices(), dx, g);
+      else
+        avg_pool_backward<<<cuda::blocks_for(inputs), 256, 0, stream>>>(dy, dx, g);
+    });
     POSEIDON_CUDA_CHECK_LAUNCH();
   }
 

@@ -1,8 +1,11 @@
-// ReLU on the GPU: one element-wise kernel each way. The backward adds into
-// the input gradient like every layer's backward (cuDNN's activation
-// backward would overwrite it).
+// ReLU on the GPU: one element-wise kernel each way, over float32 or
+// bfloat16 blobs as the CPU layer reads them (relu.h). The backward adds
+// into the input gradient like every layer's backward (cuDNN's activation
+// backward would overwrite it); into a bfloat16 one the sum is taken in
+// float32 and rounded once, as on the CPU.
 #include "core/cuda/check.h"
 #include "core/cuda/context.h"
+#include "core/cuda/elements.cuh"
 #include "core/registry.h"
 #include "layers/relu.h"
 
@@ -10,14 +13,18 @@ namespace poseidon {
 
 namespace {
 
-__global__ void relu_forward(const float* x, float* y, size_t n) {
+// A bfloat16 value passes or becomes +0 unchanged: the kernel writes the
+// input's bits, never a rounded float.
+template <class T>
+__global__ void relu_forward(const T* x, T* y, size_t n) {
   for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x)
-    y[i] = x[i] > 0.f ? x[i] : 0.f;
+    y[i] = cuda::load(x, i) > 0.f ? x[i] : T(0);
 }
 
-__global__ void relu_backward(const float* x, const float* dy, float* dx, size_t n) {
+template <class T>
+__global__ void relu_backward(const T* x, const T* dy, T* dx, size_t n) {
   for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x)
-    dx[i] += x[i] > 0.f ? dy[i] : 0.f;
+    cuda::store(dx, i, cuda::load(dx, i) + (cuda::load(x, i) > 0.f ? cuda::load(dy, i) : 0.f));
 }
 
 class ReluCudaLayer : public ReluLayer {
@@ -28,7 +35,11 @@ class ReluCudaLayer : public ReluLayer {
     const size_t n = io.in[0]->numel();
     if (!n) return;
     cudaStream_t stream = cuda::Context::get(ctx.device.index).compute();
-    relu_forward<<<cuda::blocks_for(n), 256, 0, stream>>>(io.in[0]->data(), io.out[0]->data(), n);
+    cuda::with_element_type(io.in[0]->dtype(), [&](auto t) {
+      using T = decltype(t);
+      relu_forward<<<cuda::blocks_for(n), 256, 0, stream>>>(cuda::elements<T>(*io.in[0]), cuda::elements<T>(*io.out[0]),
+                                                            n);
+    });
     POSEIDON_CUDA_CHECK_LAUNCH();
   }
 
@@ -36,8 +47,11 @@ class ReluCudaLayer : public ReluLayer {
     const size_t n = io.in[0]->numel();
     if (!io.in_grad[0] || !n) return;
     cudaStream_t stream = cuda::Context::get(ctx.device.index).compute();
-    relu_backward<<<cuda::blocks_for(n), 256, 0, stream>>>(io.in[0]->data(), io.out_grad[0]->data(),
-                                                          io.in_grad[0]->data(), n);
+    cuda::with_element_type(io.in[0]->dtype(), [&](auto t) {
+      using T = decltype(t);
+      relu_backward<<<cuda::blocks_for(n), 256, 0, stream>>>(
+          cuda::elements<T>(*io.in[0]), cuda::elements<T>(*io.out_grad[0]), cuda::elements<T>(*io.in_grad[0]), n);
+    });
     POSEIDON_CUDA_CHECK_LAUNCH();
   }
 };

@@ -5,7 +5,9 @@
 # updated on the GPU against the host (dist_tests' CudaDeviceExchange.*, two
 # ranks' part where there are two GPUs); no GPU where one is
 # expected is a failure, not a skip; precision bf16's layers against the
-# CPU's and a bf16 training step against float32; the bias gradients'
+# CPU's and a bf16 training step against float32; the layers on bfloat16
+# blobs against the CPU's (the moving layers bit for bit) and a bf16 net's
+# blob types, casts and step against the CPU net's; the bias gradients'
 # channel sums and the bias epilogue bit for bit against their CPU
 # references, conv and fc with fused bias and ReLU against the CPU and
 # repeating bit for bit; nets whose blobs fan out
@@ -130,7 +132,7 @@ for wheel in $(python3 -c "import nvidia; print(' '.join(nvidia.__path__))" 2>/d
     [[ -e $lib/libnvjpeg.so.13 || -e $lib/libnvjpeg.so.12 ]] && export LD_LIBRARY_PATH=$lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
   done
 done
-for spec in "core_tests:Cuda*" "layers_tests:CudaLayers.*:CudaDropout.*:*GpuMatchesCpu*:GpuBf16.*" \
+for spec in "core_tests:Cuda*" "layers_tests:CudaLayers.*:CudaDropout.*:*GpuMatchesCpu*:GpuBf16.*:GpuBf16Blobs.*" \
     "tools_tests:InfoVerb*:Plugin.CpuOnlyLayerTrainsInAGpuNet:CudaLateRead.*:CudaResume.*" "dist_tests:Cuda*" "data_tests:Nvjpeg*:EncodedFixture.GpuFeed*"; do
   binary=${spec%%:*}
   filter=${spec#*:}

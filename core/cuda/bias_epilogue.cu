@@ -4,6 +4,7 @@
 #include "core/cuda/bias_epilogue.h"
 #include "core/cuda/check.h"
 #include "core/cuda/context.h"
+#include "core/cuda/elements.cuh"
 
 namespace poseidon::cuda {
 
@@ -12,40 +13,39 @@ namespace {
 // A grid's y dimension is at most 65535 blocks; more planes loop.
 constexpr size_t kMaxGridY = 65535;
 
-__device__ float value_of(float v) { return v; }
-__device__ float value_of(uint16_t v) { return from_bf16(v); }
-
 // Block row y takes the planes (one image's channel: inner values) y,
 // y + gridDim.y, ...; its blocks walk a plane's values. A plane's channel
 // is one remainder per plane, not per value.
-template <class T>
-__global__ void epilogue_kernel(float* out, const T* y, const float* bias, size_t planes, size_t channels, size_t inner,
+template <class Out, class T>
+__global__ void epilogue_kernel(Out* out, const T* y, const float* bias, size_t planes, size_t channels, size_t inner,
                                 bool relu) {
   for (size_t plane = blockIdx.y; plane < planes; plane += gridDim.y) {
     const size_t c = plane % channels, first = plane * inner;
     for (size_t j = blockIdx.x * size_t(blockDim.x) + threadIdx.x; j < inner; j += size_t(gridDim.x) * blockDim.x)
-      out[first + j] = biased(value_of(y[first + j]), bias, c, relu);
+      store(out, first + j, biased(load(y, first + j), bias, c, relu));
   }
 }
 
 // One value per plane (inner 1, an fc's [N, C] output): block row y takes
 // the rows y, y + gridDim.y, ...; a row's threads are its channels.
-template <class T>
-__global__ void rows_kernel(float* out, const T* y, const float* bias, size_t rows, size_t channels, bool relu) {
+template <class Out, class T>
+__global__ void rows_kernel(Out* out, const T* y, const float* bias, size_t rows, size_t channels, bool relu) {
   for (size_t row = blockIdx.y; row < rows; row += gridDim.y) {
     const size_t first = row * channels;
     for (size_t c = blockIdx.x * size_t(blockDim.x) + threadIdx.x; c < channels; c += size_t(gridDim.x) * blockDim.x)
-      out[first + c] = biased(value_of(y[first + c]), bias, c, relu);
+      store(out, first + c, biased(load(y, first + c), bias, c, relu));
   }
 }
 
-__global__ void relu_mask_kernel(const float* y, float* dy, size_t n) {
+// A bfloat16 dy passes or becomes zero: stored back, it rounds to itself.
+template <class T>
+__global__ void relu_mask_kernel(const T* y, T* dy, size_t n) {
   for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x)
-    dy[i] = relu_masked(y[i], dy[i]);
+    store(dy, i, relu_masked(load(y, i), load(dy, i)));
 }
 
-template <class T>
-void launch(float* out, const T* y, const float* bias, size_t outer, size_t channels, size_t inner, bool relu,
+template <class Out, class T>
+void launch(Out* out, const T* y, const float* bias, size_t outer, size_t channels, size_t inner, bool relu,
             cudaStream_t stream) {
   const size_t planes = outer * channels;
   if (!planes || !inner) return;
@@ -81,10 +81,25 @@ void bias_epilogue(float* out, const uint16_t* y, const float* bias, size_t oute
   launch(out, y, bias, outer, channels, inner, relu, stream);
 }
 
-void relu_mask(const float* y, float* dy, size_t n, cudaStream_t stream) {
+void bias_epilogue(uint16_t* out, const float* y, const float* bias, size_t outer, size_t channels, size_t inner,
+                   bool relu, cudaStream_t stream) {
+  launch(out, y, bias, outer, channels, inner, relu, stream);
+}
+
+void bias_epilogue(uint16_t* out, const uint16_t* y, const float* bias, size_t outer, size_t channels, size_t inner,
+                   bool relu, cudaStream_t stream) {
+  launch(out, y, bias, outer, channels, inner, relu, stream);
+}
+
+template <class T>
+void launch_relu_mask(const T* y, T* dy, size_t n, cudaStream_t stream) {
   if (!n) return;
   relu_mask_kernel<<<blocks_for(n), 256, 0, stream>>>(y, dy, n);
   POSEIDON_CUDA_CHECK_LAUNCH();
 }
+
+void relu_mask(const float* y, float* dy, size_t n, cudaStream_t stream) { launch_relu_mask(y, dy, n, stream); }
+
+void relu_mask(const uint16_t* y, uint16_t* dy, size_t n, cudaStream_t stream) { launch_relu_mask(y, dy, n, stream); }
 
 }  // namespace poseidon::cuda

@@ -222,6 +222,10 @@ void gpu_widen_bf16(const Device& device, float* dst, const uint16_t* src, size_
   cuda::widen_bf16(dst, src, count, false, cuda::Context::get(device.index).compute());
 }
 
+void gpu_add_rounded_into_bf16(const Device& device, uint16_t* dst, const float* src, size_t count) {
+  cuda::add_rounded_into_bf16(dst, src, count, cuda::Context::get(device.index).compute());
+}
+
 void gpu_solver_update(const Device& device, const UpdateStep& step, float* value, const float* grad, float* state,
                        size_t count) {
   cuda::solver_update(step, value, grad, state, count, cuda::Context::get(device.index).compute());

@@ -40,12 +40,14 @@ void LtMatmul::plan(const LtShape& s, void* vector) {
   set(desc_, CUBLASLT_MATMUL_DESC_EPILOGUE, s.epilogue);
   // The heuristic reads the vector's alignment from its pointer.
   set(desc_, CUBLASLT_MATMUL_DESC_BIAS_POINTER, vector);
+  // The bias's type is D's unless set: it stays float32 under a bfloat16 D.
+  if (s.d_bf16) set(desc_, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, CUDA_R_32F);
   const cudaDataType_t in = s.bf16 ? CUDA_R_16BF : CUDA_R_32F;
   // A and B as stored: op(A) is m x k, op(B) k x n.
   const bool a_n = s.op_a == CUBLAS_OP_N, b_n = s.op_b == CUBLAS_OP_N;
   POSEIDON_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&a_, in, a_n ? s.m : s.k, a_n ? s.k : s.m, s.lda));
   POSEIDON_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&b_, in, b_n ? s.k : s.n, b_n ? s.n : s.k, s.ldb));
-  POSEIDON_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&d_, CUDA_R_32F, s.m, s.n, s.ldd));
+  POSEIDON_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&d_, s.d_bf16 ? CUDA_R_16BF : CUDA_R_32F, s.m, s.n, s.ldd));
 
   cublasLtMatmulPreference_t preference = nullptr;
   POSEIDON_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&preference));
@@ -65,7 +67,7 @@ void LtMatmul::plan(const LtShape& s, void* vector) {
   usable_ = true;
 }
 
-bool LtMatmul::run(Context& gpu, const LtShape& s, const void* a, const void* b, float* d, void* vector) {
+bool LtMatmul::run(Context& gpu, const LtShape& s, const void* a, const void* b, void* d, void* vector) {
   if (!(s == planned_) || !desc_) plan(s, vector);
   if (!usable_) return false;
   set(desc_, CUBLASLT_MATMUL_DESC_BIAS_POINTER, vector);

@@ -1,5 +1,6 @@
-// One cuBLASLt matmul with a fused epilogue, D (m x n, column-major, float32)
-// = op(A) op(B), from float32 or bfloat16 A and B with float32 accumulation
+// One cuBLASLt matmul with a fused epilogue, D (m x n, column-major, float32,
+// or bfloat16 rounded once after the epilogue) = op(A) op(B), from float32
+// or bfloat16 A and B with float32 accumulation
 // (TF32 tensor cores where asked), with the epilogue adding a bias per row
 // of D (and a ReLU after it), or writing the bias gradient of B (its sums
 // over k, one per column of D). It is planned once per shape: descriptors
@@ -21,8 +22,9 @@ namespace poseidon::cuda {
 struct LtShape {
   cublasOperation_t op_a = CUBLAS_OP_N, op_b = CUBLAS_OP_N;
   int m = 0, n = 0, k = 0, lda = 0, ldb = 0, ldd = 0;
-  bool bf16 = false;  // A and B are bfloat16
-  bool tf32 = false;  // float32 A and B may multiply on TF32 tensor cores
+  bool bf16 = false;    // A and B are bfloat16
+  bool d_bf16 = false;  // D is bfloat16 (the bias stays float32)
+  bool tf32 = false;    // float32 A and B may multiply on TF32 tensor cores
   cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_DEFAULT;
   bool operator==(const LtShape&) const = default;
 };
@@ -40,7 +42,7 @@ class LtMatmul {
   // D = op(A) op(B) (beta 0) with `shape`'s epilogue on `vector` (the bias
   // read, or the bias gradient written); false, having queued nothing, when
   // cuBLASLt refuses the shape.
-  bool run(Context& gpu, const LtShape& shape, const void* a, const void* b, float* d, void* vector);
+  bool run(Context& gpu, const LtShape& shape, const void* a, const void* b, void* d, void* vector);
 
  private:
   // Describes `shape` and picks its algorithm; usable_ says whether one was found.

@@ -4,7 +4,8 @@
 // copies, made only for them. A bf16 net's loss and gradients stay within
 // bfloat16's error of the same net in float32, also where one bfloat16 blob
 // feeds a bfloat16 and a float32 reader at once (their gradients must add),
-// and its activations take about half the bytes.
+// and its activations take about half the bytes. On a GPU the same net's
+// blobs take the CPU's types and copies, and its step follows the CPU's.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -12,7 +13,9 @@
 #include <string>
 #include <vector>
 
+#include "core/device_info.h"
 #include "core/net.h"
+#include "gpu_required.h"
 #include "net_fixtures.h"
 
 namespace poseidon {
@@ -147,6 +150,58 @@ TEST(Bf16Blobs, FanOutIntoBf16AndFloat32ReadersMatchesFp32) {
   p->bf16.backward(ctx, sink);
   EXPECT_TRUE(same_values(p->bf16.blob("c1").grad.to(DType::f32), first));
   EXPECT_TRUE(same_values(p->bf16.blob("c1").f32_grad, c1_copy_grad));
+}
+
+// The fan-out net on the GPU beside the CPU, from the same parameters and
+// batch: every blob has the CPU net's type, float32 copies and sharing (the
+// GPU layers declare their CPU versions' types, and the Net casts at the
+// float32 layers' edges on the device), and the loss and gradients follow
+// the CPU's within bfloat16's error; a second backward starts afresh.
+TEST(CudaBf16Blobs, GpuNetTakesTheCpuNetsTypesAndFollowsIt) {
+  POSEIDON_SKIP_WITHOUT_GPU();
+  for (const device_info::Gpu& g : device_info::visible_gpus())
+    if (g.index == 0 && g.compute_major < 8) GTEST_SKIP() << "cuda:0 has no bfloat16 math";
+  const Device gpu_device = Device::cuda(0);
+  const ConfigNode model = ConfigNode::parse(kFanOut, "net.yaml");
+  for (bool fuse : {false, true}) {
+    SCOPED_TRACE(fuse ? "ReLUs fused" : "ReLUs apart");
+    Net cpu(model, 16), gpu(model, 16, gpu_device);
+    for (Net* net : {&cpu, &gpu}) {
+      net->set_precision(Precision::bf16);
+      if (fuse) net->fuse_relus();
+      net->init_params(3);
+    }
+    for (Param* p : cpu.params()) gpu.find_param(p->name)->value.copy_from(p->value);
+    feed(cpu, 4);
+    for (const std::string& in : cpu.input_names()) gpu.blob(in).value.copy_from(cpu.blob(in).value);
+    NullSink sink;
+    RunContext cpu_ctx;
+    RunContext gpu_ctx{Phase::train, nullptr, gpu_device};
+    const float cpu_loss = cpu.forward(cpu_ctx);
+    cpu.backward(cpu_ctx, sink);
+    const float gpu_loss = gpu.forward(gpu_ctx);
+    gpu.backward(gpu_ctx, sink);
+    for (const Blob& b : cpu.blobs()) {
+      const Blob& g = gpu.blob(b.name);
+      EXPECT_EQ(g.value.dtype(), b.value.dtype()) << b.name;
+      EXPECT_EQ(g.grad.defined() && !g.grad.empty(), b.grad.defined() && !b.grad.empty()) << b.name;
+      if (b.grad.defined() && !b.grad.empty()) EXPECT_EQ(g.grad.dtype(), b.grad.dtype()) << b.name;
+      EXPECT_EQ(g.f32_value.defined(), b.f32_value.defined()) << b.name;
+      EXPECT_EQ(g.f32_grad.defined(), b.f32_grad.defined()) << b.name;
+      EXPECT_EQ(g.shares, b.shares) << b.name;
+    }
+    EXPECT_EQ(gpu.blob("c1").value.dtype(), DType::bf16);
+    EXPECT_TRUE(gpu.blob("c1").f32_grad.defined()) << "c1 feeds a float32 pooling";
+    EXPECT_NEAR(gpu_loss, cpu_loss, kNetTolerance * std::abs(cpu_loss));
+    for (Param* param : cpu.params())
+      EXPECT_LT(relative_error(gpu.find_param(param->name)->grad.to(Device{}), param->grad), kNetTolerance)
+          << param->name;
+    for (const char* b : {"c1", "r1", "c3", "p1"})
+      EXPECT_LT(relative_error(gpu.blob(b).grad.to(Device{}), cpu.blob(b).grad), kNetTolerance) << b;
+    const Tensor first = gpu.blob("c1").grad.to(Device{});
+    gpu.backward(gpu_ctx, sink);
+    EXPECT_TRUE(same_values(gpu.blob("c1").grad.to(Device{}), first)) << "a second backward added to the first";
+  }
 }
 
 // A VGG-like stack, ReLUs fused as training fuses them: under bf16 every

@@ -6,7 +6,10 @@
 // kernels (core/cuda/bias_epilogue.cu) equal the reference bit for bit, from
 // float32 in place and from bfloat16, with and without bias and ReLU, on
 // shapes of one value per plane, planes narrower than a warp's multiple and
-// wider than a grid row, and more planes than a grid's y dimension.
+// wider than a grid row, and more planes than a grid's y dimension; into a
+// bfloat16 output (a bf16 conv's or fc's blob) they write the reference's
+// float32 value rounded once, and the mask on a bfloat16 gradient is the
+// reference's.
 #include "core/bias_epilogue.h"
 
 #include <gtest/gtest.h>
@@ -129,6 +132,54 @@ TEST(CudaBiasEpilogue, EqualsTheCpuReferenceBitForBit) {
     relu_mask_reference(y.data(), dy.data(), n);
     cuda::relu_mask(device_y.data(), device_dy.data(), n, stream);
     expect_same_bits(device_dy, dy, "relu mask");
+  }
+}
+
+std::vector<uint16_t> rounded(const std::vector<float>& v) {
+  std::vector<uint16_t> out(v.size());
+  for (size_t i = 0; i < v.size(); ++i) out[i] = to_bf16(v[i]);
+  return out;
+}
+
+void expect_same_halves(const Tensor& gpu, const std::vector<uint16_t>& want, const std::string& what) {
+  const Tensor got = gpu.to(Device{});
+  for (size_t i = 0; i < want.size(); ++i) ASSERT_EQ(got.bf16_data()[i], want[i]) << what << " value " << i;
+}
+
+TEST(CudaBiasEpilogue, WritesBfloat16AsTheReferenceRoundedOnce) {
+  POSEIDON_SKIP_WITHOUT_GPU();
+  cudaStream_t stream = cuda::Context::get(0).compute();
+  std::mt19937_64 rng(8);
+  for (const PlaneShape& s : kShapes) {
+    const size_t n = s.outer * s.channels * s.inner;
+    const std::vector<float> y = random_values(n, rng), bias = random_values(s.channels, rng);
+    const std::vector<uint16_t> halves = rounded(y);
+    const Tensor device_bias = on_gpu(bias), device_y = on_gpu(y);
+    for (bool with_bias : {false, true})
+      for (bool relu : {false, true}) {
+        const float* b = with_bias ? bias.data() : nullptr;
+        const float* device_b = with_bias ? device_bias.data() : nullptr;
+        const std::string what = std::to_string(s.outer) + "x" + std::to_string(s.channels) + "x" +
+                                 std::to_string(s.inner) + (with_bias ? " bias" : "") + (relu ? " relu" : "");
+        std::vector<float> want(n), want_halves(n);
+        bias_epilogue_reference(want.data(), y.data(), b, s.outer, s.channels, s.inner, relu);
+        bias_epilogue_reference(want_halves.data(), halves.data(), b, s.outer, s.channels, s.inner, relu);
+        Tensor from_float = on_gpu(std::vector<uint16_t>(n, 0x7fc0)), in_place = on_gpu(halves);
+        cuda::bias_epilogue(from_float.bf16_data(), device_y.data(), device_b, s.outer, s.channels, s.inner, relu,
+                            stream);
+        cuda::bias_epilogue(in_place.bf16_data(), in_place.bf16_data(), device_b, s.outer, s.channels, s.inner, relu,
+                            stream);
+        expect_same_halves(from_float, rounded(want), what + " from float32");
+        expect_same_halves(in_place, rounded(want_halves), what + " in place");
+      }
+    std::vector<float> dy = random_values(n, rng);
+    Tensor device_dy = on_gpu(rounded(dy));
+    const Tensor device_halves = on_gpu(halves);
+    std::vector<float> y_widened(n), dy_widened(n);
+    for (size_t i = 0; i < n; ++i) y_widened[i] = from_bf16(halves[i]), dy_widened[i] = from_bf16(to_bf16(dy[i]));
+    relu_mask_reference(y_widened.data(), dy_widened.data(), n);
+    cuda::relu_mask(device_halves.bf16_data(), device_dy.bf16_data(), n, stream);
+    expect_same_halves(device_dy, rounded(dy_widened), "bfloat16 relu mask");
   }
 }
 
