@@ -84,7 +84,8 @@ Outcome run(const std::string& branch, Precision precision, const Device& device
   // which a first writer that overwrites (conv and fc) must not add to.
   net.backward(ctx, sink);
   net.backward(ctx, sink);
-  out.grads.emplace_back("c1 output gradient", net.blob("c1").grad.to(Device{}));
+  // Widened: under bf16 the blob is bfloat16 on either device.
+  out.grads.emplace_back("c1 output gradient", net.blob("c1").grad.to(Device{}).to(DType::f32));
   for (Param* p : net.params()) out.grads.emplace_back(p->name + " gradient", p->grad.to(Device{}));
   return out;
 }
