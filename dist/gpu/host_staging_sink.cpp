@@ -2,6 +2,7 @@
 #include "dist/gpu/host_staging_sink.h"
 
 #include <algorithm>
+#include <cstring>
 #include <utility>
 
 #include "core/error.h"
@@ -66,8 +67,28 @@ HostStagingSink::~HostStagingSink() {
   stager_.join();
 }
 
+namespace {
+
+// The first element of a host or GPU tensor of either element type, for
+// copies that move its bytes as they are.
+void* elements(Tensor& t) {
+  return t.dtype() == DType::bf16 ? static_cast<void*>(t.bf16_data()) : static_cast<void*>(t.data());
+}
+
+StagingStreams::Copy tensor_copy(Tensor& to, Tensor& from) {
+  if (to.dtype() != from.dtype() || to.numel() != from.numel())
+    throw Error("host staging: a blob of the mirror and of the GPU net differ in element type or size");
+  return {elements(to), elements(from), from.bytes()};
+}
+
+void run_on_host(const std::vector<StagingStreams::Copy>& copies) {
+  for (const auto& c : copies) std::memcpy(c.dst, c.src, c.bytes);
+}
+
+}  // namespace
+
 void HostStagingSink::pin_mirror() {
-  auto pin = [&](Tensor& t) { streams_->pin(t.data(), static_cast<size_t>(t.numel()) * sizeof(float)); };
+  auto pin = [&](Tensor& t) { streams_->pin(elements(t), t.bytes()); };
   // Whole: parameters are views into these, and neighbours share pages,
   // which cudaHostRegister takes once.
   pin(mirror_.flat_values());
@@ -95,25 +116,25 @@ void HostStagingSink::await_params(const Layer& layer) {
   auto& theirs = mirror_.layer(i).params();
   std::vector<StagingStreams::Copy> up;
   for (size_t k = 0; k < mine.size(); ++k)
-    if (mine[k].learnable) up.push_back({mine[k].value.data(), theirs[k].value.data(), size_t(mine[k].value.numel())});
+    if (mine[k].learnable) up.push_back(tensor_copy(mine[k].value, theirs[k].value));
   if (streams_) {
     streams_->upload(up);  // the layer's kernels, queued next, wait for it on the GPU
     return;
   }
-  for (const auto& c : up) std::copy(c.src, c.src + c.count, c.dst);
+  run_on_host(up);
 }
 
 std::vector<StagingStreams::Copy> HostStagingSink::gradient_copies(Param& param) const {
   Param& mirror = *mirror_param_.at(&param);
   const std::vector<BlobPart>& sources = inner_.gradient_sources(mirror);
-  if (sources.empty()) return {{mirror.grad.data(), param.grad.data(), size_t(param.grad.numel())}};
+  if (sources.empty()) return {tensor_copy(mirror.grad, param.grad)};
   // The exchange forms this gradient itself: the mirror's blobs must hold
   // this iteration's parts it is formed from.
   std::vector<StagingStreams::Copy> copies;
   for (const BlobPart& part : sources) {
     Tensor& from = part.gradient ? net_.blob(part.blob).grad : net_.blob(part.blob).value;
     Tensor& to = part.gradient ? mirror_.blob(part.blob).grad : mirror_.blob(part.blob).value;
-    copies.push_back({to.data(), from.data(), size_t(from.numel())});
+    copies.push_back(tensor_copy(to, from));
   }
   return copies;
 }
@@ -124,7 +145,7 @@ void HostStagingSink::grad_ready(Param& param) {
   Param& mirror = *mirror_param_.at(&param);
   const std::vector<StagingStreams::Copy> down = gradient_copies(param);
   if (!streams_) {
-    for (const auto& c : down) std::copy(c.src, c.src + c.count, c.dst);
+    run_on_host(down);
     inner_.grad_ready(mirror);
     return;
   }

@@ -19,10 +19,10 @@ namespace poseidon::dist {
 
 class StagingStreams {
  public:
-  struct Copy {
-    float* dst;
-    const float* src;
-    size_t count;
+  struct Copy {  // `bytes` bytes of any element type
+    void* dst;
+    const void* src;
+    size_t bytes;
   };
   // The copies of one download, done when wait() returns for its ticket.
   using Ticket = uint64_t;

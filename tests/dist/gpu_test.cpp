@@ -35,10 +35,10 @@ TEST(CudaStaging, DownloadThenUploadRoundTrips) {
   Tensor landed({4096}), back({4096});
   StagingStreams streams(Device::cuda(0));
   streams.pin(landed.data(), 4096 * sizeof(float));
-  streams.wait(streams.download({{landed.data(), gpu.data(), 4096}}));
+  streams.wait(streams.download({{landed.data(), gpu.data(), 4096 * sizeof(float)}}));
   for (int64_t i = 0; i < 4096; ++i) ASSERT_EQ(landed[i], host[i]) << i;
   for (int64_t i = 0; i < 4096; ++i) landed[i] *= 2.f;
-  streams.upload({{gpu.data(), landed.data(), 4096}});
+  streams.upload({{gpu.data(), landed.data(), 4096 * sizeof(float)}});
   back.copy_from(gpu);  // on the compute stream, which waits for the upload
   for (int64_t i = 0; i < 4096; ++i) ASSERT_EQ(back[i], 2.f * host[i]) << i;
 }

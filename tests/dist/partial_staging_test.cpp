@@ -3,15 +3,20 @@
 // net and its mirror: a staged layer's gradient is copied to the mirror and
 // reported as the mirror's, its parameters brought up at its gate and back
 // by bring_staged_current; an unstaged layer's gradient is reported as the
-// net's own, nothing of it is copied either way.
+// net's own, nothing of it is copied either way. Under precision bf16 the
+// blobs an exchange forms a gradient from (SFB's factors) reach the mirror
+// as the bfloat16 bits they are.
 #include <gtest/gtest.h>
 
+#include <cstring>
 #include <vector>
 
 #include "core/config_node.h"
 #include "core/error.h"
 #include "core/net.h"
+#include "core/precision.h"
 #include "dist/gpu/host_staging_sink.h"
+#include "tests/core/net_fixtures.h"
 
 namespace poseidon::testing {
 
@@ -30,6 +35,16 @@ size_t layer_named(Net& net, const std::string& name) {
   ADD_FAILURE() << "no layer " << name;
   return 0;
 }
+
+// Forms fc1.weight's gradient from fc1's input and its output's gradient,
+// as SFB does.
+class FactorSink : public RecordingSink {
+ public:
+  const std::vector<BlobPart>& gradient_sources(const Param& param) const override {
+    static const std::vector<BlobPart> factors{{"pool2", false}, {"fc1", true}};
+    return param.name == "fc1.weight" ? factors : GradSink::gradient_sources(param);
+  }
+};
 
 void fill(Tensor& t, float value) {
   for (int64_t i = 0; i < t.numel(); ++i) t[i] = value;
@@ -78,6 +93,35 @@ TEST(PartialStaging, OnlyStagedLayersGoThroughTheMirror) {
   sink.bring_staged_current();
   EXPECT_EQ(net_fc.value[net_fc.value.numel() - 1], 11.f);
   EXPECT_EQ(net_conv.value[0], 5.f);
+}
+
+TEST(PartialStaging, Bf16FactorsReachTheMirrorAsTheirBits) {
+  const ConfigNode model = ConfigNode::load_file(POSEIDON_SOURCE_DIR "/models/lenet.yaml");
+  Net net(model, 2), mirror(model, 2);
+  net.set_precision(Precision::bf16);
+  mirror.set_precision(Precision::bf16);
+  net.init_params(3);
+  dist::copy_net_state(net, mirror);
+  feed(net, 4);
+  RunContext ctx;
+  NullSink none;
+  net.forward(ctx);
+  net.backward(ctx, none);
+  FactorSink host;
+  dist::HostStagingSink sink(net, mirror, host, std::vector<bool>(net.num_layers(), true));
+  sink.grad_ready(*net.find_param("fc1.weight"));
+  ASSERT_EQ(host.reported, std::vector<Param*>{mirror.find_param("fc1.weight")});
+  for (const BlobPart& part : host.gradient_sources(*net.find_param("fc1.weight"))) {
+    const Tensor& from = part.gradient ? net.blob(part.blob).grad : net.blob(part.blob).value;
+    const Tensor& to = part.gradient ? mirror.blob(part.blob).grad : mirror.blob(part.blob).value;
+    ASSERT_EQ(from.dtype(), DType::bf16) << part.blob << ": the test means a bfloat16 blob";
+    ASSERT_EQ(to.dtype(), DType::bf16) << part.blob;
+    ASSERT_EQ(to.numel(), from.numel()) << part.blob;
+    bool nonzero = false;
+    for (int64_t i = 0; i < from.numel(); ++i) nonzero |= from.bf16_data()[i] != 0;
+    EXPECT_TRUE(nonzero) << part.blob << " holds nothing to copy";
+    EXPECT_EQ(0, std::memcmp(to.bf16_data(), from.bf16_data(), from.bytes())) << part.blob;
+  }
 }
 
 TEST(PartialStaging, AnUnstagedLayerNeedsASinkForItsGradients) {

@@ -76,7 +76,7 @@ StagingStreams::Ticket StagingStreams::download(const std::vector<Copy>& copies)
   POSEIDON_CUDA_CHECK(cudaEventRecord(s.computed, s.compute));
   POSEIDON_CUDA_CHECK(cudaStreamWaitEvent(s.down, s.computed, 0));
   for (const Copy& c : copies)
-    POSEIDON_CUDA_CHECK(cudaMemcpyAsync(c.dst, c.src, c.count * sizeof(float), cudaMemcpyDeviceToHost, s.down));
+    POSEIDON_CUDA_CHECK(cudaMemcpyAsync(c.dst, c.src, c.bytes, cudaMemcpyDeviceToHost, s.down));
   std::lock_guard lock(s.mutex);
   cudaEvent_t landed = nullptr;
   if (s.spare.empty()) {
@@ -108,7 +108,7 @@ void StagingStreams::upload(const std::vector<Copy>& copies) {
   State& s = *state_;
   if (copies.empty()) return;
   for (const Copy& c : copies)
-    POSEIDON_CUDA_CHECK(cudaMemcpyAsync(c.dst, c.src, c.count * sizeof(float), cudaMemcpyHostToDevice, s.up));
+    POSEIDON_CUDA_CHECK(cudaMemcpyAsync(c.dst, c.src, c.bytes, cudaMemcpyHostToDevice, s.up));
   POSEIDON_CUDA_CHECK(cudaEventRecord(s.uploaded, s.up));
   POSEIDON_CUDA_CHECK(cudaStreamWaitEvent(s.compute, s.uploaded, 0));
 }
