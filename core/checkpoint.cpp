@@ -188,6 +188,7 @@ std::map<std::string, std::string> load_checkpoint(const std::string& path, Net&
   if (solver) read_solver_state(path, file, net, *solver, state, steps);
 
   for (auto& [param, tensor] : loads) copy_into(param->value, *tensor);
+  values_written(net.params());  // a net in training may load between an update and its next forward
   if (compression) *compression = std::move(file.deferred);
   if (solver) {
     solver->state() = std::move(state);

@@ -13,6 +13,7 @@
 
 #include "core/config_node.h"
 #include "core/precision.h"
+#include "core/rounded_weight.h"
 #include "core/tensor.h"
 
 namespace poseidon {
@@ -52,6 +53,9 @@ struct Param {
   // (core/finite_check.h), so the finite check need not read it; cleared
   // whenever it cannot prove it.
   bool grad_bounded = false;
+  // Under bf16, the value rounded to bfloat16 for a layer that multiplies
+  // it so: written by the update, read by the layer (core/rounded_weight.h).
+  RoundedWeight rounded;
 };
 
 // Tensors of one forward or backward call. In backward, in_grad[i] is null for

@@ -22,8 +22,8 @@ Shape at_batch(Shape shape, int64_t batch) {
   return shape;
 }
 
-double float_bytes(const Shape& shape) {
-  double n = sizeof(float);
+double tensor_bytes(const Shape& shape, DType type = DType::f32) {
+  double n = static_cast<double>(dtype_size(type));
   for (int64_t d : shape) n *= static_cast<double>(d);
   return n;
 }
@@ -85,9 +85,10 @@ LayerMemory ModelSummary::memory() const {
 }
 
 ModelSummary summarize_model(const ConfigNode& model, int64_t batch, bool momentum, double memory_bytes,
-                             const std::string& memory_name) {
+                             const std::string& memory_name, Precision blobs) {
   POSEIDON_REQUIRE(batch > 0) << "batch size must be positive, got " << batch;
   std::unique_ptr<Net> net = shapes_at_batch_one(model, batch, {memory_bytes, 0, memory_name});
+  if (blobs == Precision::bf16) net->set_precision(blobs);
   ModelSummary s;
   s.name = net->name();
   s.batch = batch;
@@ -97,7 +98,7 @@ ModelSummary summarize_model(const ConfigNode& model, int64_t batch, bool moment
   for (const std::string& in : net->input_names()) {
     Shape shape = {batch};
     for (int64_t d : net->input_sample_shape(in)) shape.push_back(d);
-    s.inputs.activations += float_bytes(shape);
+    s.inputs.activations += tensor_bytes(shape);
   }
   for (size_t i = 0; i < net->num_layers(); ++i) {
     const Layer& layer = net->layer(i);
@@ -106,7 +107,7 @@ ModelSummary summarize_model(const ConfigNode& model, int64_t batch, bool moment
     l.type = layer.type();
     l.location = layer.config().location();
     for (const Param& p : layer.params()) {
-      const double bytes = float_bytes(p.shape);
+      const double bytes = tensor_bytes(p.shape);
       l.memory.parameters += bytes;
       if (!p.learnable) continue;
       l.params += shape_numel(p.shape);
@@ -116,7 +117,12 @@ ModelSummary summarize_model(const ConfigNode& model, int64_t batch, bool moment
     const std::vector<Shape> outputs = net->layer_output_shapes(i);
     for (size_t k = 0; k < outputs.size(); ++k) {
       l.outputs.push_back(at_batch(outputs[k], batch));
-      l.memory.activations += float_bytes(l.outputs.back()) * (net->output_needs_grad(i, k) ? 2 : 1);
+      // The value and, where backward needs it, the gradient, in the blob's
+      // type, and so the float32 copy that float32 readers of a bfloat16
+      // blob share.
+      const double copies = net->output_needs_grad(i, k) ? 2 : 1;
+      l.memory.activations += tensor_bytes(l.outputs.back(), net->output_type(i, k)) * copies;
+      if (net->output_copied_to_f32(i, k)) l.memory.activations += tensor_bytes(l.outputs.back()) * copies;
     }
     std::vector<Shape> in_shapes = net->layer_input_shapes(i);
     for (Shape& shape : in_shapes) shape = at_batch(shape, batch);

@@ -12,11 +12,15 @@
 
 #include "core/config_node.h"
 #include "core/device.h"
+#include "core/precision.h"
 #include "core/tensor.h"
 
 namespace poseidon {
 
-// Bytes training holds for one layer (float32 everywhere). Layers' own
+// Bytes training holds for one layer: parameters, their gradients and the
+// solver's state in float32, activations in their blobs' types (bfloat16
+// under bf16 on the CPU, with the float32 copies of core/blob_types.h where
+// float32 layers read them). Layers' own
 // working buffers (im2col columns, dropout masks) are not counted, so the
 // estimate is a floor.
 struct LayerMemory {
@@ -57,9 +61,10 @@ struct ModelSummary {
 // With `memory_bytes` > 0 (what the device has, `memory_name` saying so:
 // "this machine's 23.00 GiB of memory"), the first net input, layer output or
 // parameter that alone exceeds it is a ConfigError at the key that sets its
-// size (Net::ShapesOnly).
+// size (Net::ShapesOnly). `blobs` is the precision whose blob types count:
+// that of the run on the CPU; fp32 on a GPU, whose blobs stay float32.
 ModelSummary summarize_model(const ConfigNode& model, int64_t batch, bool momentum, double memory_bytes = 0,
-                             const std::string& memory_name = "");
+                             const std::string& memory_name = "", Precision blobs = Precision::fp32);
 
 // "this machine's 23.00 GiB of memory", "the 80.00 GiB of GPU cuda:0".
 std::string memory_name(const Device& device, double bytes);

@@ -272,6 +272,14 @@ void Net::assign_blob_types(size_t i) {
   for (size_t b : layer_out_[i]) blob_types_[b] = write;
 }
 
+bool Net::output_copied_to_f32(size_t i, size_t k) const {
+  const size_t blob = layer_out_[i][k];
+  for (size_t j = 0; j < layers_.size(); ++j)
+    for (size_t r = 0; r < layer_in_[j].size(); ++r)
+      if (layer_in_[j][r] == blob && reads_copy_[j][r]) return true;
+  return false;
+}
+
 int64_t Net::blob_bytes() const {
   int64_t bytes = 0;
   for (const Blob& b : blobs_)
@@ -436,6 +444,7 @@ void Net::init_params(uint64_t seed) {
     else uniform(-1.0 / std::sqrt(fan_in), 1.0 / std::sqrt(fan_in));
     if (p->value.is_cuda()) p->value.copy_from(host);
   }
+  values_written(params());
 }
 
 const Shape& Net::input_sample_shape(const std::string& name) const {

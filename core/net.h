@@ -139,6 +139,10 @@ class Net {
   const Layer& layer(size_t i) const { return *layers_[i]; }
   std::vector<Shape> layer_input_shapes(size_t i) const;
   std::vector<Shape> layer_output_shapes(size_t i) const;
+  // The element type of layer i's k-th output (core/blob_types.h), and
+  // whether a float32 layer reads it through a float32 copy.
+  DType output_type(size_t i, size_t k) const { return blob_types_[layer_out_[i][k]]; }
+  bool output_copied_to_f32(size_t i, size_t k) const;
   // Whether backward needs the gradient of layer i's k-th output.
   bool output_needs_grad(size_t i, size_t k) const { return blobs_[layer_out_[i][k]].needs_grad; }
   bool runs_backward(size_t i) const { return runs_backward_[i]; }

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <type_traits>
 
 #include "core/device_memory.h"
 
@@ -29,21 +30,47 @@ void for_each_element(int64_t n, Element element) {
   for (int64_t i = 0; i < n; ++i) element(i);
 }
 
+// Which copy rounded to bfloat16 an update writes beside the value, as a
+// template argument of the loops, so that each loop is one branch-free body.
+enum class Rounded { none, floats, bits };
+
+template <Rounded R>
+inline void store_rounded(const RoundedOut& out, const float* w, int64_t i) {
+  if constexpr (R == Rounded::floats) out.floats[i] = from_bf16(to_bf16(w[i]));
+  if constexpr (R == Rounded::bits) out.bits[i] = to_bf16(w[i]);
+}
+
+// Calls loop(std::integral_constant<Rounded, ...>) for the copy `out` names.
+template <class Loop>
+void with_rounded(const RoundedOut& out, Loop loop) {
+  if (out.floats) return loop(std::integral_constant<Rounded, Rounded::floats>{});
+  if (out.bits) return loop(std::integral_constant<Rounded, Rounded::bits>{});
+  loop(std::integral_constant<Rounded, Rounded::none>{});
+}
+
 // SGD's loops written out rather than through for_each_element's lambda:
 // GCC vectorised neither that way (measured: 60 ms for the 14.7M parameters
 // of models/mlp_2048.yaml, a fifth of its training step). The arithmetic is
 // update_rules.h's, element for element.
-void sgd_loop(const UpdateStep& step, float* w, const float* g, int64_t n) {
+template <Rounded R>
+void sgd_loop(const UpdateStep& step, float* w, const float* g, const RoundedOut& out, int64_t n) {
   const UpdateStep s = step;
 #pragma omp parallel for simd if (n > 65536)
-  for (int64_t i = 0; i < n; ++i) sgd_element(s, w, g, nullptr, i);
+  for (int64_t i = 0; i < n; ++i) {
+    sgd_element(s, w, g, nullptr, i);
+    store_rounded<R>(out, w, i);
+  }
 }
 
-template <bool Nesterov>
-void sgd_momentum_loop(const UpdateStep& step, float* w, const float* g, float* buf, int64_t n) {
+template <bool Nesterov, Rounded R>
+void sgd_momentum_loop(const UpdateStep& step, float* w, const float* g, float* buf, const RoundedOut& out,
+                       int64_t n) {
   const UpdateStep s = step;
 #pragma omp parallel for simd if (n > 65536)
-  for (int64_t i = 0; i < n; ++i) sgd_momentum_element<Nesterov>(s, w, g, buf, i);
+  for (int64_t i = 0; i < n; ++i) {
+    sgd_momentum_element<Nesterov>(s, w, g, buf, i);
+    store_rounded<R>(out, w, i);
+  }
 }
 
 }  // namespace
@@ -188,6 +215,8 @@ const std::vector<UpdateSlice>& Solver::update_table(const std::vector<Param*>& 
         << first->value.device().str();
     float* state = state_of(*p);
     const int64_t step = counts_steps() ? ++steps_[p->name] : 1;
+    // A GPU's bf16 layers round their own operands: no copy is written.
+    p->rounded.current = false;
     add_update_slice(table_, step_numbers(p->lr_mult, p->decay_mult, step), p->value.data(), p->grad.data(), state,
                      p->value.numel());
   }
@@ -199,11 +228,14 @@ void Solver::update(Param& p) {
   float* state = state_of(p);
   const int64_t step = counts_steps() ? ++steps_[p.name] : 1;
   if (p.value.is_cuda()) {
+    p.rounded.current = false;
     device_memory::gpu_solver_update(p.value.device(), step_numbers(p.lr_mult, p.decay_mult, step), p.value.data(),
                                      p.grad.data(), state, p.value.numel());
     return;
   }
-  update_block(p.value.data(), p.grad.data(), state, p.value.numel(), p.lr_mult, p.decay_mult, step);
+  const RoundedOut rounded = rounded_out(p);
+  update_block(p.value.data(), p.grad.data(), state, p.value.numel(), p.lr_mult, p.decay_mult, step, rounded);
+  mark_rounded(p, rounded);
 }
 
 UpdateStep Solver::step_numbers(float lr_mult, float decay_mult, int64_t step) const {
@@ -236,21 +268,30 @@ UpdateStep Solver::step_numbers(float lr_mult, float decay_mult, int64_t step) c
 }
 
 void Solver::update_block(float* w, const float* g, float* state, int64_t n, float lr_mult, float decay_mult,
-                          int64_t step) const {
+                          int64_t step, const RoundedOut& rounded) const {
   const UpdateStep s = step_numbers(lr_mult, decay_mult, step);
-  switch (rule_) {
-    case UpdateRule::sgd:
-      if (!state) return sgd_loop(s, w, g, n);
-      if (s.nesterov) return sgd_momentum_loop<true>(s, w, g, state, n);
-      return sgd_momentum_loop<false>(s, w, g, state, n);
-    case UpdateRule::adam:
-      return for_each_element(n, [&](int64_t i) { adam_element(s, w, g, state, state + n, i); });
-    case UpdateRule::rmsprop: {
-      float *buf, *avg;
-      rmsprop_slots(s, state, n, &buf, &avg);
-      return for_each_element(n, [&](int64_t i) { rmsprop_element(s, w, g, state, buf, avg, i); });
+  with_rounded(rounded, [&](auto r) {
+    constexpr Rounded R = decltype(r)::value;
+    switch (rule_) {
+      case UpdateRule::sgd:
+        if (!state) return sgd_loop<R>(s, w, g, rounded, n);
+        if (s.nesterov) return sgd_momentum_loop<true, R>(s, w, g, state, rounded, n);
+        return sgd_momentum_loop<false, R>(s, w, g, state, rounded, n);
+      case UpdateRule::adam:
+        return for_each_element(n, [&](int64_t i) {
+          adam_element(s, w, g, state, state + n, i);
+          store_rounded<R>(rounded, w, i);
+        });
+      case UpdateRule::rmsprop: {
+        float *buf, *avg;
+        rmsprop_slots(s, state, n, &buf, &avg);
+        return for_each_element(n, [&](int64_t i) {
+          rmsprop_element(s, w, g, state, buf, avg, i);
+          store_rounded<R>(rounded, w, i);
+        });
+      }
     }
-  }
+  });
 }
 
 }  // namespace poseidon

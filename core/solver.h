@@ -56,6 +56,8 @@ class Solver {
   double lr() const { return config_.lr.at(iter_); }
 
   // Applies the update to the whole parameter, with state kept under its name.
+  // On the CPU it also writes the parameter's copy rounded to bfloat16
+  // where a bf16 layer reads one (core/rounded_weight.h).
   void update(Param& param);
   // update() of each parameter, the same numbers; those on a GPU in one
   // launch over them all (core/update_groups.h) rather than one each.
@@ -75,8 +77,10 @@ class Solver {
   // slot after slot in state_names() order, n floats each (null when
   // keeps_state() is false); `step` is the number of this update of the
   // parameter, 1 for the first (read by the rules that count steps).
+  // `rounded`, where set, receives each new value rounded to bfloat16
+  // (core/rounded_weight.h), element by element right after it.
   void update_block(float* value, const float* grad, float* state, int64_t n, float lr_mult, float decay_mult,
-                    int64_t step = 1) const;
+                    int64_t step = 1, const RoundedOut& rounded = {}) const;
 
   // PyTorch's names of the state tensors of one parameter ("momentum_buffer";
   // "exp_avg", "exp_avg_sq"; "square_avg", ...), each shaped like it.

@@ -5,9 +5,9 @@
 namespace poseidon {
 
 void add_update_slice(std::vector<UpdateSlice>& table, const UpdateStep& step, float* value, const float* grad,
-                      float* state, int64_t n) {
+                      float* state, int64_t n, RoundedOut rounded) {
   const int64_t begin = table.empty() ? 0 : table.back().end;
-  table.push_back(UpdateSlice{step, value, grad, state, begin, begin + n});
+  table.push_back(UpdateSlice{step, value, grad, state, rounded, begin, begin + n});
 }
 
 void apply_update_table(const UpdateSlice* table, int count, const float* rejected, int64_t threads) {

@@ -25,12 +25,13 @@ struct UpdateSlice {
   float* value = nullptr;
   const float* grad = nullptr;
   float* state = nullptr;  // null where the rule keeps none (SGD without momentum)
+  RoundedOut rounded;      // the value's copy rounded to bfloat16, where a layer reads one
   int64_t begin = 0, end = 0;  // the parameter's elements in the table's range
 };
 
 // Appends a parameter of n elements after the last slice of `table`.
 void add_update_slice(std::vector<UpdateSlice>& table, const UpdateStep& step, float* value, const float* grad,
-                      float* state, int64_t n);
+                      float* state, int64_t n, RoundedOut rounded = {});
 
 POSEIDON_HOST_DEVICE inline int64_t update_total(const UpdateSlice* table, int count) {
   return count ? table[count - 1].end : 0;
@@ -67,6 +68,7 @@ POSEIDON_HOST_DEVICE inline void update_slice_element(const UpdateSlice& s, int6
       break;
     }
   }
+  write_rounded(s.rounded, s.value, i);
 }
 
 // One thread's share of the table: elements first, first + stride, ...

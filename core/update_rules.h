@@ -3,12 +3,15 @@
 // both compute the same thing. An UpdateStep holds the numbers of one update
 // of one parameter (learning rate with its multiplier, bias corrections),
 // worked out once on the host; the element functions then read and write the
-// parameter, its gradient and the state slots of element i.
+// parameter, its gradient and the state slots of element i. Where a bf16
+// layer reads the parameter rounded to bfloat16 (core/rounded_weight.h),
+// write_rounded then writes element i of that copy from the new value.
 #pragma once
 
 #include <cmath>
 #include <cstdint>
 
+#include "core/bf16.h"
 #include "core/host_device.h"
 
 namespace poseidon {
@@ -93,6 +96,24 @@ POSEIDON_HOST_DEVICE inline void rmsprop_element(const UpdateStep& s, float* w, 
 POSEIDON_HOST_DEVICE inline void rmsprop_slots(const UpdateStep& s, float* state, int64_t n, float** buf, float** avg) {
   *buf = s.momentum != 0.f ? state + n : nullptr;
   *avg = s.centered ? state + (*buf ? 2 : 1) * n : nullptr;
+}
+
+// The copy of a parameter rounded to bfloat16 that an update writes beside
+// its value: as bfloat16 bits for kernels that read bfloat16, or as the
+// rounded floats for float32 kernels that multiply bf16's numbers. At most
+// one is set; neither where no layer reads a copy.
+struct RoundedOut {
+  float* floats = nullptr;
+  uint16_t* bits = nullptr;
+};
+
+// Element i of the copy from w[i], which the update has just written: the
+// rounding of core/bf16.h, the one every bf16 path of the engine uses.
+POSEIDON_HOST_DEVICE inline void write_rounded(const RoundedOut& out, const float* w, int64_t i) {
+  if (out.floats)
+    out.floats[i] = from_bf16(to_bf16(w[i]));
+  else if (out.bits)
+    out.bits[i] = to_bf16(w[i]);
 }
 
 }  // namespace poseidon

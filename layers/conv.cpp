@@ -160,7 +160,7 @@ void ConvLayer::prepare_cpu_engine() {
   // Winograd rounds x and w as it reads them; the other float32 engines
   // read copies.
   rounds_dy_ = precision() == Precision::bf16 && !native_bf16;
-  bf16_.prepare(rounds_dy_ && !winograd_, batch_ * geom_.image_size(), shape_numel(param(0).shape));
+  bf16_.prepare(rounds_dy_ && !winograd_, batch_ * geom_.image_size());
   x_sub_.resize(subsampled_ ? batch_ * geom_.channels * out_hw_ : 0);
   dx_sub_.resize(x_sub_.size());
   pointwise_ = kernel_ == Hw{1, 1} && stride_ == Hw{1, 1} && pad_ == Hw{0, 0};
@@ -261,7 +261,7 @@ void ConvLayer::forward(LayerIO& io, RunContext&) {
   const float* x = edges_.widen_input(*io.in[0]);
   const float* w = param(0).value.data();
   if (bf16_.active()) {
-    bf16_.round(x, io.in[0]->numel(), w);
+    bf16_.round(x, io.in[0]->numel(), param(0));
     x = bf16_.input();
     w = bf16_.weight();
   }

@@ -55,7 +55,7 @@ void FcLayer::prepare_cpu_engine() {
     native_bf16 = dnnl_ != nullptr;
     if (!dnnl_) dnnl_ = dnnl_in(Precision::fp32);
   }
-  bf16_.prepare(bf16 && !native_bf16, batch_ * features_, num_output_ * features_);
+  bf16_.prepare(bf16 && !native_bf16, batch_ * features_);
 }
 
 bool FcLayer::supports_precision(Precision p) const { return p != Precision::tf32; }
@@ -78,7 +78,7 @@ void FcLayer::forward(LayerIO& io, RunContext&) {
   const float* w = param(0).value.data();
   float* y = edges_.output(*io.out[0]);
   if (bf16_.active()) {
-    bf16_.round(x, batch_ * features_, w);
+    bf16_.round(x, batch_ * features_, param(0));
     x = bf16_.input();
     w = bf16_.weight();
   }

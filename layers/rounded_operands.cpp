@@ -5,20 +5,20 @@
 
 namespace poseidon {
 
-void RoundedOperands::prepare(bool active, int64_t input, int64_t weight) {
+void RoundedOperands::prepare(bool active, int64_t input) {
   active_ = active;
-  for (auto [copy, size] : {std::pair{&input_, input}, {&weight_, weight}})
-    if (active) {
-      copy->resize(size);  // grows only: a smaller test batch keeps the room
-    } else {
-      copy->clear();
-      copy->shrink_to_fit();
-    }
+  weight_ = nullptr;
+  if (active) {
+    input_.resize(input);  // grows only: a smaller test batch keeps the room
+  } else {
+    input_.clear();
+    input_.shrink_to_fit();
+  }
 }
 
-void RoundedOperands::round(const float* x, int64_t x_size, const float* w) {
+void RoundedOperands::round(const float* x, int64_t x_size, Param& weight) {
   round_to_bf16(x, input_.data(), x_size);
-  round_to_bf16(w, weight_.data(), static_cast<int64_t>(weight_.size()));
+  weight_ = static_cast<const float*>(read_rounded(weight, DType::f32));
 }
 
 }  // namespace poseidon

@@ -22,6 +22,7 @@ void copy_params(Net& from, Net& to, Pick pick) {
   auto dst = to.params();
   for (size_t i = 0; i < src.size(); ++i)
     if (pick(*src[i])) dst[i]->value.copy_from(src[i]->value);
+  values_written(dst);
 }
 }  // namespace
 
@@ -160,7 +161,10 @@ void HostStagingSink::bring_staged_current() {
     if (!staged_layer(i)) continue;
     auto& mine = net_.layer(i).params();
     auto& theirs = mirror_.layer(i).params();
-    for (size_t k = 0; k < mine.size(); ++k) mine[k].value.copy_from(theirs[k].value);
+    for (size_t k = 0; k < mine.size(); ++k) {
+      mine[k].value.copy_from(theirs[k].value);
+      mine[k].rounded.current = false;
+    }
   }
 }
 

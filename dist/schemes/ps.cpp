@@ -50,6 +50,9 @@ int PsExchange::slot(size_t block, int peer, Kind kind) const {
 
 void PsExchange::start(InFlight& in_flight) {
   parity_ ^= 1;
+  // The pulls write the values; no copy rounded to bfloat16 is written
+  // beside them, so the layer rounds them itself (core/rounded_weight.h).
+  param_.rounded.current = false;
   const int me = transport_.rank();
   float* grad = param_.grad.data();
   float* value = param_.value.data();

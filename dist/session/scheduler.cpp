@@ -340,6 +340,7 @@ void Scheduler::average_buffers() {
       for (float& v : sum) v *= scale;
       POSEIDON_MPI(MPI_Bcast(sum.data(), n, MPI_FLOAT, 0, c.handle()));
       device_memory::copy(p->value.data(), p->value.device(), sum.data(), Device{}, static_cast<size_t>(n));
+      p->rounded.current = false;
     }
   });
 }

@@ -78,6 +78,9 @@ void bind_nets(py::module_& m) {
       .def(
           "forward",
           [](PyNet& n, bool train) {
+            // Parameters are writable arrays here (param, params): a write
+            // after the solver's step leaves no stale copy rounded to bfloat16.
+            values_written(n.net->params());
             RunContext ctx = n.context(train);
             return n.net->forward(ctx);
           },

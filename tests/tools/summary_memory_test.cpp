@@ -1,7 +1,8 @@
 // `poseidon summary` shows the memory training needs, per layer and in total,
 // counted here by hand for a small model: parameters, gradients and momentum
 // (4 bytes per learnable value each), and every blob's value plus, where
-// backward needs it, its gradient at the batch. It also summarises a model
+// backward needs it, its gradient at the batch, in the blob's type (2 bytes
+// for the bfloat16 blobs of a bf16 run on the CPU). It also summarises a model
 // far too large to build, since nothing of its size is allocated.
 #include <gtest/gtest.h>
 
@@ -83,6 +84,28 @@ TEST(SummaryMemory, ATrainingConfigWithoutMomentumHasNoSolverState) {
   EXPECT_EQ(s.at("solver_state_counted"), false);
   EXPECT_EQ(s.at("memory_bytes").at("solver_state"), 0);
   EXPECT_EQ(layer(s, "fc1").at("memory_bytes").at("gradients"), ((2 * 6 * 6) * 3 + 3) * 4);
+}
+
+// Under bf16 on the CPU conv1 and relu1 hold bfloat16 values and gradients
+// (2 bytes each); fc1 writes bfloat16 as well, and the loss, a float32
+// reader, adds a float32 copy of it and of its gradient. The parameters,
+// gradients and solver state stay float32.
+TEST(SummaryMemory, Bf16BlobsCountTwoBytesAndTheirFloat32Copies) {
+  TempDir d;
+  d.write("model.yaml", kModel);
+  const std::string config = d.write(
+      "config.yaml",
+      "model: model.yaml\nprecision: bf16\n"
+      "data: {train: {source: synthetic, shape: [1, 8, 8], size: 8, batch_size: 2}}\n"
+      "solver: {lr: 0.1, momentum: 0.9, max_iter: 1}\n");
+  nlohmann::json s = summary_json(config + " --batch 5");
+  const int64_t batch = 5, conv_out = batch * 2 * 6 * 6, fc_out = batch * 3;
+  const int64_t fc_params = (2 * 6 * 6) * 3 + 3;
+  EXPECT_EQ(layer(s, "conv1").at("memory_bytes").at("activations"), 2 * conv_out * 2);
+  EXPECT_EQ(layer(s, "relu1").at("memory_bytes").at("activations"), 2 * conv_out * 2);
+  EXPECT_EQ(layer(s, "fc1").at("memory_bytes").at("activations"), 2 * fc_out * 2 + 2 * fc_out * 4);
+  EXPECT_EQ(layer(s, "fc1").at("memory_bytes").at("solver_state"), fc_params * 4);
+  EXPECT_EQ(layer(s, "loss").at("memory_bytes").at("activations"), 2 * 4);
 }
 
 TEST(SummaryMemory, AModelFarTooLargeToBuildIsSummarised) {

@@ -74,11 +74,14 @@ int cmd_time(const TimeArgs& args) {
   const Device device = args.device.empty() ? m.device : Device::parse(args.device);
   device_memory::require(device);
   const double available = device_memory_bytes(device);
-  require_memory(summarize_model(m.model, batch, true, available, memory_name(device, available)), device, available);
+  const Precision precision = args.precision.empty() ? m.precision : parse_precision(args.precision);
+  require_memory(summarize_model(m.model, batch, true, available, memory_name(device, available),
+                                 device.is_cuda() ? Precision::fp32 : precision),
+                 device, available);
   Net net(m.model, batch, device);
   if (auto deterministic = args.deterministic ? args.deterministic : m.deterministic)
     device_memory::set_deterministic(device, *deterministic);
-  net.set_precision(args.precision.empty() ? m.precision : parse_precision(args.precision));
+  net.set_precision(precision);
   net.fuse_relus();  // as training runs it
   net.init_params(1);
   fill_synthetic_inputs(net);
@@ -183,7 +186,8 @@ int cmd_time(const TimeArgs& args) {
 
 int cmd_summary(const SummaryArgs& args) {
   LoadedModel m = load_any(args.file, args.overrides, args.batch);
-  const ModelSummary summary = summarize_model(m.model, args.batch, m.momentum);
+  const ModelSummary summary =
+      summarize_model(m.model, args.batch, m.momentum, 0, "", m.device.is_cuda() ? Precision::fp32 : m.precision);
   auto bytes = [](double b) { return static_cast<int64_t>(b); };
   auto memory_json = [&](const LayerMemory& mem) {
     return nlohmann::json{{"parameters", bytes(mem.parameters)}, {"gradients", bytes(mem.gradients)},

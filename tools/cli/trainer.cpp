@@ -40,9 +40,9 @@ std::string comm_summary(const dist::CommStats& s) {
 
 void check_before_training(const TrainConfig& config, bool writer, bool quiet) {
   const double available = device_memory_bytes(config.device);
-  const ModelSummary summary = summarize_model(config.model, config.train_data.batch_size,
-                                               config.solver.momentum != 0, available,
-                                               memory_name(config.device, available));
+  const ModelSummary summary = summarize_model(
+      config.model, config.train_data.batch_size, config.solver.momentum != 0, available,
+      memory_name(config.device, available), config.device.is_cuda() ? Precision::fp32 : config.precision);
   require_memory(summary, config.device, available);
   if (!writer) return;
   for (const std::string& w : config.warnings) std::fprintf(stderr, "warning: %s\n", w.c_str());
