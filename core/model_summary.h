@@ -19,7 +19,7 @@ namespace poseidon {
 
 // Bytes training holds for one layer: parameters, their gradients and the
 // solver's state in float32, activations in their blobs' types (bfloat16
-// under bf16 on the CPU, with the float32 copies of core/blob_types.h where
+// under bf16, with the float32 copies of core/blob_types.h where
 // float32 layers read them). Layers' own
 // working buffers (im2col columns, dropout masks) are not counted, so the
 // estimate is a floor.
@@ -61,8 +61,8 @@ struct ModelSummary {
 // With `memory_bytes` > 0 (what the device has, `memory_name` saying so:
 // "this machine's 23.00 GiB of memory"), the first net input, layer output or
 // parameter that alone exceeds it is a ConfigError at the key that sets its
-// size (Net::ShapesOnly). `blobs` is the precision whose blob types count:
-// that of the run on the CPU; fp32 on a GPU, whose blobs stay float32.
+// size (Net::ShapesOnly). `blobs` is the run's precision, whose blob types
+// count (bf16: core/blob_types.h, on the CPU and a GPU alike).
 ModelSummary summarize_model(const ConfigNode& model, int64_t batch, bool momentum, double memory_bytes = 0,
                              const std::string& memory_name = "", Precision blobs = Precision::fp32);
 

@@ -75,9 +75,8 @@ int cmd_time(const TimeArgs& args) {
   device_memory::require(device);
   const double available = device_memory_bytes(device);
   const Precision precision = args.precision.empty() ? m.precision : parse_precision(args.precision);
-  require_memory(summarize_model(m.model, batch, true, available, memory_name(device, available),
-                                 device.is_cuda() ? Precision::fp32 : precision),
-                 device, available);
+  require_memory(summarize_model(m.model, batch, true, available, memory_name(device, available), precision), device,
+                 available);
   Net net(m.model, batch, device);
   if (auto deterministic = args.deterministic ? args.deterministic : m.deterministic)
     device_memory::set_deterministic(device, *deterministic);
@@ -186,8 +185,7 @@ int cmd_time(const TimeArgs& args) {
 
 int cmd_summary(const SummaryArgs& args) {
   LoadedModel m = load_any(args.file, args.overrides, args.batch);
-  const ModelSummary summary =
-      summarize_model(m.model, args.batch, m.momentum, 0, "", m.device.is_cuda() ? Precision::fp32 : m.precision);
+  const ModelSummary summary = summarize_model(m.model, args.batch, m.momentum, 0, "", m.precision);
   auto bytes = [](double b) { return static_cast<int64_t>(b); };
   auto memory_json = [&](const LayerMemory& mem) {
     return nlohmann::json{{"parameters", bytes(mem.parameters)}, {"gradients", bytes(mem.gradients)},

@@ -42,7 +42,7 @@ void check_before_training(const TrainConfig& config, bool writer, bool quiet) {
   const double available = device_memory_bytes(config.device);
   const ModelSummary summary = summarize_model(
       config.model, config.train_data.batch_size, config.solver.momentum != 0, available,
-      memory_name(config.device, available), config.device.is_cuda() ? Precision::fp32 : config.precision);
+      memory_name(config.device, available), config.precision);
   require_memory(summary, config.device, available);
   if (!writer) return;
   for (const std::string& w : config.warnings) std::fprintf(stderr, "warning: %s\n", w.c_str());
