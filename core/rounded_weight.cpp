@@ -1,7 +1,7 @@
 // The bfloat16 copies of weights that the update writes (see rounded_weight.h).
 #include "core/rounded_weight.h"
 
-#include "core/bf16.h"
+#include "core/blob_types.h"
 #include "core/layer.h"
 #include "core/precision.h"
 
@@ -26,13 +26,10 @@ const void* read_rounded(Param& p, DType type) {
   if (!r.current) {
     const float* w = p.value.data();
     const int64_t n = p.value.numel();
-    if (type == DType::f32) {
+    if (type == DType::f32)
       round_to_bf16(w, r.copy.data(), n);
-    } else {
-      uint16_t* bits = r.copy.bf16_data();
-#pragma omp parallel for simd if (n > 65536)
-      for (int64_t i = 0; i < n; ++i) bits[i] = to_bf16(w[i]);
-    }
+    else
+      round_into_bf16(w, r.copy.bf16_data(), n);
   }
   r.current = false;
   return rounded_copy(p);
