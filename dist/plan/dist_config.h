@@ -28,7 +28,7 @@
 //     lowrank_rank: 4       # rank r of the low-rank factors
 //     compression: off      # off: as wire and lowrank say; lossless: fp32 wire, no low-rank;
 //                           # auto: the planner chooses each layer's scheme, wire and rank
-//     compression_min_rank: 4  # auto's accuracy budget: the lowest low-rank rank it may choose
+//     compression_min_rank: 8  # auto's accuracy budget: the lowest low-rank rank it may choose
 #pragma once
 
 #include <cstdint>
@@ -108,7 +108,7 @@ struct DistConfig {
   bool lowrank = false;
   int lowrank_rank = 4;
   Compression compression = Compression::off;
-  int compression_min_rank = 4;
+  int compression_min_rank = 8;
 
   static DistConfig parse(const ConfigNode& node);
   static const std::vector<std::string>& keys();

@@ -95,11 +95,12 @@ std::map<std::string, LayerChoice> choices(Net& net, const dist::DistConfig& con
 TEST(CompressionPolicy, AutoChoosesWireAndRankPerLayerWithinTheBudget) {
   Net net(lenet_config(), 64);
   const dist::LinkModel slow{0.1, 20, 50};  // bytes dominate
-  const auto automatic = choices(net, parse("compression: auto\n"), 4, slow);
+  const dist::DistConfig default_budget = parse("compression: auto\n");
+  const auto automatic = choices(net, default_budget, 4, slow);
   EXPECT_EQ(automatic.at("fc1").scheme, dist::Scheme::lowrank);  // 400,000 numbers
   for (const auto& [layer, c] : automatic)
     if (c.scheme == dist::Scheme::lowrank) {
-      const auto weighed = dist::lowrank_candidates(4);
+      const auto weighed = dist::lowrank_candidates(default_budget.compression_min_rank);
       EXPECT_NE(std::find(weighed.begin(), weighed.end(), c.rank), weighed.end()) << layer << " rank " << c.rank;
     }
   // A budget of rank 16: fc2 (10 outputs) cannot be compressed that far and
