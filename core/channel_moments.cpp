@@ -7,8 +7,6 @@ namespace poseidon {
 
 namespace {
 
-size_t ceil_div(size_t a, size_t b) { return (a + b - 1) / b; }
-
 // The pieces' moments joined in the tree of the plan: shares[t] =
 // merge(shares[t], shares[t + half]) for half = size / 2 down to 1.
 Moments tree(std::vector<Moments>& shares) {
@@ -20,18 +18,10 @@ Moments tree(std::vector<Moments>& shares) {
 }  // namespace
 
 ChannelMomentsPlan plan_channel_moments(size_t outer, size_t channels, size_t inner) {
-  ChannelMomentsPlan p;
-  p.outer = outer;
-  p.channels = channels;
-  p.inner = inner;
-  const size_t n = p.per_channel();
-  if (n == 0) return p;
   constexpr size_t kThreads = ChannelMomentsPlan::kThreads;
-  size_t chunks = ceil_div(n, kThreads * ChannelMomentsPlan::kGroup);
-  if (chunks > ChannelMomentsPlan::kMaxChunks) chunks = ChannelMomentsPlan::kMaxChunks;
-  // A chunk starts every thread at the same place in its stride.
-  p.chunk = ceil_div(ceil_div(n, chunks), kThreads) * kThreads;
-  p.chunks = ceil_div(n, p.chunk);
+  ChannelMomentsPlan p;
+  static_cast<ChannelChunks&>(p) =
+      cut_channels(outer, channels, inner, kThreads * ChannelMomentsPlan::kGroup, ChannelMomentsPlan::kMaxChunks, kThreads);
   return p;
 }
 

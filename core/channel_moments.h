@@ -8,8 +8,7 @@
 // (core/cuda/channel_moments.cu) and by the CPU reference below, which the
 // GPU's results are compared with bit for bit.
 //
-// A channel's outer * inner values, taken in flat order (i, then j), are cut
-// into `chunks` chunks of `chunk` values (the last one shorter), each
+// A channel's values are cut into chunks (core/channel_chunks.h), each
 // shared by kThreads threads: thread t takes the chunk's values t,
 // t + kThreads, ... in groups of kGroup. A group's moments are exact to
 // double's rounding from its values alone (their mean, then the squares of
@@ -27,6 +26,7 @@
 #include <cmath>
 #include <cstddef>
 
+#include "core/channel_chunks.h"
 #include "core/channel_walk.h"
 #include "core/host_device.h"
 
@@ -44,26 +44,15 @@ struct Moments {
   double count, mean, m2;  // m2: the sum of (value - mean)^2
 };
 
-struct ChannelMomentsPlan {
-  // Threads that share a chunk (a GPU block).
+struct ChannelMomentsPlan : ChannelChunks {
+  // Threads that share a chunk (a GPU block); a chunk holds a multiple of
+  // them.
   static constexpr size_t kThreads = 256;
   // Values a thread holds at once: one group.
   static constexpr size_t kGroup = 16;
   // The most chunks a channel is cut into, and the lanes that join them.
   static constexpr size_t kMaxChunks = 1024;
   static constexpr size_t kLanes = 32;
-
-  size_t outer = 0, channels = 0, inner = 0;
-  size_t chunk = 0;   // values of a channel per chunk, a multiple of kThreads
-  size_t chunks = 0;  // chunks per channel (0 when a channel is empty)
-
-  POSEIDON_HOST_DEVICE size_t per_channel() const { return outer * inner; }
-  // The first value of chunk k, and one past its last.
-  POSEIDON_HOST_DEVICE size_t begin(size_t k) const { return k * chunk; }
-  POSEIDON_HOST_DEVICE size_t end(size_t k) const {
-    const size_t e = (k + 1) * chunk;
-    return e < per_channel() ? e : per_channel();
-  }
 };
 
 ChannelMomentsPlan plan_channel_moments(size_t outer, size_t channels, size_t inner);

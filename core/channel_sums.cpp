@@ -9,8 +9,6 @@ namespace poseidon {
 
 namespace {
 
-size_t ceil_div(size_t a, size_t b) { return (a + b - 1) / b; }
-
 // The plan's sums, reading value v of the tensor as load(v).
 template <class Load>
 void sums_in_plan_order(float* sums, const ChannelSumsPlan& p, Load load) {
@@ -44,20 +42,11 @@ void sums_in_plan_order(float* sums, const ChannelSumsPlan& p, Load load) {
 
 ChannelSumsPlan plan_channel_sums(size_t outer, size_t channels, size_t inner) {
   ChannelSumsPlan p;
-  p.outer = outer;
-  p.channels = channels;
-  p.inner = inner;
   p.strided = inner > 1;
-  const size_t n = p.per_channel();
-  if (n == 0) return p;
   const size_t least =
       p.strided ? ChannelSumsPlan::kThreads * ChannelSumsPlan::kValuesPerThread : ChannelSumsPlan::kRowsPerChunk;
-  size_t chunks = ceil_div(n, least);
-  if (chunks > ChannelSumsPlan::kMaxChunks) chunks = ChannelSumsPlan::kMaxChunks;
-  p.chunk = ceil_div(n, chunks);
-  // A strided chunk starts every thread at the same place in its stride.
-  if (p.strided) p.chunk = ceil_div(p.chunk, ChannelSumsPlan::kThreads) * ChannelSumsPlan::kThreads;
-  p.chunks = ceil_div(n, p.chunk);
+  static_cast<ChannelChunks&>(p) = cut_channels(outer, channels, inner, least, ChannelSumsPlan::kMaxChunks,
+                                                p.strided ? ChannelSumsPlan::kThreads : 1);
   return p;
 }
 

@@ -6,8 +6,7 @@
 // shared by the kernels (core/cuda/channel_sums.cu) and by the CPU reference
 // below, which the GPU's results are compared with bit for bit.
 //
-// A channel's outer * inner values, taken in flat order (i, then j), are cut
-// into `chunks` chunks of `chunk` values (the last one shorter); each
+// A channel's values are cut into chunks (core/channel_chunks.h); each
 // chunk's partial sum is formed on its own, and the partials are added in
 // chunk order (partial 0, + partial 1, ...). A chunk is summed in one of two
 // ways:
@@ -23,11 +22,11 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "core/host_device.h"
+#include "core/channel_chunks.h"
 
 namespace poseidon {
 
-struct ChannelSumsPlan {
+struct ChannelSumsPlan : ChannelChunks {
   // Threads that share a strided chunk (a GPU block).
   static constexpr size_t kThreads = 256;
   // A strided chunk gives each of its threads at least this many values.
@@ -38,18 +37,7 @@ struct ChannelSumsPlan {
   // adds at the end).
   static constexpr size_t kMaxChunks = 64;
 
-  size_t outer = 0, channels = 0, inner = 0;
   bool strided = true;
-  size_t chunk = 0;   // values of a channel per chunk
-  size_t chunks = 0;  // chunks per channel (0 when a channel is empty)
-
-  POSEIDON_HOST_DEVICE size_t per_channel() const { return outer * inner; }
-  // The first value of chunk k, and one past its last.
-  POSEIDON_HOST_DEVICE size_t begin(size_t k) const { return k * chunk; }
-  POSEIDON_HOST_DEVICE size_t end(size_t k) const {
-    const size_t e = (k + 1) * chunk;
-    return e < per_channel() ? e : per_channel();
-  }
 };
 
 ChannelSumsPlan plan_channel_sums(size_t outer, size_t channels, size_t inner);
