@@ -14,9 +14,14 @@
 #                     [--compression none|bf16|lowrank|auto] [--rank R] [--planner-link GBPS,US,GFLOPS]
 #                     [--ranks-per-host G]
 #   models: vgg19_22k_32 (models/vgg19_22k.yaml at 32x32: all 229M parameters,
-#           batch 32) and cifar10_quick (batch 64), bench/torch_models.py's twins
+#           batch 32), vgg19_22k_32_narrow (the same at half the convolutions'
+#           widths and 1024 hidden units in the classifier: 41,290,609
+#           parameters, 88% in the classifier, all 21,841 classes, batch 32;
+#           about 1 GB per rank, so 16 ranks fit where vgg19_22k_32's ~5 GB
+#           do not) and cifar10_quick (batch 64), bench/torch_models.py's twins
 #   --warmup/--iters: untimed and timed iterations for every model (defaults
-#           per model: 2/4 for vgg19_22k_32, 10/50 for cifar10_quick)
+#           per model: 2/4 for vgg19_22k_32, 3/10 for vgg19_22k_32_narrow,
+#           10/50 for cifar10_quick)
 #   --hosts: 1 is the same run on a one-host cluster: each side's speed alone
 #           (one rank, whatever --ranks-per-host says)
 #   --ranks-per-host: G consecutive ranks on each host of more than one,
@@ -117,10 +122,13 @@ setup_model() {  # setup_model MODEL -> model_file, classes, shape, batch, warmu
     vgg19_22k_32)
       model_file=$root/models/vgg19_22k.yaml classes=21841 batch=32 warmup=2 iters=4
       overrides=(--set net.vars.size=32) ;;
+    vgg19_22k_32_narrow)
+      model_file=$root/models/vgg19_22k.yaml classes=21841 batch=32 warmup=3 iters=10
+      overrides=(--set net.vars.size=32 --set net.vars.width=32 --set net.vars.hidden=1024) ;;
     cifar10_quick)
       model_file=$root/models/cifar10_quick.yaml classes=10 batch=64 warmup=10 iters=50
       overrides=() ;;
-    *) echo "ddp.sh: unknown model $1 (vgg19_22k_32, cifar10_quick)" >&2; exit 2 ;;
+    *) echo "ddp.sh: unknown model $1 (vgg19_22k_32, vgg19_22k_32_narrow, cifar10_quick)" >&2; exit 2 ;;
   esac
   warmup=${warmup_all:-$warmup} iters=${iters_all:-$iters}
 }
