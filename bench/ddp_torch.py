@@ -83,6 +83,13 @@ def main() -> None:
     # DDP copies rank 0's parameters to every rank at construction. The
     # gradients share storage with its buckets (no copy in and out of them),
     # the option its documentation recommends for speed and memory.
+    # After its first iteration DDP rebuilds its buckets with a first one of
+    # at most 1 MB (dist._DEFAULT_FIRST_BUCKET_BYTES) before the others. With
+    # the PowerSGD hook the first gets --bucket-mb too, so that ddp.sh's one
+    # bucket is one: two, each with the hook's chain of collectives, stopped
+    # gloo with "op.preamble.length <= op.nbytes" at 16 ranks.
+    if args.comm_hook == "powersgd":
+        dist._DEFAULT_FIRST_BUCKET_BYTES = int(args.bucket_mb * 1024 * 1024)
     model = DistributedDataParallel(bench.build().train(), gradient_as_bucket_view=True, bucket_cap_mb=args.bucket_mb)
     register_hook(model, args)
     optimizer = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=args.momentum,
