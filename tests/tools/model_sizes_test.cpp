@@ -44,6 +44,10 @@ INSTANTIATE_TEST_SUITE_P(
                       SizeCase{"vgg19_22k", "models/vgg19_22k.yaml", 229'052'817},
                       // Adaptive pooling to 7x7 keeps every parameter at a reduced input.
                       SizeCase{"vgg19_22k_at_32", "models/vgg19_22k.yaml --set vars.size=32", 229'052'817},
+                      // bench/ddp.sh's vgg19_22k_32_narrow: bench/torch_models.py's Vgg19Narrow has as many.
+                      SizeCase{"vgg19_22k_32_narrow",
+                               "models/vgg19_22k.yaml --set vars.size=32 --set vars.width=32 --set vars.hidden=512",
+                               22'898'033},
                       // The input size given outright: the size variable it replaces is dropped.
                       SizeCase{"vgg19_inputs_at_64", "models/vgg19.yaml --set 'inputs.data=[3,64,64]'", 143'667'240},
                       SizeCase{"vgg19_22k_config_inputs_at_64",
