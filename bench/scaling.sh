@@ -12,8 +12,12 @@
 # without the auxiliary head, whose entries leave its profile) so that eight
 # ranks fit in memory; the profile gives each layer's time at the full input
 # by layer name. speed-up = P x t1 / tP, t1 the one-rank iteration.
+# vgg19_22k_narrow is VGG19-22K at half the convolutions' widths and 512
+# hidden units (22,898,033 parameters), whose 16 ranks fit where the full
+# model's do not; its profile is the full one's scaled by each layer's FLOP
+# ratio (bench/flop_ratio_profile.py).
 #
-# Usage: bench/scaling.sh [--bin build/poseidon] [--models vgg19_22k,inception_v3]
+# Usage: bench/scaling.sh [--bin build/poseidon] [--models vgg19_22k,inception_v3] (or vgg19_22k_narrow)
 #          [--hosts 1,2,4,8] [--schemes ps-nowfbp,ps,hybrid,allreduce] [--scale 10]
 #          [--iters M] [--latency-us 20] [--out DIR (/tmp/poseidon_scaling)] [--append]
 #          [--run-timeout S] [--set KEY=VALUE]... [--subnet A.B.C] [--queue-ms MS] [--tcp CC]
@@ -101,6 +105,13 @@ setup_model() {  # setup_model MODEL -> sets config, profile, overrides
       config=$root/configs/vgg19_22k_synthetic.yaml
       profile=$root/profiles/vgg19_22k_b32.json
       overrides=(--set net.vars.size=32 --set "data.train.shape=[3, 32, 32]" "${extra[@]}") ;;
+    vgg19_22k_narrow)  # bench/ddp.sh's vgg19_22k_32_narrow; its profile derived by FLOPs
+      config=$root/configs/vgg19_22k_synthetic.yaml
+      local narrow=(--set net.vars.width=32 --set net.vars.hidden=512)
+      profile=$work/vgg19_22k_narrow_b32.json
+      "${scaling_py[0]}" "$root/bench/flop_ratio_profile.py" "$root/profiles/vgg19_22k_b32.json" "$config" "$profile" \
+        --poseidon "$bin" "${narrow[@]}" >&2
+      overrides=(--set net.vars.size=32 "${narrow[@]}" --set "data.train.shape=[3, 32, 32]" "${extra[@]}") ;;
     inception_v3)
       config=$root/configs/inception_v3_synthetic.yaml
       profile=$work/inception_v3_b32_noaux.json
