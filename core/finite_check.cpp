@@ -5,6 +5,7 @@
 #include <cmath>
 #include <limits>
 
+#include "core/bf16.h"
 #include "core/device_memory.h"
 
 namespace poseidon {
@@ -64,6 +65,15 @@ float max_abs(const float* data, int64_t n) {
     poison += data[i] * 0.f;
   }
   return poison == 0.f ? largest : std::numeric_limits<float>::quiet_NaN();
+}
+
+float max_abs_bf16(const uint16_t* bits, int64_t n) {
+  // Without the sign, the bits of bfloat16 order as their magnitudes do,
+  // and an infinity's or a NaN's lie above every finite value's.
+  uint16_t largest = 0;
+#pragma omp parallel for simd reduction(max : largest) if (n >= kParallelFrom)
+  for (int64_t i = 0; i < n; ++i) largest = std::max<uint16_t>(largest, bits[i] & 0x7fff);
+  return largest >= 0x7f80 ? std::numeric_limits<float>::quiet_NaN() : from_bf16(largest);
 }
 
 bool product_sums_finite(float max_a, float max_b, int64_t terms) {

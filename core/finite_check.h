@@ -25,6 +25,8 @@ int64_t first_non_finite(const float* data, int64_t n);
 // The largest |data[i]| over [0, n) (0 when n is 0), or NaN when data holds
 // a NaN or an infinity.
 float max_abs(const float* data, int64_t n);
+// The same over bfloat16 bits.
+float max_abs_bf16(const uint16_t* bits, int64_t n);
 // Whether every sum of at most `terms` products a * b with |a| <= max_a and
 // |b| <= max_b is finite however float32 arithmetic rounds and orders it,
 // also with both factors first rounded to bfloat16: each rounding grows a

@@ -1,5 +1,5 @@
 // One pass of W into both blocked bfloat16 copies (see bf16_pack.h): tile by
-// tile of 64 x 64 floats, rounded into registers and then a small buffer,
+// tile of 64 x 64 elements, into registers and then a small buffer,
 // from which W^T's blocks come by 16 x 16 transposes of bfloat16 pairs and
 // W's by interleaving pairs of rows. The copies are written with streaming
 // stores where aligned, which skip reading the lines they replace:
@@ -19,9 +19,17 @@ namespace {
 
 constexpr int64_t kTile = 64;
 
+// Sixteen elements of a row of W from `row` on; zeros past the `valid` first.
+POSEIDON_AVX512 inline __m256i load_16(const uint16_t* row, int64_t valid) {
+  if (valid == 16) return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(row));
+  alignas(32) uint16_t part[16] = {};
+  std::copy_n(row, valid, part);
+  return _mm256_load_si256(reinterpret_cast<const __m256i*>(part));
+}
+
 // Rows r0 .. r0 + 63, columns c0 .. c0 + 63 of W as bfloat16 pairs: word j of
 // row i holds columns c0 + 2j (low half) and c0 + 2j + 1; zero outside W.
-POSEIDON_AVX512 void load_tile(const float* w, int64_t rows, int64_t cols, int64_t r0, int64_t c0,
+POSEIDON_AVX512 void load_tile(const uint16_t* w, int64_t rows, int64_t cols, int64_t r0, int64_t c0,
                                uint32_t tile[kTile][kTile / 2]) {
   for (int64_t i = 0; i < kTile; ++i) {
     __m512i* out = reinterpret_cast<__m512i*>(tile[i]);
@@ -29,14 +37,14 @@ POSEIDON_AVX512 void load_tile(const float* w, int64_t rows, int64_t cols, int64
       out[0] = out[1] = _mm512_setzero_si512();
       continue;
     }
-    const float* row = w + (r0 + i) * cols + c0;
+    const uint16_t* row = w + (r0 + i) * cols + c0;
     // The next tile's part of the row: 64 short runs far apart are too many
     // for the hardware prefetcher to follow.
-    for (int64_t ahead = kTile; ahead < 2 * kTile && c0 + ahead < cols; ahead += 16) __builtin_prefetch(row + ahead);
+    for (int64_t ahead = kTile; ahead < 2 * kTile && c0 + ahead < cols; ahead += 32) __builtin_prefetch(row + ahead);
     __m256i half[4];
     for (int q = 0; q < 4; ++q) {
       const int64_t valid = std::clamp<int64_t>(cols - c0 - 16 * q, 0, 16);
-      half[q] = to_bf16(_mm512_maskz_loadu_ps(first_lanes(valid), row + 16 * q));
+      half[q] = load_16(row + 16 * q, valid);
     }
     out[0] = _mm512_inserti64x4(_mm512_castsi256_si512(half[0]), half[1], 1);
     out[1] = _mm512_inserti64x4(_mm512_castsi256_si512(half[2]), half[3], 1);
@@ -81,7 +89,7 @@ POSEIDON_AVX512 void store_block(uint32_t tile[kTile][kTile / 2], int h, uint16_
 }
 
 template <bool kStream>
-POSEIDON_AVX512 void pack(const float* w, int64_t rows, int64_t cols, uint16_t* w_t, uint16_t* w_plain) {
+POSEIDON_AVX512 void pack(const uint16_t* w, int64_t rows, int64_t cols, uint16_t* w_t, uint16_t* w_plain) {
   const PackedB t{cols, rows}, plain{rows, cols};
   const int64_t row_tiles = (rows + kTile - 1) / kTile, col_tiles = (cols + kTile - 1) / kTile;
 #pragma omp parallel if (rows * cols > 65536)
@@ -115,7 +123,7 @@ bool bf16_pack_supported() {
   return cpu;
 }
 
-void pack_bf16_weights(const float* weights, int64_t rows, int64_t cols, uint16_t* w_t, uint16_t* w) {
+void pack_bf16_weights(const uint16_t* weights, int64_t rows, int64_t cols, uint16_t* w_t, uint16_t* w) {
   if (aligned(w_t) && aligned(w))  // a null copy counts as aligned
     pack<true>(weights, rows, cols, w_t, w);
   else
@@ -126,7 +134,7 @@ void pack_bf16_weights(const float* weights, int64_t rows, int64_t cols, uint16_
 
 // Elsewhere the fc layer keeps oneDNN's own copies.
 bool bf16_pack_supported() { return false; }
-void pack_bf16_weights(const float*, int64_t, int64_t, uint16_t*, uint16_t*) {}
+void pack_bf16_weights(const uint16_t*, int64_t, int64_t, uint16_t*, uint16_t*) {}
 
 #endif
 

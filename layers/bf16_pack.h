@@ -1,10 +1,11 @@
-// The fc layer's weights in bfloat16, rounded straight into the blocked
-// layout in which oneDNN's AMX matrix products read their second operand.
+// The fc layer's weights in bfloat16 (the rounded copy the update writes,
+// core/rounded_weight.h), moved into the blocked layout in which oneDNN's
+// AMX matrix products read their second operand.
 // Given a row-major W it reads as is, such a product first copies W into
 // that layout on every call: with W blocked, VGG19-22K's classifier.6
 // (batch 32, `ONEDNN_VERBOSE=1 poseidon time`) took 10.6 instead of 16.9 ms
 // in its forward product and 12.0 instead of 27.0 in backward data. One pass
-// over the float32 W here writes both products' copies:
+// over the bfloat16 W here writes both products' copies:
 //   forward        B = W^T: K = W's columns, N = W's rows
 //   backward data  B = W:   K = W's rows,    N = W's columns
 // The layout ("BA16a64b2a" in oneDNN's terms) tiles B[K, N] into blocks of
@@ -32,10 +33,10 @@ struct PackedB {
 // True where this CPU runs the kernel (AVX-512F).
 bool bf16_pack_supported();
 
-// W[rows, cols] (row-major float32) rounded to bfloat16 (nearest even, a NaN
-// kept a NaN: core/bf16.h) into `w_t`, laid out as PackedB{cols, rows} (W^T),
-// and into `w`, laid out as PackedB{rows, cols} (W); either may be null.
-// Copies aligned to 64 bytes (as oneDNN allocates) are written faster.
-void pack_bf16_weights(const float* weights, int64_t rows, int64_t cols, uint16_t* w_t, uint16_t* w);
+// W[rows, cols] (row-major bfloat16) into `w_t`, laid out as
+// PackedB{cols, rows} (W^T), and into `w`, laid out as PackedB{rows, cols}
+// (W); either may be null. Copies aligned to 64 bytes (as oneDNN allocates)
+// are written faster.
+void pack_bf16_weights(const uint16_t* weights, int64_t rows, int64_t cols, uint16_t* w_t, uint16_t* w);
 
 }  // namespace poseidon

@@ -122,7 +122,7 @@ void ConvLayer::prepare_cpu_engine() {
   dnnl_.reset();  // before its replacement is made: both may be large
   winograd_.reset();
   subsampled_ = false;
-  bool native_bf16 = false;  // oneDNN's bfloat16 kernels run the layer
+  native_bf16_ = false;
   if (uses_winograd()) {
     winograd_ = std::make_unique<WinogradConv>(WinogradShape{.batch = batch_,
                                                              .in_channels = geom_.channels,
@@ -154,12 +154,12 @@ void ConvLayer::prepare_cpu_engine() {
       shape.bf16 = false;
       dnnl_ = DnnlConv::create(shape);
     }
-    native_bf16 = dnnl_ && shape.bf16;
+    native_bf16_ = dnnl_ && shape.bf16;
     subsampled_ = subsampled_ && dnnl_;
   }
   // Winograd rounds x and w as it reads them; the other float32 engines
   // read copies.
-  rounds_dy_ = precision() == Precision::bf16 && !native_bf16;
+  rounds_dy_ = precision() == Precision::bf16 && !native_bf16_;
   bf16_.prepare(rounds_dy_ && !winograd_, batch_ * geom_.image_size());
   x_sub_.resize(subsampled_ ? batch_ * geom_.channels * out_hw_ : 0);
   dx_sub_.resize(x_sub_.size());
@@ -255,6 +255,15 @@ void ConvLayer::bias_grad(const float* dy, float* db) {
   }
 }
 
+// oneDNN's bfloat16 kernels read the weight's rounded copy: the update's
+// where it is current, else rounded now (core/rounded_weight.h).
+const void* ConvLayer::dnnl_weight() {
+  return native_bf16_ ? read_rounded(param(0), DType::bf16) : param(0).value.data();
+}
+
+// Backward's weight: in bf16 on oneDNN's kernels the copy forward read.
+const void* ConvLayer::rounded_or(const float* w) { return native_bf16_ ? rounded_copy(param(0)) : w; }
+
 void ConvLayer::forward(LayerIO& io, RunContext&) {
   POSEIDON_CHECK(io.in[0]->shape() == in_shape_) << name() << ": forward before reshape";
   float* y = edges_.output(*io.out[0]);
@@ -276,7 +285,7 @@ void ConvLayer::convolve(const float* x, const float* w, float* y) {
     x = x_sub_.data();
   }
   if (dnnl_) {
-    dnnl_->forward(x, w, has_bias_ ? param(1).value.data() : nullptr, y);
+    dnnl_->forward(x, dnnl_weight(), has_bias_ ? param(1).value.data() : nullptr, y);
     return;
   }
   if (winograd_) {
@@ -333,13 +342,13 @@ void ConvLayer::backward_float32(const float* x, const float* dy, float* dx, boo
   float* dw = param(0).grad.data();
   if (subsampled_) {
     // Backward follows a forward over the same x: the copy is still x's.
-    dnnl_->backward(x_sub_.data(), w, dy, dx ? dx_sub_.data() : nullptr, dw, has_bias_ ? param(1).grad.data() : nullptr,
-                    true);
+    dnnl_->backward(x_sub_.data(), rounded_or(w), dy, dx ? dx_sub_.data() : nullptr, dw,
+                    has_bias_ ? param(1).grad.data() : nullptr, true);
     if (dx) scatter_pixels(dx_sub_.data(), subsample(), dx, overwrite_dx);
     return;
   }
   if (dnnl_) {
-    dnnl_->backward(x, w, dy, dx, dw, has_bias_ ? param(1).grad.data() : nullptr, overwrite_dx);
+    dnnl_->backward(x, rounded_or(w), dy, dx, dw, has_bias_ ? param(1).grad.data() : nullptr, overwrite_dx);
     return;
   }
   if (winograd_) {

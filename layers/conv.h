@@ -90,6 +90,9 @@ class ConvLayer : public Layer, public ReluFusable, public BlobTypes {
   Engine engine_ = Engine::automatic;
   bool uses_winograd() const;
   std::unique_ptr<DnnlConv> dnnl_;          // null: another engine runs
+  bool native_bf16_ = false;                // oneDNN's bfloat16 kernels run the layer
+  const void* dnnl_weight();
+  const void* rounded_or(const float* w);
   std::unique_ptr<WinogradConv> winograd_;  // null: another engine runs
   bool pointwise_ = false;
   int64_t chunk_ = 0;            // images unrolled per GEMM

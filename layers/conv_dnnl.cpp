@@ -50,7 +50,9 @@ DnnlConv::DnnlConv(const DnnlConvShape& s) : shape_(s), stream_(dnnl_cpu_engine(
   const memory::format_tag weight_tag = grouped ? memory::format_tag::goihw : memory::format_tag::oihw;
   const memory::desc src_plain = f32(src_dims, memory::format_tag::nchw);
   const memory::desc dst_plain = f32(dst_dims, memory::format_tag::nchw);
-  const memory::desc weight_plain = f32(weight_dims, weight_tag);
+  // In bf16 the weight comes as its rounded copy (core/rounded_weight.h):
+  // its reorder into the primitives' layout moves bfloat16 as it is.
+  const memory::desc weight_plain{weight_dims, s.bf16 ? memory::data_type::bf16 : memory::data_type::f32, weight_tag};
   const memory::desc bias_plain = s.bias ? f32({s.num_output}, memory::format_tag::x) : memory::desc();
 
   const Dims strides{g.stride_h, g.stride_w};
@@ -89,7 +91,10 @@ DnnlConv::DnnlConv(const DnnlConvShape& s) : shape_(s), stream_(dnnl_cpu_engine(
   weights_ = operand(weight_plain, fwd_pd_.weights_desc(), Flow::in);
   dst_ = operand(dst_plain, fwd_pd_.dst_desc(), Flow::out);
   diff_dst_ = operand(dst_plain, bwd_data_pd_.diff_dst_desc(), Flow::in);
-  bwd_weights_in_ = operand(weight_plain, bwd_data_pd_.weights_desc(), Flow::in);
+  // Backward data reads the forward's reordered weight where the layouts
+  // agree (the weights do not change in between).
+  bwd_shares_weights_ = bwd_data_pd_.weights_desc() == fwd_pd_.weights_desc();
+  bwd_weights_in_ = bwd_shares_weights_ ? weights_ : operand(weight_plain, bwd_data_pd_.weights_desc(), Flow::in);
   diff_src_ = operand(src_plain, bwd_data_pd_.diff_src_desc(), Flow::add_out);
   if (s.bias) bias_ = operand(bias_plain, fwd_pd_.bias_desc(), Flow::in);
   // A float32 first layer's weight gradient needs no oneDNN primitive, nor
@@ -107,7 +112,7 @@ DnnlConv::DnnlConv(const DnnlConvShape& s) : shape_(s), stream_(dnnl_cpu_engine(
     bwdw_src_ = bwdw_shares_src_ ? src_ : operand(src_plain, bwd_weights_pd_.src_desc(), Flow::in);
     bwdw_shares_diff_dst_ = bwd_weights_pd_.diff_dst_desc() == bwd_data_pd_.diff_dst_desc();
     bwdw_diff_dst_ = bwdw_shares_diff_dst_ ? diff_dst_ : operand(dst_plain, bwd_weights_pd_.diff_dst_desc(), Flow::in);
-    diff_weights_ = operand(weight_plain, bwd_weights_pd_.diff_weights_desc(), Flow::out);
+    diff_weights_ = operand(f32(weight_dims, weight_tag), bwd_weights_pd_.diff_weights_desc(), Flow::out);
     if (s.bias) diff_bias_ = operand(bias_plain, bwd_weights_pd_.diff_bias_desc(), Flow::out);
     matmul_weight_grad(bwd_weights_pd_.src_desc(), bwd_weights_pd_.diff_dst_desc());
   }
@@ -281,7 +286,7 @@ bool DnnlConv::uses_reference_kernels() const {
          (!few_channel_grad_ && dnnl_is_reference(bwd_weights_pd_.impl_info_str()));
 }
 
-void DnnlConv::forward(const float* x, const float* w, const float* b, float* y) {
+void DnnlConv::forward(const float* x, const void* w, const float* b, float* y) {
   if (matmul_) return matmul_->forward(x, w, b, y);
   load(src_, x);
   load(weights_, w);
@@ -292,13 +297,16 @@ void DnnlConv::forward(const float* x, const float* w, const float* b, float* y)
   stream_.wait();
 }
 
-void DnnlConv::backward(const float* x, const float* w, const float* dy, float* dx, float* dw, float* db,
+void DnnlConv::backward(const float* x, const void* w, const float* dy, float* dx, float* dw, float* db,
                         bool overwrite_dx) {
   if (matmul_) return matmul_->backward(w, dy, dx, dw, db, overwrite_dx);
   // Without dx (a first layer) dy goes into blocks only for the weight gradient's primitive.
   if (dx || bwdw_shares_diff_dst_) load(diff_dst_, dy);
   if (dx) {
-    load(bwd_weights_in_, w);
+    if (bwd_shares_weights_)
+      bind(bwd_weights_in_, w);  // the forward's reordered copy still holds w
+    else
+      load(bwd_weights_in_, w);
     run(bwd_data_, bwd_data_args_);
     bind(diff_src_, dx);
     flush(diff_src_, overwrite_dx);
@@ -330,13 +338,14 @@ void DnnlConv::backward(const float* x, const float* w, const float* dy, float* 
   stream_.wait();
 }
 
-void DnnlConv::load(Operand& op, const float* data) {
-  op.plain.set_data_handle(const_cast<float*>(data));  // inputs are only read
+void DnnlConv::load(Operand& op, const void* data) {
+  op.plain.set_data_handle(const_cast<void*>(data));  // inputs are only read
   if (op.transposed) {
+    const float* from = static_cast<const float*>(data);  // transposed operands are float32
     if (op.bf16)
-      nchw_to_nhwc_bf16(data, op.nhwc, static_cast<uint16_t*>(op.blocked.get_data_handle()));
+      nchw_to_nhwc_bf16(from, op.nhwc, static_cast<uint16_t*>(op.blocked.get_data_handle()));
     else
-      nchw_to_nhwc(data, op.nhwc, static_cast<float*>(op.blocked.get_data_handle()));
+      nchw_to_nhwc(from, op.nhwc, static_cast<float*>(op.blocked.get_data_handle()));
     return;
   }
   if (!op.reordered) return;
@@ -345,7 +354,7 @@ void DnnlConv::load(Operand& op, const float* data) {
   run(op.convert, reorder_args_);
 }
 
-void DnnlConv::bind(Operand& op, float* data) { op.plain.set_data_handle(data); }
+void DnnlConv::bind(Operand& op, const void* data) { op.plain.set_data_handle(const_cast<void*>(data)); }
 
 void DnnlConv::flush(Operand& op, bool overwrite) {
   if (op.transposed) {

@@ -15,8 +15,11 @@
 //
 // In bf16 the primitives read x, w and dy in bfloat16 and accumulate in
 // float32; they write dw and db in float32, and y and dx rounded to bfloat16
-// as autocast's convolution returns them. The layouts' moves in and out,
-// needed in float32 as well, also round or widen, so the layer's tensors stay
+// as autocast's convolution returns them. The weight comes as its rounded
+// copy, which the update writes (core/rounded_weight.h), and moves into the
+// primitives' layout as it is; backward data reads forward's blocked copy
+// where the two layouts agree. The activations' moves in and out, needed in
+// float32 as well, also round or widen, so the layer's activations stay
 // float32 and the precision costs no pass of its own, while the blocked
 // copies of y and dx take half the bytes to write and to read back.
 #pragma once
@@ -62,13 +65,14 @@ class DnnlConv {
   bool runs_as_matmuls() const { return matmul_ != nullptr; }
 
   // y = conv(x, w) + b, or max(that, 0) with relu; b is ignored without
-  // bias.
-  void forward(const float* x, const float* w, const float* b, float* y);
+  // bias. w is float32, or in bf16 the weight's rounded bfloat16 copy
+  // (core/rounded_weight.h), which the primitives read as it is.
+  void forward(const float* x, const void* w, const float* b, float* y);
   // dx += conv_data_grad(dy, w) when dx is not null, or dx = that with
   // overwrite_dx; dw = conv_weight_grad(x, dy) and db = sum of dy (with bias)
   // are overwritten. Follows a forward() over the same x, whose reordered
   // copy it may reuse.
-  void backward(const float* x, const float* w, const float* dy, float* dx, float* dw, float* db, bool overwrite_dx);
+  void backward(const float* x, const void* w, const float* dy, float* dx, float* dw, float* db, bool overwrite_dx);
 
  private:
   // A tensor as the layer holds it (plain layout; its handle is pointed at the
@@ -96,8 +100,8 @@ class DnnlConv {
   bool uses_reference_kernels() const;
   // Points the operand at the caller's tensor and, for an input, reorders it
   // into the primitive's layout.
-  void load(Operand& op, const float* data);
-  void bind(Operand& op, float* data);
+  void load(Operand& op, const void* data);
+  void bind(Operand& op, const void* data);
   // Reorders a primitive's result out to the bound plain tensor; with
   // `overwrite`, an add_out operand's result replaces what it holds.
   void flush(Operand& op, bool overwrite = false);
@@ -119,6 +123,7 @@ class DnnlConv {
   // Backward operands; the input gradient is always computed into its own
   // buffer, then added onto the caller's by a reorder with a sum post-op.
   Operand diff_dst_, bwd_weights_in_, diff_src_;
+  bool bwd_shares_weights_ = false;  // bwd_weights_in_ is weights_
   // Backward-weights operands; x and dy are those of the forward and the
   // backward-data primitive when the layouts agree, as they usually do.
   Operand bwdw_src_, bwdw_diff_dst_, diff_weights_, diff_bias_;
@@ -155,8 +160,8 @@ class DnnlConv {
  public:
   static std::unique_ptr<DnnlConv> create(const DnnlConvShape&) { return nullptr; }
   bool runs_as_matmuls() const { return false; }
-  void forward(const float*, const float*, const float*, float*) {}
-  void backward(const float*, const float*, const float*, float*, float*, float*, bool) {}
+  void forward(const float*, const void*, const float*, float*) {}
+  void backward(const float*, const void*, const float*, float*, float*, float*, bool) {}
 };
 
 #endif  // POSEIDON_HAVE_DNNL

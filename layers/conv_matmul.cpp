@@ -173,23 +173,15 @@ MatmulConv::MatmulConv(const DnnlConvShape& s) : shape_(s), stream_(dnnl_cpu_eng
   dw_ = memory(dw, engine, nullptr);
   if (s.bias) bias_ = memory(bias, engine, nullptr);
   bias_partial_ = std::make_unique<float[]>(out * pixels_);
-  memory weights_t_view;
-  if (s.bf16) {
-    weights_ = memory(weights, engine);
-    weights_f32_ = memory(dw, engine, nullptr);
-    const dnnl::reorder::primitive_desc pd(engine, dw, engine, weights, dnnl_user_scratchpad());
-    scratchpad_bytes_ = std::max(scratchpad_bytes_, pd.scratchpad_desc().get_size());
-    round_weights_ = dnnl::reorder(pd);
-    weights_t_view = memory(weights_t, engine, weights_.get_data_handle());
-  } else {
-    weights_ = memory(weights, engine, nullptr);
-    weights_t_view = memory(weights_t, engine, nullptr);
-  }
+  // W (in bf16 the weight's rounded copy, core/rounded_weight.h) read in
+  // place, as [out, K] by backward data and as its transpose by forward.
+  weights_ = memory(weights, engine, nullptr);
+  weights_t_ = memory(weights_t, engine, nullptr);
   scratchpad_ = memory(
       memory::desc({std::max<int64_t>(1, int64_t(scratchpad_bytes_))}, memory::data_type::u8, memory::format_tag::x),
       engine);
   forward_args_ = {{DNNL_ARG_SRC, col_},
-                   {DNNL_ARG_WEIGHTS, weights_t_view},
+                   {DNNL_ARG_WEIGHTS, weights_t_},
                    {DNNL_ARG_DST, y_rows_},
                    {DNNL_ARG_SCRATCHPAD, scratchpad_}};
   if (s.bias) forward_args_[DNNL_ARG_BIAS] = bias_;
@@ -201,7 +193,6 @@ MatmulConv::MatmulConv(const DnnlConvShape& s) : shape_(s), stream_(dnnl_cpu_eng
                   {DNNL_ARG_WEIGHTS, col_},
                   {DNNL_ARG_DST, dw_},
                   {DNNL_ARG_SCRATCHPAD, scratchpad_}};
-  round_args_ = {{DNNL_ARG_FROM, weights_f32_}, {DNNL_ARG_TO, weights_}, {DNNL_ARG_SCRATCHPAD, scratchpad_}};
 }
 
 dnnl::matmul MatmulConv::make(const memory::desc& a, const memory::desc& b, const memory::desc& bias,
@@ -213,17 +204,12 @@ dnnl::matmul MatmulConv::make(const memory::desc& a, const memory::desc& b, cons
   return dnnl::matmul(pd);
 }
 
-void MatmulConv::load_weights(const float* w) {
-  if (!shape_.bf16) {
-    weights_.set_data_handle(const_cast<float*>(w));  // only read
-    forward_args_[DNNL_ARG_WEIGHTS].set_data_handle(const_cast<float*>(w));
-    return;
-  }
-  weights_f32_.set_data_handle(const_cast<float*>(w));
-  round_weights_.execute(stream_, round_args_);
+void MatmulConv::load_weights(const void* w) {
+  weights_.set_data_handle(const_cast<void*>(w));  // only read
+  weights_t_.set_data_handle(const_cast<void*>(w));
 }
 
-void MatmulConv::forward(const float* x, const float* w, const float* b, float* y) {
+void MatmulConv::forward(const float* x, const void* w, const float* b, float* y) {
   if (shape_.bf16)
     unroll_nchw(x, shape_.geom, shape_.batch, static_cast<uint16_t*>(col_.get_data_handle()));
   else
@@ -234,14 +220,14 @@ void MatmulConv::forward(const float* x, const float* w, const float* b, float* 
   rows_to_nchw(static_cast<const float*>(y_rows_.get_data_handle()), shape_.batch, shape_.num_output, pixels_, y);
 }
 
-void MatmulConv::backward(const float* w, const float* dy, float* dx, float* dw, float* db, bool overwrite_dx) {
+void MatmulConv::backward(const void* w, const float* dy, float* dx, float* dw, float* db, bool overwrite_dx) {
   const int64_t out = shape_.num_output;
   if (shape_.bf16)
     nchw_to_rows(dy, shape_.batch, out, pixels_, static_cast<uint16_t*>(dy_rows_.get_data_handle()));
   else
     nchw_to_rows(dy, shape_.batch, out, pixels_, static_cast<float*>(dy_rows_.get_data_handle()));
   if (dx) {
-    if (!shape_.bf16) load_weights(w);  // in bf16 the forward's rounded copy still holds w
+    load_weights(w);
     run(data_grad_, data_args_);
     // Small images: zeroing dx first costs little beside the products.
     if (overwrite_dx) std::fill_n(dx, shape_.batch * shape_.geom.image_size(), 0.f);

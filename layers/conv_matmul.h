@@ -11,8 +11,9 @@
 //   forward:        y[N * P, out] = col W^T + b, then into NCHW;
 //   backward data:  dcol[N * P, K] = dy W, then col2im added onto dx;
 //   backward weights: dW[out, K] = dy^T col, db = sum of dy.
-// In bf16 the products read x, W and dy rounded to bfloat16 and write float32;
-// the bias gradient sums the float32 dy the layer receives.
+// In bf16 the products read x, W and dy rounded to bfloat16 (W as the
+// weight's rounded copy that the update writes, core/rounded_weight.h) and
+// write float32; the bias gradient sums the float32 dy the layer receives.
 //
 // Every buffer and primitive is made in the constructor: a call only points
 // the memory objects at the caller's tensors and executes.
@@ -42,11 +43,12 @@ class MatmulConv {
   // Null where oneDNN has no matmul for the shape or only its reference kernel.
   static std::unique_ptr<MatmulConv> create(const DnnlConvShape& shape);
 
-  // The contract of DnnlConv::forward and backward; backward reuses the
-  // unrolled x (and in bf16 the rounded w) of the forward before it, which
-  // the Layer contract runs over the same input and parameters.
-  void forward(const float* x, const float* w, const float* b, float* y);
-  void backward(const float* w, const float* dy, float* dx, float* dw, float* db, bool overwrite_dx);
+  // The contract of DnnlConv::forward and backward (w float32, or in bf16
+  // the weight's rounded bfloat16 copy); backward reuses the unrolled x of
+  // the forward before it, which the Layer contract runs over the same
+  // input.
+  void forward(const float* x, const void* w, const float* b, float* y);
+  void backward(const void* w, const float* dy, float* dx, float* dw, float* db, bool overwrite_dx);
 
  private:
   explicit MatmulConv(const DnnlConvShape& shape);
@@ -54,23 +56,22 @@ class MatmulConv {
   // `preferred` names where oneDNN has it (dnnl_matmul).
   dnnl::matmul make(const dnnl::memory::desc& a, const dnnl::memory::desc& b, const dnnl::memory::desc& bias,
                     const dnnl::memory::desc& c, bool relu, const char* preferred = nullptr);
-  // W as the products read it: the caller's float32, or rounded to bfloat16.
-  void load_weights(const float* w);
+  // Points the products at W: float32, or the rounded bfloat16 copy.
+  void load_weights(const void* w);
   void run(const dnnl::matmul& p, const std::unordered_map<int, dnnl::memory>& args);
 
   DnnlConvShape shape_;
   int64_t rows_ = 0, cols_ = 0, pixels_ = 0;  // N * P, K, P
   dnnl::stream stream_;
   dnnl::matmul forward_, data_grad_, weight_grad_;
-  dnnl::reorder round_weights_;  // bf16 only
   size_t scratchpad_bytes_ = 0;
   bool reference_ = false;  // some product has only oneDNN's reference kernel
-  // Owned: the unrolled x, dy as rows, the products' float32 results, W in
-  // bf16, the bias-gradient partial sums, the scratchpad. Bound per call: the
-  // caller's weights (float32), bias and weight gradient.
-  dnnl::memory col_, dy_rows_, y_rows_, dcol_, weights_, weights_f32_, bias_, dw_, scratchpad_;
+  // Owned: the unrolled x, dy as rows, the products' float32 results, the
+  // bias-gradient partial sums, the scratchpad. Bound per call: the caller's
+  // weights (W and its transposed view), bias and weight gradient.
+  dnnl::memory col_, dy_rows_, y_rows_, dcol_, weights_, weights_t_, bias_, dw_, scratchpad_;
   std::unique_ptr<float[]> bias_partial_;
-  std::unordered_map<int, dnnl::memory> forward_args_, data_args_, weight_args_, round_args_;
+  std::unordered_map<int, dnnl::memory> forward_args_, data_args_, weight_args_;
 };
 
 }  // namespace poseidon

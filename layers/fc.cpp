@@ -49,13 +49,13 @@ void FcLayer::prepare_cpu_engine() {
     return cached.get();
   };
   const bool bf16 = precision() == Precision::bf16;
-  bool native_bf16 = false;  // oneDNN's bfloat16 kernels run the layer
+  native_bf16_ = false;
   if (!blas_only_ && batch_ > 0 && features_ > 0) {
     if (bf16 && dnnl_runs_bf16_kernels()) dnnl_ = dnnl_in(Precision::bf16);
-    native_bf16 = dnnl_ != nullptr;
+    native_bf16_ = dnnl_ != nullptr;
     if (!dnnl_) dnnl_ = dnnl_in(Precision::fp32);
   }
-  bf16_.prepare(bf16 && !native_bf16, batch_ * features_);
+  bf16_.prepare(bf16 && !native_bf16_, batch_ * features_);
 }
 
 bool FcLayer::supports_precision(Precision p) const { return p != Precision::tf32; }
@@ -72,8 +72,29 @@ Shape FcLayer::accept_input(const Shape& s) {
   return {batch_, num_output_};
 }
 
+namespace {
+// A blob as oneDNN's bfloat16 products take it: a bfloat16 one in place.
+FcOperand operand(const Tensor& t) {
+  if (t.dtype() == DType::bf16) return {t.bf16_data(), true};
+  return {t.data(), false};
+}
+
+float largest(FcOperand m, int64_t n) {
+  return m.bf16 ? max_abs_bf16(static_cast<const uint16_t*>(m.data), n) : max_abs(static_cast<const float*>(m.data), n);
+}
+}  // namespace
+
 void FcLayer::forward(LayerIO& io, RunContext&) {
   POSEIDON_CHECK(io.in[0]->numel() == batch_ * features_) << name() << ": forward before reshape";
+  if (native_bf16_) {
+    // The weight's rounded copy: the update's where it is current, else
+    // rounded now (core/rounded_weight.h).
+    float* y = edges_.output(*io.out[0]);
+    dnnl_->forward(operand(*io.in[0]), {read_rounded(param(0), DType::bf16), true},
+                   has_bias_ ? param(1).value.data() : nullptr, y);
+    edges_.finish_output(*io.out[0]);
+    return;
+  }
   const float* x = edges_.widen_input(*io.in[0]);
   const float* w = param(0).value.data();
   float* y = edges_.output(*io.out[0]);
@@ -83,7 +104,7 @@ void FcLayer::forward(LayerIO& io, RunContext&) {
     w = bf16_.weight();
   }
   if (dnnl_) {
-    dnnl_->forward(x, w, has_bias_ ? param(1).value.data() : nullptr, y);
+    dnnl_->forward({x}, {w}, has_bias_ ? param(1).value.data() : nullptr, y);
   } else {
     gemm(false, true, batch_, num_output_, features_, 1.f, x, w, 0.f, y);
     if (has_bias_) add_bias_on_host(y);
@@ -101,6 +122,11 @@ void FcLayer::backward(LayerIO& io, RunContext&) {
                        io.out_grad[0]->numel());
   bool overwrite_dx = io.overwrites_input_grad(0);
   float* dx = edges_.input_grad(io.in_grad[0], overwrite_dx);
+  if (native_bf16_) {
+    backward_native_bf16(io, dx, overwrite_dx);
+    edges_.finish_input_grad(io.in_grad[0], io.overwrites_input_grad(0));
+    return;
+  }
   backward_float32(edges_.input(*io.in[0]), edges_.widen_output_grad(*io.out_grad[0]),
                    edges_.written_output(*io.out[0]), dx, overwrite_dx, io.writes_param_grad(0));
   edges_.finish_input_grad(io.in_grad[0], io.overwrites_input_grad(0));
@@ -120,9 +146,9 @@ void FcLayer::backward_float32(const float* x, float* dy, const float* y, float*
   }
   float* dw = writes_weight_grad ? param(0).grad.data() : nullptr;
   float* db = has_bias_ ? param(1).grad.data() : nullptr;
-  bound_param_grads(x, dy, dw != nullptr);
+  bound_param_grads(max_abs(x, batch_ * features_), max_abs(dy, batch_ * num_output_), dw != nullptr);
   if (dnnl_) {
-    dnnl_->backward(x, w, dy, dx, dw, db, overwrite_dx);
+    dnnl_->backward({x}, {w}, {dy}, dx, dw, db, overwrite_dx);
     return;
   }
   if (db) bias_grad_on_host(dy, db);
@@ -130,13 +156,28 @@ void FcLayer::backward_float32(const float* x, float* dy, const float* y, float*
   if (dx) gemm(false, false, batch_, features_, num_output_, 1.f, dy, w, overwrite_dx ? 0.f : 1.f, dx);
 }
 
+// oneDNN's bfloat16 products read x and dy from their blobs: bfloat16 ones
+// in place (a fused ReLU's mask is already in a bfloat16 dy, as above), and
+// the weight's copy that forward read.
+void FcLayer::backward_native_bf16(LayerIO& io, float* dx, bool overwrite_dx) {
+  FcOperand dy = operand(*io.out_grad[0]);
+  if (!dy.bf16) {
+    float* floats = const_cast<Tensor*>(io.out_grad[0])->data();
+    if (relu_fused_) relu_grad_in_place(edges_.written_output(*io.out[0]), floats, batch_ * num_output_);
+  }
+  const FcOperand x = operand(*io.in[0]);
+  float* dw = io.writes_param_grad(0) ? param(0).grad.data() : nullptr;
+  float* db = has_bias_ ? param(1).grad.data() : nullptr;
+  bound_param_grads(largest(x, batch_ * features_), largest(dy, batch_ * num_output_), dw != nullptr);
+  dnnl_->backward(x, {rounded_copy(param(0)), true}, dy, dx, dw, db, overwrite_dx);
+}
+
 // dw[o, f] sums batch_ products dy[n, o] x[n, f], and db[o] batch_ of
 // dy[n, o] (times 1): the largest |x| and |dy|, read from the two small
 // matrices, bound both (core/finite_check.h), sparing the finite check a
 // read of the large weight gradient.
-void FcLayer::bound_param_grads(const float* x, const float* dy, bool writes_weight_grad) {
-  const float largest_dy = max_abs(dy, batch_ * num_output_);
-  param(0).grad_bounded = writes_weight_grad && product_sums_finite(largest_dy, max_abs(x, batch_ * features_), batch_);
+void FcLayer::bound_param_grads(float largest_x, float largest_dy, bool writes_weight_grad) {
+  param(0).grad_bounded = writes_weight_grad && product_sums_finite(largest_dy, largest_x, batch_);
   if (has_bias_) param(1).grad_bounded = product_sums_finite(largest_dy, 1.f, batch_);
 }
 

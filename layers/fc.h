@@ -66,8 +66,12 @@ class FcLayer : public Layer, public ReluFusable, public BlobTypes {
   void prepare_cpu_engine();
   void add_bias_on_host(float* y);
   void bias_grad_on_host(const float* dy, float* db);
-  // Sets the parameters' grad_bounded for this backward (core/layer.h).
-  void bound_param_grads(const float* x, const float* dy, bool writes_weight_grad);
+  // Sets the parameters' grad_bounded for this backward (core/layer.h) from
+  // the largest |x| and |dy|.
+  void bound_param_grads(float largest_x, float largest_dy, bool writes_weight_grad);
+  // Backward on oneDNN's bfloat16 kernels, which read bfloat16 blobs as
+  // they are; dx as edges_ hands it out.
+  void backward_native_bf16(LayerIO& io, float* dx, bool overwrite_dx);
   // Backward on float32 operands (the blobs', or their edges' copies); dy
   // may change in place, y is the output as forward wrote it.
   void backward_float32(const float* x, float* dy, const float* y, float* dx, bool overwrite_dx,
@@ -79,6 +83,7 @@ class FcLayer : public Layer, public ReluFusable, public BlobTypes {
   // oneDNN declines (BLAS runs).
   std::map<std::pair<int64_t, Precision>, std::unique_ptr<DnnlFc>> dnnl_cache_;
   DnnlFc* dnnl_ = nullptr;  // the current shape's
+  bool native_bf16_ = false;  // it runs oneDNN's bfloat16 kernels
 
   // bf16 without oneDNN's bfloat16 kernels (before AVX-512, or engine:
   // blas): the float32 products' operands, rounded.

@@ -160,13 +160,12 @@ DnnlFc::DnnlFc(const DnnlFcShape& s) : shape_(s), stream_(dnnl_cpu_engine()) {
   if (s.bf16) {
     const memory::data_type bf16 = memory::data_type::bf16;
     x_ = copy(n, f, bf16, Tag::ab);
-    if (!packed_) w_ = copy(o, f, bf16, Tag::ab);
     dy_ = copy(n, o, bf16, Tag::ab);
   }
   scratchpad_ = memory(matrix(1, std::max<int64_t>(1, (scratchpad_bytes_ + 3) / 4), f32, Tag::ab), dnnl_cpu_engine());
   for (Product* p : {&forward_, &backward_data_, &backward_data_write_, &backward_weights_, &backward_bias_})
     if (p->prim) p->args[DNNL_ARG_SCRATCHPAD] = scratchpad_;
-  for (Copy* c : {&x_, &w_, &dy_, &dy_columns_})
+  for (Copy* c : {&x_, &dy_, &dy_columns_})
     if (c->make) c->args[DNNL_ARG_SCRATCHPAD] = scratchpad_;
 }
 
@@ -221,16 +220,20 @@ void* DnnlFc::make(const float* data, Copy& c) {
   return c.to.get_data_handle();
 }
 
-void* DnnlFc::read(const float* data, Copy& c) { return shape_.bf16 ? make(data, c) : const_cast<float*>(data); }
+void* DnnlFc::read(FcOperand data, Copy& c) {
+  if (!shape_.bf16 || data.bf16) return const_cast<void*>(data.data);  // only read
+  return make(static_cast<const float*>(data.data), c);
+}
 
-void DnnlFc::forward(const float* x, const float* w, const float* b, float* y) {
+void DnnlFc::forward(FcOperand x, FcOperand w, const float* b, float* y) {
   forward_.src.set_data_handle(read(x, x_));
   if (packed_) {
-    pack_bf16_weights(w, shape_.num_output, shape_.features, static_cast<uint16_t*>(w_t_packed_.get_data_handle()),
+    pack_bf16_weights(static_cast<const uint16_t*>(w.data), shape_.num_output, shape_.features,
+                      static_cast<uint16_t*>(w_t_packed_.get_data_handle()),
                       static_cast<uint16_t*>(w_packed_.get_data_handle()));
     forward_.weights.set_data_handle(w_t_packed_.get_data_handle());
   } else {
-    forward_.weights.set_data_handle(read(w, w_));
+    forward_.weights.set_data_handle(const_cast<void*>(w.data));  // W^T read in place
   }
   if (shape_.bias) forward_.bias.set_data_handle(const_cast<float*>(b));
   forward_.dst.set_data_handle(y);
@@ -238,32 +241,35 @@ void DnnlFc::forward(const float* x, const float* w, const float* b, float* y) {
   stream_.wait();
 }
 
-void DnnlFc::backward(const float* x, const float* w, const float* dy, float* dx, float* dw, float* db,
-                      bool overwrite_dx) {
+void DnnlFc::backward(FcOperand x, FcOperand w, FcOperand dy, float* dx, float* dw, float* db, bool overwrite_dx) {
+  // Float32 views, meaningful in float32 only (BLAS, the small-batch kernel,
+  // the column-major copy).
+  const float* x_floats = static_cast<const float*>(x.data);
+  const float* dy_floats = static_cast<const float*>(dy.data);
   void* dy_read = read(dy, dy_);
   // What the matrix products read for dy: its copy when column-major.
   const bool weight_product = dw && backward_weights_.prim;
-  void* dy_product = dy_columns_.from && (dx || weight_product) ? make(dy, dy_columns_) : dy_read;
+  void* dy_product = dy_columns_.from && (dx || weight_product) ? make(dy_floats, dy_columns_) : dy_read;
   if (dx && blas_backward_data_) {
-    gemm(false, false, shape_.batch, shape_.features, shape_.num_output, 1.f, dy, w, overwrite_dx ? 0.f : 1.f, dx);
+    gemm(false, false, shape_.batch, shape_.features, shape_.num_output, 1.f, dy_floats,
+         static_cast<const float*>(w.data), overwrite_dx ? 0.f : 1.f, dx);
   } else if (dx) {
-    // In bf16 w's copy is forward's: the weights do not change in between.
+    // In bf16 w's packed copy is forward's: the weights do not change in between.
     Product& data = overwrite_dx ? backward_data_write_ : backward_data_;
     data.src.set_data_handle(dy_product);
-    data.weights.set_data_handle(packed_       ? w_packed_.get_data_handle()
-                                 : shape_.bf16 ? w_.to.get_data_handle()
-                                               : const_cast<float*>(w));
+    data.weights.set_data_handle(packed_ ? w_packed_.get_data_handle() : const_cast<void*>(w.data));
     data.dst.set_data_handle(dx);
     data.prim.execute(stream_, data.args);
   }
+  // In bf16 the x that forward read: the blob itself, or forward's copy.
+  void* x_read = shape_.bf16 && !x.bf16 ? x_.to.get_data_handle() : const_cast<void*>(x.data);
   if (dw && small_batch_weight_grad_) {
-    small_batch_weight_grad_->run(static_cast<const uint16_t*>(dy_read),
-                                  static_cast<const uint16_t*>(x_.to.get_data_handle()), dw);
+    small_batch_weight_grad_->run(static_cast<const uint16_t*>(dy_read), static_cast<const uint16_t*>(x_read), dw);
   } else if (dw && small_batch_f32_weight_grad_) {
-    f32_weight_grad(dy, x, shape_.batch, shape_.features, shape_.num_output, dw);
+    f32_weight_grad(dy_floats, x_floats, shape_.batch, shape_.features, shape_.num_output, dw);
   } else if (weight_product) {
     backward_weights_.src.set_data_handle(dy_product);
-    backward_weights_.weights.set_data_handle(shape_.bf16 ? x_.to.get_data_handle() : const_cast<float*>(x));
+    backward_weights_.weights.set_data_handle(x_read);
     backward_weights_.dst.set_data_handle(dw);
     backward_weights_.prim.execute(stream_, backward_weights_.args);
   }

@@ -13,12 +13,14 @@
 // (blas_backward_data in fc_dnnl.cpp, with its measurements), and elsewhere
 // the float32 backward products run oneDNN's JIT GEMM rather than its first
 // choice (kDnnlFloat32BackwardKernels, measured in fc_dnnl.cpp). In bf16 the
-// primitives read bfloat16 copies of X, W and dY, rounded into buffers of
-// this object, and write float32 with float32 accumulation. W is rounded straight into the blocked
-// layouts the two products that read it prefer, where those are the ones
-// layers/bf16_pack.h writes (AMX); backward weights reuses the copy of X
-// that forward made, since the Layer contract runs backward after a forward
-// over the same input.
+// primitives read X, W and dY in bfloat16 and write float32 with float32
+// accumulation: X and dY from their bfloat16 blobs in place, or from float32
+// ones rounded into buffers of this object; W as the weight's rounded copy
+// that the update writes (core/rounded_weight.h), in place, or where the two
+// products that read it prefer the blocked layouts layers/bf16_pack.h writes
+// (AMX) moved into those (bfloat16 as it is, no rounding). Backward weights
+// reuses the X that forward read, since the Layer contract runs backward
+// after a forward over the same input.
 //
 // Everything that depends on the shape (primitives, memory objects, buffers,
 // scratchpad) is made once in create(); the calls point the memory objects at
@@ -37,6 +39,13 @@
 
 namespace poseidon {
 
+// An operand as the layer holds it: float32, or bfloat16 bits (a bf16 blob,
+// a weight's rounded copy). In float32 the products take float32 only.
+struct FcOperand {
+  const void* data = nullptr;
+  bool bf16 = false;
+};
+
 struct DnnlFcShape {
   int64_t batch = 1, features = 1, num_output = 1;
   bool bias = true;
@@ -52,13 +61,14 @@ class DnnlFc {
   // or none (bfloat16 before AVX-512).
   static std::unique_ptr<DnnlFc> create(const DnnlFcShape& shape);
 
-  // y = x w^T + b (b ignored without bias), or max(that, 0) with relu.
-  void forward(const float* x, const float* w, const float* b, float* y);
+  // y = x w^T + b (b ignored without bias), or max(that, 0) with relu. In
+  // bf16, w is the weight's rounded copy (bfloat16).
+  void forward(FcOperand x, FcOperand w, const float* b, float* y);
   // dx += dy w when dx is not null (dx = dy w with overwrite_dx); dw = dy^T x
   // when dw is not null; db = column sums of dy with bias. In bf16 all three
   // read dy rounded, as the layer's reader of dy in bf16 (PyTorch's
-  // autocast) would.
-  void backward(const float* x, const float* w, const float* dy, float* dx, float* dw, float* db, bool overwrite_dx);
+  // autocast) would, and w is the copy forward read.
+  void backward(FcOperand x, FcOperand w, FcOperand dy, float* dx, float* dw, float* db, bool overwrite_dx);
 
  private:
   // One product: its primitive, the memory objects of its operands (pointed
@@ -70,8 +80,9 @@ class DnnlFc {
   };
   // A float32 row-major matrix (pointed at the caller's on each call) and
   // its copy, owned here, with the reorder that makes one from the other: in
-  // bf16 rounded to bfloat16, for dY in float32 laid out column-major. Small
-  // matrices are rounded by a loop instead, without the reorder.
+  // bf16 rounded to bfloat16 (for X and dY from float32 blobs), for dY in
+  // float32 laid out column-major. Small matrices are rounded by a loop
+  // instead, without the reorder.
   struct Copy {
     dnnl::memory from, to;
     dnnl::reorder make;
@@ -86,22 +97,23 @@ class DnnlFc {
   Copy copy(int64_t rows, int64_t cols, dnnl::memory::data_type type, dnnl::memory::format_tag tag);
   // The copy `c` of the caller's matrix `data`, made now.
   void* make(const float* data, Copy& c);
-  // What a product reads for the caller's matrix `data`: the matrix itself
-  // in float32; in bf16 its copy, rounded now.
-  void* read(const float* data, Copy& c);
+  // What a product reads for the caller's matrix: the matrix itself in
+  // float32 or where it is bfloat16; else its copy, rounded now.
+  void* read(FcOperand data, Copy& c);
 
   DnnlFcShape shape_;
   dnnl::stream stream_;
   size_t scratchpad_bytes_ = 0;
   dnnl::memory scratchpad_;
-  Copy x_, w_, dy_;
+  Copy x_, dy_;
   Copy dy_columns_;  // float32 with dy_column_major() only
   Product forward_, backward_data_, backward_weights_, backward_bias_;
   Product backward_data_write_;  // backward_data_ without its sum: dx overwritten
   bool blas_backward_data_ = false;  // dX by BLAS; backward_data_* left unmade
   dnnl::memory ones_;  // [1, N] of 1, backward bias's src
   // In bf16 where oneDNN's products take W blocked as bf16_pack.h lays it
-  // out: W rounded into forward's layout (of W^T) and backward data's.
+  // out: W's rounded copy moved into forward's layout (of W^T) and backward
+  // data's.
   bool packed_ = false;
   dnnl::memory w_t_packed_, w_packed_;
   // At batches up to kSmallBatchWeightGradMax (bf16) or
@@ -119,8 +131,8 @@ class DnnlFc {
 class DnnlFc {
  public:
   static std::unique_ptr<DnnlFc> create(const DnnlFcShape&) { return nullptr; }
-  void forward(const float*, const float*, const float*, float*) {}
-  void backward(const float*, const float*, const float*, float*, float*, float*, bool) {}
+  void forward(FcOperand, FcOperand, const float*, float*) {}
+  void backward(FcOperand, FcOperand, FcOperand, float*, float*, float*, bool) {}
 };
 
 #endif  // POSEIDON_HAVE_DNNL

@@ -18,6 +18,7 @@
 #include <fstream>
 #include <limits>
 
+#include "core/bf16.h"
 #include "core/registry.h"
 #include "core/safetensors.h"
 #include "gpu_required.h"
@@ -91,6 +92,22 @@ TEST(FiniteCheck, MaxAbsSeesEveryMagnitudeAndTurnsNanOnANonFiniteValue) {
     }
   }
   EXPECT_EQ(max_abs(nullptr, 0), 0.f);
+}
+
+// The same over bfloat16 bits (a bf16 blob read in place).
+TEST(FiniteCheck, MaxAbsOfBf16BitsSeesEveryMagnitudeAndTurnsNanOnANonFiniteValue) {
+  for (int64_t n : {1, 7, 1000, (1 << 18) + 5}) {
+    std::vector<uint16_t> v(n);
+    for (int64_t i = 0; i < n; ++i) v[i] = to_bf16((i % 2 ? -1.f : 1.f) * float(i % 100));
+    v[n / 2] = to_bf16(-1e30f);
+    EXPECT_EQ(max_abs_bf16(v.data(), n), from_bf16(to_bf16(1e30f))) << n;
+    for (float bad : {kNan, kInf, -kInf}) {
+      std::vector<uint16_t> w = v;
+      w[n - 1] = to_bf16(bad);
+      EXPECT_TRUE(std::isnan(max_abs_bf16(w.data(), n))) << n << " " << bad;
+    }
+  }
+  EXPECT_EQ(max_abs_bf16(nullptr, 0), 0.f);
 }
 
 TEST(FiniteCheck, ProductSumBoundHoldsOnlyWellInsideTheRange) {

@@ -1,6 +1,6 @@
 // The fc layer's blocked bfloat16 weights (layers/bf16_pack.h): every element
-// of both copies, padding included, against the layout's index formula and
-// the bit rule of rounding, on shapes that leave partial tiles, blocks and
+// of both copies of a rounded W, padding included, against the layout's
+// index formula, on shapes that leave partial tiles, blocks and
 // pairs; and the formula against oneDNN's own reorder into the layout its
 // matrix products ask for, where this CPU's products ask for it.
 #include "layers/bf16_pack.h"
@@ -24,6 +24,13 @@ struct Extent {
 };
 
 std::vector<float> random_weights(const Extent& e, uint64_t seed) { return uniform_values(e.rows * e.cols, seed, 2.f); }
+
+// W's rounded copy, as the update writes it (core/rounded_weight.h).
+std::vector<uint16_t> rounded(const std::vector<float>& w) {
+  std::vector<uint16_t> bits(w.size());
+  for (size_t i = 0; i < w.size(); ++i) bits[i] = to_bf16(w[i]);
+  return bits;
+}
 
 // B[k][n] of a packed copy, or 0 in its padding, as the formula places it.
 std::vector<uint16_t> expected_packing(const PackedB& b, const auto& element) {
@@ -70,7 +77,7 @@ TEST_P(Bf16Pack, WritesBothCopiesAndTheirPadding) {
   for (const bool aligned : {true, false}) {
     // Stale values where padding belongs: the kernel must write its zeros.
     CopyBuffer got_t(transposed.elements(), aligned, 0xffff), got(plain.elements(), aligned, 0xffff);
-    pack_bf16_weights(w.data(), e.rows, e.cols, got_t.data(), got.data());
+    pack_bf16_weights(rounded(w).data(), e.rows, e.cols, got_t.data(), got.data());
     for (int64_t i = 0; i < transposed.elements(); ++i)
       ASSERT_EQ(got_t[i], want_t[i]) << "W^T copy, element " << i << " of " << e.rows << "x" << e.cols
                                      << (aligned ? ", aligned" : ", unaligned");
@@ -82,7 +89,7 @@ TEST_P(Bf16Pack, WritesBothCopiesAndTheirPadding) {
 
 TEST_P(Bf16Pack, WritesOneCopyAlone) {
   const Extent e = GetParam();
-  const std::vector<float> w = random_weights(e, 6);
+  const std::vector<uint16_t> w = rounded(random_weights(e, 6));
   const PackedB transposed{e.cols, e.rows}, plain{e.rows, e.cols};
   std::vector<uint16_t> both_t(transposed.elements()), both(plain.elements());
   std::vector<uint16_t> alone_t(transposed.elements()), alone(plain.elements());
@@ -116,7 +123,8 @@ TEST_P(Bf16Pack, MatchesOneDnnsReorderIntoItsLayout) {
     dnnl::reorder(from, to).execute(stream, from, to);
     stream.wait();
     std::vector<uint16_t> got(b.elements());
-    pack_bf16_weights(w.data(), e.rows, e.cols, transposed ? got.data() : nullptr, transposed ? nullptr : got.data());
+    pack_bf16_weights(rounded(w).data(), e.rows, e.cols, transposed ? got.data() : nullptr,
+                      transposed ? nullptr : got.data());
     const uint16_t* want = static_cast<const uint16_t*>(to.get_data_handle());
     for (int64_t i = 0; i < b.elements(); ++i)
       ASSERT_EQ(got[i], want[i]) << (transposed ? "W^T" : "W") << " copy, element " << i;
