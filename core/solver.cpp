@@ -5,6 +5,7 @@
 #include <cmath>
 #include <type_traits>
 
+#include "core/blob_types.h"
 #include "core/device_memory.h"
 
 namespace poseidon {
@@ -30,21 +31,21 @@ void for_each_element(int64_t n, Element element) {
   for (int64_t i = 0; i < n; ++i) element(i);
 }
 
-// Which copy rounded to bfloat16 an update writes beside the value, as a
-// template argument of the loops, so that each loop is one branch-free body.
-enum class Rounded { none, floats, bits };
+// Which copy rounded to bfloat16 an update loop writes beside the value, as
+// a template argument of the loops, so that each loop is one branch-free
+// body. The bfloat16 bits are written in a pass of their own after the loop
+// (update_block), vectorised where the loop's rounding would not be.
+enum class Rounded { none, floats };
 
 template <Rounded R>
 inline void store_rounded(const RoundedOut& out, const float* w, int64_t i) {
   if constexpr (R == Rounded::floats) out.floats[i] = from_bf16(to_bf16(w[i]));
-  if constexpr (R == Rounded::bits) out.bits[i] = to_bf16(w[i]);
 }
 
 // Calls loop(std::integral_constant<Rounded, ...>) for the copy `out` names.
 template <class Loop>
 void with_rounded(const RoundedOut& out, Loop loop) {
   if (out.floats) return loop(std::integral_constant<Rounded, Rounded::floats>{});
-  if (out.bits) return loop(std::integral_constant<Rounded, Rounded::bits>{});
   loop(std::integral_constant<Rounded, Rounded::none>{});
 }
 
@@ -292,6 +293,7 @@ void Solver::update_block(float* w, const float* g, float* state, int64_t n, flo
       }
     }
   });
+  if (rounded.bits) round_into_bf16(w, rounded.bits, n);
 }
 
 }  // namespace poseidon
