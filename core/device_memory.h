@@ -7,6 +7,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -74,31 +75,41 @@ void gpu_solver_update(const Device& device, const UpdateStep& step, float* valu
                        size_t count);
 
 // Numbers the host works out for each step and kernels read from GPU memory
-// (the update's table): the host writes them into pinned memory and one
-// copy on the compute stream takes them to a GPU buffer whose address never
-// changes, so the launches that read it keep their arguments from step to
-// step (what a CUDA graph replays). The pinned side has four slots used in
-// turn (a step may send several times: an update per all-reduced bucket):
-// one is written again only once the copy sent from it four sends before
-// has run (in a steady state long since: like the Uploader's, that wait for
-// an earlier step's pinned copy is not counted as a host wait).
+// (the update's table, dropout's draw): send() copies them into pinned
+// memory and one copy on the compute stream takes them to a GPU buffer
+// whose address never changes, so the launches that read it keep their
+// arguments from step to step (what a CUDA graph replays). The pinned side
+// has four slots used in turn (a step may send several times: an update per
+// all-reduced bucket): one is written again only once the copy sent from
+// it four sends before has run (in a steady state long since: like the
+// Uploader's, that wait for an earlier step's pinned copy is not counted as
+// a host wait). While a step is captured (core/step_recording.h) the copy
+// is kept out of the graph and recorded instead: sent before the launch of
+// the captured step, and before each later launch `refill` first writes
+// that step's numbers into the slot (drawing, counting: the host work a
+// replay would otherwise skip).
 class StepUpload {
  public:
+  using Refill = std::function<void(void* slot)>;
   StepUpload(const Device& device, size_t bytes);
   ~StepUpload();
   StepUpload(const StepUpload&) = delete;
   StepUpload& operator=(const StepUpload&) = delete;
   const Device& device() const { return device_; }
   size_t bytes() const { return bytes_; }
-  // The pinned slot to fill before the next send().
-  void* next();
-  // Queues the copy of that slot to target(), behind the compute stream's work so far.
-  void send();
+  // Queues the copy of `bytes` (at most bytes()) bytes of `data` to
+  // target(), behind the compute stream's work so far; `refill` writes as
+  // many.
+  void send(const void* data, size_t bytes, Refill refill);
   // The GPU buffer the kernels read.
   const void* target() const;
 
  private:
   struct Slots;
+  // The next pinned slot, once the copy sent from it before has run.
+  void* next_slot();
+  // Queues the copy of `bytes` of the slot next_slot() gave.
+  void send_slot(size_t bytes);
   Device device_;
   size_t bytes_;
   std::unique_ptr<Slots> slots_;
@@ -108,8 +119,10 @@ class StepUpload {
 // update_groups.h), sent to the GPU through `upload` (at least count
 // slices large), in one launch; nothing changes where `rejected` (GPU
 // memory, may be null) holds a non-zero value when the launch runs (the
-// finite guard: core/step_gate.h).
-void gpu_update_table(StepUpload& upload, const UpdateSlice* table, int count, const float* rejected = nullptr);
+// finite guard: core/step_gate.h). `refill` writes a later step's table
+// into a slot where the step is captured (StepUpload).
+void gpu_update_table(StepUpload& upload, const UpdateSlice* table, int count, const float* rejected = nullptr,
+                      StepUpload::Refill refill = {});
 // The finite guard's pass over a step (core/gate_scan.h), one launch.
 void gpu_gate_scan(const Device& device, const GateScan& scan, float* gate);
 

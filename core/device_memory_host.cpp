@@ -103,10 +103,11 @@ StepUpload::StepUpload(const Device& device, size_t bytes) : device_(device), by
   require(Device::cuda(device.index));
 }
 StepUpload::~StepUpload() = default;
-void* StepUpload::next() { return nullptr; }
-void StepUpload::send() {}
+void* StepUpload::next_slot() { return nullptr; }
+void StepUpload::send_slot(size_t) {}
+void StepUpload::send(const void*, size_t, Refill) {}
 const void* StepUpload::target() const { return nullptr; }
-void gpu_update_table(StepUpload& upload, const UpdateSlice*, int, const float*) {
+void gpu_update_table(StepUpload& upload, const UpdateSlice*, int, const float*, StepUpload::Refill) {
   require(Device::cuda(upload.device().index));
 }
 

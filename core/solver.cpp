@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <type_traits>
 
 #include "core/blob_types.h"
@@ -202,7 +203,12 @@ void Solver::update_all(const std::vector<Param*>& params, const float* rejected
   const size_t bytes = table_.size() * sizeof(UpdateSlice);
   if (!table_upload_ || table_upload_->bytes() < bytes || !(table_upload_->device() == device))
     table_upload_ = std::make_shared<device_memory::StepUpload>(device, bytes);
-  device_memory::gpu_update_table(*table_upload_, table_.data(), int(table_.size()), rejected);
+  // A replay of a captured step works the table out again: the step counts
+  // and the learning rate of its own iteration (core/step_recording.h).
+  device_memory::gpu_update_table(*table_upload_, table_.data(), int(table_.size()), rejected, [this](void* slot) {
+    update_table(on_gpu_);
+    std::memcpy(slot, table_.data(), table_.size() * sizeof(UpdateSlice));
+  });
 }
 
 const std::vector<UpdateSlice>& Solver::update_table(const std::vector<Param*>& params) {

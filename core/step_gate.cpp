@@ -39,6 +39,12 @@ void StepGate::close(int slot, LocalGradSink& held) {
       held.apply_held();
     return;
   }
+  close_on_device(held);
+  closed(slot);
+}
+
+void StepGate::close_on_device(LocalGradSink& held) {
+  POSEIDON_CHECK(on_gpu_) << "a host step closes at once";
   GateScan scan;
   for (const Net::LossTerm& t : terms_) scan.terms[scan.count++] = t.value->data();
   scan.grads = net_.flat_grads().data();
@@ -46,6 +52,9 @@ void StepGate::close(int slot, LocalGradSink& held) {
   device_memory::gpu_gate_scan(net_.device(), scan, gate_.data());
   updated_ = held.held();  // reuses its capacity
   held.apply_held(gate_.data() + scan.count);
+}
+
+void StepGate::closed(int slot) {
   readback_->fetch(slot, gate_.data());
   closed_as_[slot] = closed_++;
 }

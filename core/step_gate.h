@@ -30,6 +30,11 @@ class StepGate {
   // After the backward of the step numbered `slot` (0 or 1: the trainer
   // alternates), whose updates `held` holds.
   void close(int slot, LocalGradSink& held);
+  // close() on a GPU in its two halves, for a step captured as a CUDA graph
+  // (core/graphed_step.h): the scan and the updates, which the graph holds,
+  // then the readback into `slot` and the count, which follow each launch.
+  void close_on_device(LocalGradSink& held);
+  void closed(int slot);
 
   struct Reading {
     float loss = 0;      // Net::forward's result for the step

@@ -61,8 +61,12 @@ class DropoutCudaLayer : public DropoutLayer {
     }
     if (!seed_upload_) seed_upload_ = std::make_unique<device_memory::StepUpload>(ctx.device, sizeof(uint64_t));
     const uint64_t seed = draw_seed(ctx);
-    std::memcpy(seed_upload_->next(), &seed, sizeof(seed));
-    seed_upload_->send();
+    // A replay of a captured step draws again, from the same generator.
+    seed_upload_->send(&seed, sizeof(seed), [this, rng = ctx.rng](void* slot) {
+      RunContext draw{Phase::train, rng, Device{}};
+      const uint64_t again = draw_seed(draw);
+      std::memcpy(slot, &again, sizeof(again));
+    });
     mask_args_ = {static_cast<const uint64_t*>(seed_upload_->target()), dropout_mask::drop_threshold(ratio_),
                   mask_scale()};
     const size_t n = io.in[0]->numel();

@@ -19,7 +19,10 @@
 # batches through pinned double buffers, and a steady-state iteration counted
 # to make no host wait and no GPU memory request; training resumed from a
 # checkpoint bit for bit equal to training straight through, in float32 and
-# bf16), times vgg19, vgg19_22k and
+# bf16; the training step captured as a CUDA graph and replayed bit for bit
+# equal to plain steps, in float32 and bf16, and a capture made to fail
+# falling back to plain steps (core_tests' CudaGraphedStep.* and
+# CudaStepGraph.*, tools_tests' CudaGraphRun.*)), times vgg19, vgg19_22k and
 # inception_v3 training steps at batch 32 on the GPU beside PyTorch's on the
 # same GPU (when python3 has torch with CUDA), in float32 with TF32 off on
 # both sides (ours with cuDNN's deterministic backward algorithms, then with
@@ -133,7 +136,7 @@ for wheel in $(python3 -c "import nvidia; print(' '.join(nvidia.__path__))" 2>/d
   done
 done
 for spec in "core_tests:Cuda*" "layers_tests:CudaLayers.*:CudaDropout.*:*GpuMatchesCpu*:GpuBf16.*:GpuBf16Blobs.*" \
-    "tools_tests:InfoVerb*:Plugin.CpuOnlyLayerTrainsInAGpuNet:CudaLateRead.*:CudaResume.*" "dist_tests:Cuda*" "data_tests:Nvjpeg*:EncodedFixture.GpuFeed*"; do
+    "tools_tests:InfoVerb*:Plugin.CpuOnlyLayerTrainsInAGpuNet:CudaLateRead.*:CudaResume.*:CudaGraphRun.*" "dist_tests:Cuda*" "data_tests:Nvjpeg*:EncodedFixture.GpuFeed*"; do
   binary=${spec%%:*}
   filter=${spec#*:}
   "$root/tools/gtest_isolated.sh" "$tests/$binary" "$filter" "$out/$binary.log" 120 "$tests_deadline" |

@@ -38,6 +38,10 @@ Context::Context(int device) : device_(device), allocator_(device) {
   deterministic_ = !(fastest && std::string(fastest) == "1");
   POSEIDON_CUBLAS_CHECK(cublasCreate(&cublas_));
   POSEIDON_CUBLAS_CHECK(cublasSetStream(cublas_, compute_));
+  // A workspace of our own, set after the stream (which resets it): cuBLAS
+  // otherwise takes its own, which it may not do inside a captured step.
+  POSEIDON_CUDA_CHECK(cudaMalloc(&cublas_workspace_, kCublasWorkspace));
+  POSEIDON_CUBLAS_CHECK(cublasSetWorkspace(cublas_, cublas_workspace_, kCublasWorkspace));
   POSEIDON_CUBLAS_CHECK(cublasSetMathMode(cublas_, cublas_math()));
 }
 
@@ -88,6 +92,7 @@ Context::~Context() {
   // are ignored.
   if (cudnn_) cudnnDestroy(cudnn_);
   if (cublas_) cublasDestroy(cublas_);
+  if (cublas_workspace_) cudaFree(cublas_workspace_);
   for (cudaStream_t s : {compute_, to_host_, to_device_})
     if (s) cudaStreamDestroy(s);
 }

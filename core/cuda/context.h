@@ -2,7 +2,7 @@
 // compute stream every layer kernel runs on, two copy streams (device to
 // host and host to device) for moving gradients and parameters while the
 // compute stream goes on, the cuBLAS and cuDNN handles bound to the compute
-// stream, a bounded cuDNN workspace, buffers for the bfloat16 copies
+// stream (cuBLAS with a fixed workspace of its own), a bounded cuDNN workspace, buffers for the bfloat16 copies
 // of a layer's operands (precision bf16), and the caching allocator. The cuDNN
 // handle is made at its first use, so that a machine whose cuDNN cannot
 // start fails only the layers that need it, with a message saying why.
@@ -90,6 +90,11 @@ class Context {
   int device_;
   cudaStream_t compute_ = nullptr, to_host_ = nullptr, to_device_ = nullptr;
   cublasHandle_t cublas_ = nullptr;
+  // cuBLAS's workspace (cublasSetWorkspace): 32 MiB, what cuBLAS asks for
+  // on Hopper (4 MiB elsewhere), fixed for the process, so that a captured
+  // step's GEMMs allocate nothing.
+  static constexpr size_t kCublasWorkspace = size_t(32) << 20;
+  void* cublas_workspace_ = nullptr;
   cudnnHandle_t cudnn_ = nullptr;
   std::mutex cudnn_mutex_;
   CachingAllocator allocator_;

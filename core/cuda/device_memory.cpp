@@ -20,6 +20,7 @@
 #include "core/cuda/context.h"
 #include "core/cuda/kernels.h"
 #include "core/error.h"
+#include "core/step_recording.h"
 
 namespace poseidon::device_memory {
 
@@ -264,7 +265,7 @@ StepUpload::~StepUpload() {
   if (slots_ && slots_->target) release(device_, slots_->target, std::max<size_t>(1, bytes_));
 }
 
-void* StepUpload::next() {
+void* StepUpload::next_slot() {
   const int i = slots_->next;
   // The copy out of this slot four sends ago has long run.
   if (slots_->pending[i]) POSEIDON_CUDA_CHECK(cudaEventSynchronize(slots_->sent[i]));
@@ -272,23 +273,45 @@ void* StepUpload::next() {
   return slots_->host[i];
 }
 
-void StepUpload::send() {
+void StepUpload::send_slot(size_t bytes) {
   const int i = slots_->next;
   cudaStream_t stream = cuda::Context::get(device_.index).compute();
-  POSEIDON_CUDA_CHECK(cudaMemcpyAsync(slots_->target, slots_->host[i], bytes_, cudaMemcpyHostToDevice, stream));
+  POSEIDON_CUDA_CHECK(cudaMemcpyAsync(slots_->target, slots_->host[i], bytes, cudaMemcpyHostToDevice, stream));
   POSEIDON_CUDA_CHECK(cudaEventRecord(slots_->sent[i], stream));
   slots_->pending[i] = true;
   slots_->next = (i + 1) % Slots::kCount;
 }
 
+void StepUpload::send(const void* data, size_t bytes, Refill refill) {
+  POSEIDON_CHECK(bytes <= bytes_) << "a send of " << bytes << " bytes through an upload of " << bytes_;
+  StepRecording* recording = StepRecording::active();
+  if (!recording) {
+    std::memcpy(next_slot(), data, bytes);
+    send_slot(bytes);
+    return;
+  }
+  POSEIDON_CHECK(refill) << "a number sent to the GPU each step has no way to be worked out again for a replay";
+  // Kept until the first launch: no pinned slot is waited for inside a capture.
+  auto captured = std::make_shared<std::vector<unsigned char>>(static_cast<const unsigned char*>(data),
+                                                                static_cast<const unsigned char*>(data) + bytes);
+  recording->before_launch([this, captured, refill = std::move(refill)](bool again) {
+    void* slot = next_slot();
+    if (again)
+      refill(slot);
+    else
+      std::memcpy(slot, captured->data(), captured->size());
+    send_slot(captured->size());
+  });
+}
+
 const void* StepUpload::target() const { return slots_->target; }
 
-void gpu_update_table(StepUpload& upload, const UpdateSlice* table, int count, const float* rejected) {
+void gpu_update_table(StepUpload& upload, const UpdateSlice* table, int count, const float* rejected,
+                      StepUpload::Refill refill) {
   if (!count) return;
   POSEIDON_CHECK(size_t(count) * sizeof(UpdateSlice) <= upload.bytes())
       << "an update table of " << count << " parameters does not fit an upload of " << upload.bytes() << " bytes";
-  std::memcpy(upload.next(), table, size_t(count) * sizeof(UpdateSlice));
-  upload.send();
+  upload.send(table, size_t(count) * sizeof(UpdateSlice), std::move(refill));
   cuda::update_table(static_cast<const UpdateSlice*>(upload.target()), count, update_total(table, count), rejected,
                      cuda::Context::get(upload.device().index).compute());
 }

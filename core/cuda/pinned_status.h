@@ -4,11 +4,13 @@
 // loss and accuracy layers' label checks, read after Net::forward has read
 // the loss). Two copies can be in flight, so that a trainer may issue the
 // next forward before it reads the previous one's (Net::check_forward).
+// The copy is never part of a captured step's graph: it follows the launch.
 #pragma once
 
 #include <cuda_runtime.h>
 
 #include "core/cuda/check.h"
+#include "core/step_recording.h"
 
 namespace poseidon::cuda {
 
@@ -27,8 +29,14 @@ class PinnedStatus {
   PinnedStatus& operator=(const PinnedStatus&) = delete;
 
   // Queues the copy of *device behind the work queued on `stream` so far.
-  // With two copies not yet taken, the older is dropped.
+  // With two copies not yet taken, the older is dropped. While a step is
+  // captured (core/step_recording.h) the copy is queued after each launch
+  // of the graph instead, outside it.
   void fetch(const T* device, cudaStream_t stream) {
+    if (StepRecording* recording = StepRecording::active()) {
+      recording->after_launch([this, device, stream] { fetch(device, stream); });
+      return;
+    }
     Slot& s = slots_[next_];
     if (!s.host) {
       POSEIDON_CUDA_CHECK(cudaMallocHost(&s.host, sizeof(T)));

@@ -41,7 +41,7 @@ void load_config_plugins(const ConfigNode& root, const std::string& file) {
 }
 
 const std::vector<std::string> kConfigKeys = {"model",  "seed",   "threads", "device", "precision",
-                                              "deterministic", "data", "solver", "train", "dist"};
+                                              "deterministic", "cuda_graph", "data", "solver", "train", "dist"};
 const std::vector<std::string> kTrainKeys = {"display",           "test_interval",    "test_iters",
                                              "snapshot_interval", "final_checkpoint", "output_dir"};
 
@@ -175,6 +175,7 @@ TrainConfig TrainConfig::load(const std::string& file, const std::vector<std::st
                          cpu_bf16_kernels());
 
   if (root.has("deterministic")) c.deterministic = root.get_bool("deterministic", true);
+  c.cuda_graph = parse_cuda_graph_mode(root.get_choice("cuda_graph", {"auto", "off"}, "auto"));
 
   ConfigNode data = root.child("data");
   check_keys_at_their_level(data, {"train", "test"}, key_paths);

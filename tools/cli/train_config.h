@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "core/capture_schedule.h"
 #include "core/config_node.h"
 #include "core/precision.h"
 #include "core/solver.h"
@@ -46,6 +47,9 @@ struct TrainConfig {
   // GPU convolutions' backward algorithms: deterministic only, or cuDNN's
   // fastest (device_memory::set_deterministic); unset: the process default.
   std::optional<bool> deterministic;
+  // Whether a GPU run's steady training steps may run as a CUDA graph
+  // (core/graphed_step.h).
+  CudaGraphMode cuda_graph = CudaGraphMode::automatic;
   DataConfig train_data;
   std::optional<DataConfig> test_data;
   SolverConfig solver;

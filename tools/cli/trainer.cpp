@@ -13,6 +13,7 @@
 #include "core/checkpoint.h"
 #include "core/device_memory.h"
 #include "core/finite_check.h"
+#include "core/graphed_step.h"
 #include "core/local_sink.h"
 #include "core/math.h"
 #include "core/model_summary.h"
@@ -406,6 +407,19 @@ EvalResult Trainer::run() {
   const bool read_late = hold_updates && train_loader_;
   std::optional<StepGate> step_gate;
   if (read_late) step_gate.emplace(*net_, *solver_);
+  // Alone on a GPU and read late, the steady steps run as a CUDA graph
+  // (core/graphed_step.h); the log says why not where they cannot.
+  CaptureFacts capture_facts = net_capture_facts(*net_, config_.cuda_graph);
+  capture_facts.distributed = session_ != nullptr;
+  capture_facts.emulated = emulated_.has_value();
+  capture_facts.traced = traced.has_value();
+  capture_facts.reads_late = read_late;
+  const bool graphed_steps = why_uncaptured(capture_facts).empty();
+  GraphedStep graphed(config_.device, capture_facts, {&rng_, solver_.get(), &local_sink});
+  auto note_graph = [&] {
+    if (const std::string note = graphed.take_note(); !note.empty()) progress.note(note);
+  };
+  note_graph();
   // An error in the data of iteration `s`, named as such.
   auto data_error = [&](const Step& s, const Error& e) {
     return Error(config_.file + ": iteration " + std::to_string(s.iter + 1) + " (epoch " + std::to_string(s.epoch) +
@@ -434,7 +448,13 @@ EvalResult Trainer::run() {
     s.lr = config_.solver.lr.at(k);
     RunContext ctx{Phase::train, &rng_, config_.device};
     try {
-      if (read_late) {
+      if (graphed_steps) {
+        graphed.run([&] {
+          net_->run_forward(ctx, gate);
+          net_->backward(ctx, sink);
+          step_gate->close_on_device(local_sink);
+        });
+      } else if (read_late) {
         net_->run_forward(ctx, gate);
         net_->backward(ctx, sink);
       } else if (std::isfinite(s.loss = net_->forward(ctx, gate))) {
@@ -448,7 +468,10 @@ EvalResult Trainer::run() {
     } catch (const Error& e) {
       throw data_error(s, e);
     }
-    if (read_late) {
+    if (graphed_steps) {
+      step_gate->closed(k % 2);
+      note_graph();
+    } else if (read_late) {
       on_lane(dist::Timeline::update, "update", [&] { step_gate->close(k % 2, local_sink); });
     } else {
       s.finite = std::isfinite(s.loss) && !s.bad_gradient;
@@ -517,7 +540,10 @@ EvalResult Trainer::run() {
       }
       write_log(record);
     }
-    if (s.test) run_test();
+    if (s.test) {
+      run_test();
+      graphed.restart();  // the test may have moved the blobs (another batch)
+    }
     if (s.snapshot && iter_ < max_iter) checkpoint("iter_" + std::to_string(iter_));
     // A signal (catch_stop_signals) stops every rank here together, with one
     // checkpoint. Read late, an iteration saw it as it was issued: one
