@@ -2,8 +2,10 @@
 // fc on the CPU multiplies its weight rounded to bfloat16 while the master
 // weight stays float32 in the Net's flat buffer; rather than each forward
 // rounding the weight again, the Solver's update writes the rounded copy
-// element by element right after the new float32 value (write_rounded in
-// core/update_rules.h), and the layer reads it.
+// right after the new float32 value (write_rounded in core/update_rules.h;
+// on the CPU bfloat16 bits in a vectorised pass after the update's loop),
+// and the layer reads it: oneDNN's bfloat16 kernels the bits, float32
+// kernels the rounded floats.
 //
 // A copy is trusted for one forward: the update that writes it marks it
 // current, and the forward that reads it (read_rounded) clears the mark, so
