@@ -56,9 +56,9 @@ constexpr int kIterations = 20;
 ConfigNode model_config(const std::string& model) {
   if (model == "lenet") return ConfigNode::load_file(POSEIDON_SOURCE_DIR "/models/lenet.yaml");
   ConfigNode vgg = ConfigNode::load_file(POSEIDON_SOURCE_DIR "/models/vgg19_22k.yaml");
-  vgg.apply_overrides({"vars.size=32", "vars.num_classes=10", "vars.dropout=0", "layers.0.out=8", "layers.1.out=8",
-                       "layers.2.out=16", "layers.3.out=16", "layers.4.out=16", "layers.6.num_output=32",
-                       "layers.9.num_output=32", "blocks.conv_relu.layers.0.weight_init={type: msra}",
+  vgg.apply_overrides({"vars.size=32", "vars.num_classes=10", "vars.dropout=0", "vars.width=8", "vars.hidden=32",
+                       "layers.1.out=8", "layers.2.out=16", "layers.3.out=16", "layers.4.out=16",
+                       "blocks.conv_relu.layers.0.weight_init={type: msra}",
                        "layers.6.weight_init={type: msra}", "layers.9.weight_init={type: msra}"});
   return vgg;
 }
