@@ -12,15 +12,10 @@ Usage: bench/flop_ratio_profile.py PROFILE.json CONFIG.yaml OUT.json
 import argparse
 import json
 import os
-import subprocess
 import sys
 
-
-def summary(poseidon, config, sets):
-    args = [poseidon, "summary", config, "--batch", "1", "--json"]
-    for kv in sets:
-        args += ["--set", kv]
-    return json.loads(subprocess.run(args, check=True, capture_output=True, text=True).stdout)
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tools"))
+from make_profile import summary_at_batch_1  # noqa: E402
 
 
 def main():
@@ -33,8 +28,8 @@ def main():
     p.add_argument("--poseidon", default=os.path.join(root, "build", "poseidon"), help="the poseidon binary")
     args = p.parse_args()
 
-    full = summary(args.poseidon, args.config, [])
-    variant = summary(args.poseidon, args.config, args.sets)
+    full = summary_at_batch_1(args.poseidon, args.config)
+    variant = summary_at_batch_1(args.poseidon, args.config, args.sets)
     full_flops = {l["name"]: l["flops"] for l in full["layers"]}
     variant_flops = {l["name"]: l["flops"] for l in variant["layers"]}
     with open(args.profile) as f:

@@ -47,6 +47,9 @@ class GraphedStep {
   // The net's buffers moved (reshaped for a test at another batch): the
   // graph is discarded and captured again after a warm-up.
   void restart();
+  // Whether the steps may be captured (why_uncaptured found nothing): only
+  // then do they go through run(), plain ones included.
+  bool captures() const { return graph_.has_value(); }
   // How the last step ran.
   StepMode last_mode() const { return last_; }
   // A line for the log when something worth saying happened (steps left

@@ -32,12 +32,18 @@ import subprocess
 import sys
 
 
+def summary_at_batch_1(poseidon, model, sets=()):
+    """`poseidon summary --json` of a model (with --set overrides) at batch 1:
+    FLOPs grow linearly with the batch, and batch 1 builds the model without
+    its batch-32 activations."""
+    args = [poseidon, "summary", model, "--batch", "1", "--json"]
+    for kv in sets:
+        args += ["--set", kv]
+    return json.loads(subprocess.run(args, check=True, capture_output=True, text=True).stdout)
+
+
 def layer_flops(poseidon, model, batch):
-    # FLOPs grow linearly with the batch: ask at batch 1, which builds the
-    # model without its batch-32 activations.
-    out = subprocess.run([poseidon, "summary", model, "--batch", "1", "--json"],
-                         check=True, capture_output=True, text=True).stdout
-    summary = json.loads(out)
+    summary = summary_at_batch_1(poseidon, model)
     layers = [(l["name"], l["type"], l["flops"] * batch) for l in summary["layers"]]
     return summary["model"], summary["total_params"], layers
 

@@ -7,54 +7,19 @@
 // tools/gpu_check.sh and skip without a GPU.
 #include <gtest/gtest.h>
 
-#include <cstring>
-
-#include "core/safetensors.h"
 #include "gpu_required.h"
-#include "tools/cli_runner.h"
+#include "tools/tiny_bn_run.h"
 
 namespace poseidon::testing {
 namespace {
 
-constexpr const char* kModel = R"(name: tiny_graphed
-inputs: {data: [1, 28, 28], label: []}
-layers:
-  - {name: conv1, type: conv, inputs: data, num_output: 4, kernel_size: 5, stride: 2}
-  - {name: bn1, type: batch_norm}
-  - {name: relu1, type: relu}
-  - {name: pool1, type: pool, kernel_size: 2}
-  - {name: fc1, type: fc, num_output: 16}
-  - {name: drop1, type: dropout, ratio: 0.3}
-  - {name: fc2, type: fc, num_output: 10}
-  - {name: loss, type: softmax_loss, inputs: [fc2, label]}
-  - {name: accuracy, type: accuracy, inputs: [fc2, label]}
-)";
-
 std::string write_config(const TempDir& d) {
-  write_idx_dataset(d.file("img.idx"), d.file("lbl.idx"), 40, 10, 5);
-  d.write("model.yaml", kModel);
-  return d.write("config.yaml",
-                 "model: model.yaml\nseed: 7\nthreads: 1\ndata:\n  train: {source: idx, images: " + d.file("img.idx") +
-                     ", labels: " + d.file("lbl.idx") +
-                     ", batch_size: 6, shuffle: true}\n  test: {source: idx, images: " + d.file("img.idx") +
-                     ", labels: " + d.file("lbl.idx") +
-                     ", batch_size: 10}\n"
-                     "solver: {type: adamw, lr: 0.01, lr_policy: cosine, max_iter: 20}\n"
-                     "train: {display: 5, test_interval: 10, test_iters: 2}\n");
-}
-
-void expect_same_checkpoint(const std::string& a_path, const std::string& b_path) {
-  SafetensorsFile a = read_safetensors(a_path);
-  SafetensorsFile b = read_safetensors(b_path);
-  EXPECT_EQ(a.metadata, b.metadata);
-  ASSERT_EQ(a.tensors.size(), b.tensors.size());
-  EXPECT_GT(a.tensors.count("bn1.running_mean"), 0u);
-  for (const auto& [name, ta] : a.tensors) {
-    ASSERT_TRUE(b.tensors.count(name)) << name;
-    const auto& tb = b.tensors.at(name);
-    ASSERT_EQ(ta.data.size(), tb.data.size()) << name;
-    EXPECT_EQ(0, std::memcmp(ta.data.data(), tb.data.data(), ta.data.size() * sizeof(float))) << name << " differs";
-  }
+  return write_tiny_bn_run(d, 7,
+                           "  test: {source: idx, images: " + d.file("img.idx") + ", labels: " + d.file("lbl.idx") +
+                               ", batch_size: 10}\n"
+                               "solver: {type: adamw, lr: 0.01, lr_policy: cosine, max_iter: 20}\n"
+                               "train: {display: 5, test_interval: 10, test_iters: 2}\n",
+                           "  - {name: accuracy, type: accuracy, inputs: [fc2, label]}\n");
 }
 
 void expect_graphed_run_equals_plain(const std::string& sets) {

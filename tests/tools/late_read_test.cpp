@@ -9,38 +9,19 @@
 // again to say where (CudaLateRead, in tools/gpu_check.sh).
 #include <gtest/gtest.h>
 
-#include <cstring>
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <regex>
 
-#include "core/safetensors.h"
 #include "gpu_required.h"
-#include "tools/cli_runner.h"
+#include "tools/tiny_bn_run.h"
 
 namespace poseidon::testing {
 namespace {
 
-constexpr const char* kModel = R"(name: tiny_bn
-inputs: {data: [1, 28, 28], label: []}
-layers:
-  - {name: conv1, type: conv, inputs: data, num_output: 4, kernel_size: 5, stride: 2}
-  - {name: bn1, type: batch_norm}
-  - {name: relu1, type: relu}
-  - {name: pool1, type: pool, kernel_size: 2}
-  - {name: fc1, type: fc, num_output: 16}
-  - {name: drop1, type: dropout, ratio: 0.3}
-  - {name: fc2, type: fc, num_output: 10}
-  - {name: loss, type: softmax_loss, inputs: [fc2, label]}
-)";
-
 std::string write_config(const TempDir& d, const std::string& solver) {
-  write_idx_dataset(d.file("img.idx"), d.file("lbl.idx"), 40, 10, 5);
-  d.write("model.yaml", kModel);
-  return d.write("config.yaml", "model: model.yaml\nseed: 4\nthreads: 1\ndata:\n  train: {source: idx, images: " +
-                                    d.file("img.idx") + ", labels: " + d.file("lbl.idx") +
-                                    ", batch_size: 6, shuffle: true}\nsolver: " + solver + "\n");
+  return write_tiny_bn_run(d, 4, "solver: " + solver + "\n");
 }
 
 // The metrics file's train records by iteration.
@@ -53,20 +34,6 @@ std::map<int64_t, nlohmann::json> train_records(const std::string& path) {
     if (r.at("type") == "train") out[r.at("iter").get<int64_t>()] = r;
   }
   return out;
-}
-
-void expect_same_checkpoint(const std::string& a_path, const std::string& b_path) {
-  SafetensorsFile a = read_safetensors(a_path);
-  SafetensorsFile b = read_safetensors(b_path);
-  EXPECT_EQ(a.metadata, b.metadata) << a_path << " and " << b_path;
-  ASSERT_EQ(a.tensors.size(), b.tensors.size());
-  EXPECT_GT(a.tensors.count("bn1.running_mean"), 0u) << "no batch norm statistics";
-  for (const auto& [name, ta] : a.tensors) {
-    ASSERT_TRUE(b.tensors.count(name)) << name;
-    const auto& tb = b.tensors.at(name);
-    ASSERT_EQ(ta.data.size(), tb.data.size()) << name;
-    EXPECT_EQ(0, std::memcmp(ta.data.data(), tb.data.data(), ta.data.size() * sizeof(float))) << name << " differs";
-  }
 }
 
 void expect_late_reads_report_as_at_once(const std::string& device) {

@@ -414,7 +414,6 @@ EvalResult Trainer::run() {
   capture_facts.emulated = emulated_.has_value();
   capture_facts.traced = traced.has_value();
   capture_facts.reads_late = read_late;
-  const bool graphed_steps = why_uncaptured(capture_facts).empty();
   GraphedStep graphed(config_.device, capture_facts, {&rng_, solver_.get(), &local_sink});
   auto note_graph = [&] {
     if (const std::string note = graphed.take_note(); !note.empty()) progress.note(note);
@@ -448,7 +447,7 @@ EvalResult Trainer::run() {
     s.lr = config_.solver.lr.at(k);
     RunContext ctx{Phase::train, &rng_, config_.device};
     try {
-      if (graphed_steps) {
+      if (graphed.captures()) {
         graphed.run([&] {
           net_->run_forward(ctx, gate);
           net_->backward(ctx, sink);
@@ -468,7 +467,7 @@ EvalResult Trainer::run() {
     } catch (const Error& e) {
       throw data_error(s, e);
     }
-    if (graphed_steps) {
+    if (graphed.captures()) {
       step_gate->closed(k % 2);
       note_graph();
     } else if (read_late) {
