@@ -24,7 +24,7 @@ std::string why_uncaptured(const CaptureFacts& f) {
   if (!f.uncapturable_layers.empty()) {
     std::string list;
     for (const std::string& l : f.uncapturable_layers) list += (list.empty() ? "" : ", ") + l;
-    return "layers that run on the host in a GPU net: " + list;
+    return "layers that cannot be captured (a CPU layer in a GPU net, or one that says so): " + list;
   }
   return "";
 }

@@ -28,7 +28,7 @@ struct CaptureFacts {
   bool emulated = false;                         // compute emulated, no real step
   bool traced = false;                           // a timeline times each layer from the host
   bool reads_late = false;                       // the finite guard reads each step after the next is issued
-  std::vector<std::string> uncapturable_layers;  // "name (type)"
+  std::vector<std::string> uncapturable_layers;  // "name (type)" of each !Layer::capturable()
 };
 
 // Empty where the steps may be captured; otherwise the reason, one line.

@@ -4,17 +4,14 @@
 #include <map>
 #include <utility>
 
-#include "core/host_fallback_layer.h"
-
 namespace poseidon {
 
 CaptureFacts net_capture_facts(const Net& net, CudaGraphMode mode) {
   CaptureFacts f;
   f.mode = mode;
   f.on_gpu = net.device().is_cuda();
-  // A CPU layer in a GPU net waits for host copies of its operands.
   for (size_t i = 0; i < net.num_layers(); ++i)
-    if (dynamic_cast<const HostFallbackLayer*>(&net.layer(i)))
+    if (!net.layer(i).capturable())
       f.uncapturable_layers.push_back(net.layer(i).name() + " (" + net.layer(i).type() + ")");
   return f;
 }

@@ -24,6 +24,8 @@ class HostFallbackLayer : public Layer {
   bool differentiable() const override { return cpu_->differentiable(); }
   std::pair<int, int> input_count() const override { return cpu_->input_count(); }
   int output_count() const override { return cpu_->output_count(); }
+  // It waits for host copies of its operands.
+  bool capturable() const override { return false; }
 
  private:
   std::unique_ptr<Layer> cpu_;

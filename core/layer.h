@@ -119,6 +119,12 @@ class Layer {
   // (the conv layer's "onednn", "winograd", ...); empty otherwise.
   // `poseidon time --json` reports it per layer.
   virtual std::string engine() const { return ""; }
+  // False for a layer whose GPU forward or backward cannot be recorded into
+  // a CUDA graph (core/graphed_step.h) and replayed: one that waits for the
+  // host, reads on the host a value that changes every step, or requests
+  // memory in a steady step. A net with such a layer runs its steps
+  // uncaptured, and the log names the layer.
+  virtual bool capturable() const { return true; }
   // Allowed input counts (min, max); -1 max means unbounded.
   virtual std::pair<int, int> input_count() const { return {1, 1}; }
   virtual int output_count() const { return 1; }

@@ -15,7 +15,7 @@ namespace poseidon {
 // The version of the layer contract (core/layer.h, core/registry.h,
 // core/tensor.h, core/config_node.h). Raised whenever a change there would
 // break a plug-in compiled against the previous headers.
-inline constexpr int kLayerAbiVersion = 2;
+inline constexpr int kLayerAbiVersion = 3;
 
 // Loads one plug-in library; loading the same file again does nothing.
 // Failures (missing file, unloadable library, no POSEIDON_PLUGIN() marker,

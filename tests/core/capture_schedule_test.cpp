@@ -52,7 +52,7 @@ TEST(CaptureEligibility, SaysWhyEachRunIsNotCaptured) {
   EXPECT_EQ(why([](CaptureFacts& f) {
               f.uncapturable_layers = {"norm1 (my_norm)", "mix (my_mix)"};
             }),
-            "layers that run on the host in a GPU net: norm1 (my_norm), mix (my_mix)");
+            "layers that cannot be captured (a CPU layer in a GPU net, or one that says so): norm1 (my_norm), mix (my_mix)");
 }
 
 std::vector<StepMode> take(CaptureSchedule& s, int n) {

@@ -8,7 +8,8 @@
 // back to plain steps and still trains bit for bit as uncaptured. The
 // graph wrapper alone replays what it captured and, for a step that
 // throws, waits or requests memory, says why, keeps no graph and leaves the
-// stream usable. Without a GPU the tests skip (gpu_required.h).
+// stream usable. Replayed steps read late make no host wait and no GPU
+// memory request (counted). Without a GPU the tests skip (gpu_required.h).
 #include "core/graphed_step.h"
 
 #include <gtest/gtest.h>
@@ -17,6 +18,7 @@
 #include <random>
 
 #include "core/device_memory.h"
+#include "core/device_pipeline.h"
 #include "core/error.h"
 #include "core/step_gate.h"
 #include "gpu_required.h"
@@ -143,6 +145,54 @@ TEST(CudaGraphedStep, AFailedCaptureFallsBackAndTrainsAsPlainSteps) {
   EXPECT_NE(failed.notes.find("the capture failed, steps run uncaptured from here: "), std::string::npos)
       << failed.notes;
   expect_same_training(plain, failed);
+}
+
+// A replayed step as the trainer runs it (each step's loss and finite flag
+// read after the next is issued) makes no host wait and no GPU memory
+// request: counted (device_memory::device_counts) over three replays.
+TEST(CudaGraphedStep, AReplayedStepNeitherWaitsNorAllocates) {
+  POSEIDON_SKIP_WITHOUT_GPU();
+  const Device gpu = Device::cuda(0);
+  Net net(ConfigNode::parse(kModel, "model.yaml"), 4, gpu);
+  net.init_params(3);
+  Solver solver(SolverConfig::parse(ConfigNode::parse("{type: adam, lr: 0.01, lr_policy: cosine, max_iter: 9}", "solver")));
+  LocalGradSink held(solver, true);
+  StepGate gate(net, solver);
+  std::mt19937_64 rng(5);
+  CaptureFacts facts = net_capture_facts(net, CudaGraphMode::automatic);
+  facts.reads_late = true;
+  GraphedStep graphed(gpu, facts, {&rng, &solver, &held});
+  Tensor data({4, 3, 8, 8}), label({4});
+  for (int64_t i = 0; i < data.numel(); ++i) data[i] = float(i % 7) - 3.f;
+  for (int64_t i = 0; i < label.numel(); ++i) label[i] = float(i % 5);
+  net.blob("data").value.copy_from(data);
+  net.blob("label").value.copy_from(label);
+  RunContext ctx{Phase::train, &rng, gpu};
+  bool all_finite = true;
+  std::vector<StepMode> modes;
+  auto step = [&](int64_t k) {
+    solver.set_iteration(k);
+    graphed.run([&] {
+      net.run_forward(ctx);
+      net.backward(ctx, held);
+      gate.close_on_device(held);
+    });
+    gate.closed(int(k % 2));
+    modes.push_back(graphed.last_mode());
+    if (k > 0) {
+      net.check_forward();
+      all_finite = all_finite && gate.read(int((k - 1) % 2)).finite;
+    }
+  };
+  for (int64_t k = 0; k < 6; ++k) step(k);
+  const device_memory::DeviceCounts before = device_memory::device_counts(gpu);
+  for (int64_t k = 6; k < 9; ++k) step(k);
+  const device_memory::DeviceCounts after = device_memory::device_counts(gpu);
+  EXPECT_EQ(modes, (std::vector<StepMode>{P, P, P, C, R, R, R, R, R})) << graphed.take_note();
+  EXPECT_EQ(after.host_waits - before.host_waits, 0) << "host waits in 3 replayed steps";
+  EXPECT_EQ(after.allocations - before.allocations, 0) << "GPU memory requests in 3 replayed steps";
+  EXPECT_EQ(after.driver_allocations - before.driver_allocations, 0) << "cudaMalloc calls in 3 replayed steps";
+  EXPECT_TRUE(all_finite);
 }
 
 TEST(CudaStepGraph, ReplaysWhatItCaptured) {
