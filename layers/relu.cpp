@@ -4,6 +4,7 @@
 #include "core/bf16.h"
 #include "core/registry.h"
 #include "layers/cpu_vector.h"
+#include "layers/relu_kernels.h"
 
 namespace poseidon {
 namespace {
@@ -22,13 +23,6 @@ POSEIDON_VECTOR_CLONES void relu_grad_range(const float* x, const float* dy, flo
     const float g = dy[i];
     dx[i] += x[i] > 0.f ? g : 0.f;
   }
-}
-
-// bfloat16 bits: positive where the sign is clear and the value is neither
-// zero nor a NaN (0x7f80 is +inf), as `x > 0` reads the float.
-inline bool bf16_positive(uint16_t h) {
-  const int16_t s = static_cast<int16_t>(h);
-  return s > 0 && s <= 0x7f80;
 }
 
 POSEIDON_VECTOR_CLONES void relu_range_bf16(const uint16_t* x, uint16_t* y, int64_t n) {

@@ -1,7 +1,6 @@
 // ReLU passes in place (see relu_kernels.h).
 #include "layers/relu_kernels.h"
 
-#include "core/bf16.h"
 #include "layers/cpu_vector.h"
 
 namespace poseidon {
@@ -29,11 +28,16 @@ void relu_grad_in_place(const float* y, float* dy, int64_t n) {
   parallel_chunks(n, [&](int64_t begin, int64_t end) { relu_grad_range_in_place(y + begin, dy + begin, end - begin); });
 }
 
+POSEIDON_VECTOR_CLONES void relu_grad_range_in_place(const uint16_t* y, uint16_t* dy, int64_t n) {
+#pragma omp simd
+  for (int64_t i = 0; i < n; ++i) {
+    const uint16_t g = dy[i];
+    dy[i] = bf16_positive(y[i]) ? g : uint16_t{0};
+  }
+}
+
 void relu_grad_in_place(const uint16_t* y, uint16_t* dy, int64_t n) {
-  parallel_chunks(n, [&](int64_t begin, int64_t end) {
-    for (int64_t i = begin; i < end; ++i)
-      if (!(from_bf16(y[i]) > 0.f)) dy[i] = 0;
-  });
+  parallel_chunks(n, [&](int64_t begin, int64_t end) { relu_grad_range_in_place(y + begin, dy + begin, end - begin); });
 }
 
 }  // namespace poseidon
