@@ -53,4 +53,8 @@ void Bf16Edges::finish_input_grad(Tensor* dx, bool overwrite_blob) const {
     add_rounded_into_bf16(dx_.data(), dx->bf16_data(), dx->numel());
 }
 
+int64_t Bf16Edges::bytes() const {
+  return static_cast<int64_t>((x_.capacity() + y_.capacity() + dy_.capacity() + dx_.capacity()) * sizeof(float));
+}
+
 }  // namespace poseidon

@@ -1,10 +1,11 @@
 // Convolution and fc under bf16 on the CPU write their outputs and input
 // gradients as bfloat16 blobs and read bfloat16 inputs and output gradients
-// as they come (core/blob_types.h), while their engines read and write
-// float32. These are the edges between the two: a bfloat16 input or output
-// gradient widened into a float32 buffer of the layer, a float32 result
-// rounded into its bfloat16 blob. On float32 blobs every call hands back the
-// blob's own memory and copies nothing.
+// as they come (core/blob_types.h), while their engines other than oneDNN's
+// bfloat16 direct convolutions (layers/conv_dnnl.h), which take the blobs as
+// they are, read and write float32. These are the edges between the two: a
+// bfloat16 input or output gradient widened into a float32 buffer of the
+// layer, a float32 result rounded into its bfloat16 blob. On float32 blobs
+// every call hands back the blob's own memory and copies nothing.
 #pragma once
 
 #include <cstdint>
@@ -35,6 +36,8 @@ class Bf16Edges {
   // unless the layer was to overwrite it (`overwrite_blob`).
   float* input_grad(Tensor* dx, bool& overwrite);
   void finish_input_grad(Tensor* dx, bool overwrite_blob) const;
+  // The bytes its float32 buffers hold.
+  int64_t bytes() const;
 
  private:
   std::vector<float> x_, y_, dy_, dx_;

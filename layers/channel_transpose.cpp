@@ -13,87 +13,123 @@ namespace poseidon {
 namespace {
 
 // Each kernel moves one channel tile of one image over all its pixels: NCHW
-// rows of `pixels` floats at `plain`, one per channel, and NHWC pixels
-// `channels` elements apart at `nhwc`.
-
-POSEIDON_AVX512 inline void store(float* dst, __m512 v) { _mm512_storeu_ps(dst, v); }
-POSEIDON_AVX512 inline void store(uint16_t* dst, __m512 v) {
-  _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst), to_bf16(v));
-}
-
-template <class Out>
-POSEIDON_AVX512 void tile16_to_nhwc(const float* plain, int64_t pixels, Out* nhwc, int64_t channels) {
-  for (int64_t p0 = 0; p0 < pixels; p0 += 16) {
-    const int64_t m = std::min<int64_t>(16, pixels - p0);
-    __m512 r[16];
-    for (int i = 0; i < 16; ++i) r[i] = _mm512_maskz_loadu_ps(first_lanes(m), plain + i * pixels + p0);
-    transpose16(r);
-    for (int64_t j = 0; j < m; ++j) store(nhwc + (p0 + j) * channels, r[j]);
-  }
-}
+// rows of `pixels` elements at `plain`, one per channel, and NHWC pixels
+// `channels` elements apart at `nhwc`. Elements travel as float32 in the
+// registers: bfloat16 ones are widened on loading and rounded on storing
+// (core/bf16.h's rounding, which gives a widened word back unchanged, a
+// signalling NaN quieted).
 
 POSEIDON_AVX512 inline __m512 load(const float* src) { return _mm512_loadu_ps(src); }
 POSEIDON_AVX512 inline __m512 load(const uint16_t* src) {
   return from_bf16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(src)));
 }
+POSEIDON_AVX512 inline void store(float* dst, __m512 v) { _mm512_storeu_ps(dst, v); }
+POSEIDON_AVX512 inline void store(uint16_t* dst, __m512 v) {
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst), to_bf16(v));
+}
 
-template <class In>
-POSEIDON_AVX512 void tile16_from_nhwc(const In* nhwc, int64_t channels, float* plain, int64_t pixels, bool add) {
+// The first m (1 to 16) elements of a plain row, zeros after them.
+POSEIDON_AVX512 inline __m512 load_row(const float* row, int64_t m) {
+  return _mm512_maskz_loadu_ps(first_lanes(m), row);
+}
+POSEIDON_AVX512 inline __m512 load_row(const uint16_t* row, int64_t m) {
+  if (m == 16) return load(row);
+  uint16_t part[16] = {};
+  std::copy_n(row, m, part);
+  return load(part);
+}
+
+// v's first m elements into a plain row, or added onto what it holds: for
+// bfloat16 the sum of the two in float32, rounded once (as
+// add_rounded_into_bf16 adds).
+POSEIDON_AVX512 inline void store_row(float* row, __m512 v, int64_t m, bool add) {
+  const __mmask16 valid = first_lanes(m);
+  _mm512_mask_storeu_ps(row, valid, add ? _mm512_add_ps(v, _mm512_maskz_loadu_ps(valid, row)) : v);
+}
+POSEIDON_AVX512 inline void store_row(uint16_t* row, __m512 v, int64_t m, bool add) {
+  if (add) v = _mm512_add_ps(load_row(row, m), v);
+  if (m == 16) return store(row, v);
+  uint16_t part[16];
+  store(part, v);
+  std::copy_n(part, m, row);
+}
+
+template <class In, class Out>
+POSEIDON_AVX512 void tile16_to_nhwc(const In* plain, int64_t pixels, Out* nhwc, int64_t channels) {
+  for (int64_t p0 = 0; p0 < pixels; p0 += 16) {
+    const int64_t m = std::min<int64_t>(16, pixels - p0);
+    __m512 r[16];
+    for (int i = 0; i < 16; ++i) r[i] = load_row(plain + i * pixels + p0, m);
+    transpose16(r);
+    for (int64_t j = 0; j < m; ++j) store(nhwc + (p0 + j) * channels, r[j]);
+  }
+}
+
+template <class In, class Out>
+POSEIDON_AVX512 void tile16_from_nhwc(const In* nhwc, int64_t channels, Out* plain, int64_t pixels, bool add) {
   for (int64_t p0 = 0; p0 < pixels; p0 += 16) {
     const int64_t m = std::min<int64_t>(16, pixels - p0);
     __m512 r[16];
     for (int64_t j = 0; j < 16; ++j) r[j] = j < m ? load(nhwc + (p0 + j) * channels) : _mm512_setzero_ps();
     transpose16(r);
-    for (int i = 0; i < 16; ++i) {
-      float* row = plain + i * pixels + p0;
-      const __m512 v = add ? _mm512_add_ps(r[i], _mm512_maskz_loadu_ps(first_lanes(m), row)) : r[i];
-      _mm512_mask_storeu_ps(row, first_lanes(m), v);
-    }
+    for (int i = 0; i < 16; ++i) store_row(plain + i * pixels + p0, r[i], m, add);
   }
 }
 
 // The same in 8-channel tiles of 256-bit registers. Masked loads and stores
 // serve only the last, partial tile of pixels: AMD's cores run vmaskmovps
 // stores as microcode, several times slower than plain ones.
+POSEIDON_AVX2 inline __m256 load8(const float* src) { return _mm256_loadu_ps(src); }
+POSEIDON_AVX2 inline __m256 load8(const uint16_t* src) {
+  return from_bf16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(src)));
+}
 POSEIDON_AVX2 inline void store(float* dst, __m256 v) { _mm256_storeu_ps(dst, v); }
 POSEIDON_AVX2 inline void store(uint16_t* dst, __m256 v) {
   _mm_storeu_si128(reinterpret_cast<__m128i*>(dst), to_bf16(v));
 }
 
-template <class Out>
-POSEIDON_AVX2 void tile8_to_nhwc(const float* plain, int64_t pixels, Out* nhwc, int64_t channels) {
+POSEIDON_AVX2 inline __m256 load_row8(const float* row, int64_t m) {
+  return m == 8 ? _mm256_loadu_ps(row) : _mm256_maskload_ps(row, first_lanes8(m));
+}
+POSEIDON_AVX2 inline __m256 load_row8(const uint16_t* row, int64_t m) {
+  if (m == 8) return load8(row);
+  uint16_t part[8] = {};
+  std::copy_n(row, m, part);
+  return load8(part);
+}
+
+POSEIDON_AVX2 inline void store_row8(float* row, __m256 v, int64_t m, bool add) {
+  if (m == 8) return _mm256_storeu_ps(row, add ? _mm256_add_ps(v, _mm256_loadu_ps(row)) : v);
+  const __m256i valid = first_lanes8(m);
+  _mm256_maskstore_ps(row, valid, add ? _mm256_add_ps(v, _mm256_maskload_ps(row, valid)) : v);
+}
+POSEIDON_AVX2 inline void store_row8(uint16_t* row, __m256 v, int64_t m, bool add) {
+  if (add) v = _mm256_add_ps(load_row8(row, m), v);
+  if (m == 8) return store(row, v);
+  uint16_t part[8];
+  store(part, v);
+  std::copy_n(part, m, row);
+}
+
+template <class In, class Out>
+POSEIDON_AVX2 void tile8_to_nhwc(const In* plain, int64_t pixels, Out* nhwc, int64_t channels) {
   for (int64_t p0 = 0; p0 < pixels; p0 += 8) {
     const int64_t m = std::min<int64_t>(8, pixels - p0);
     __m256 r[8];
-    for (int i = 0; i < 8; ++i) {
-      const float* row = plain + i * pixels + p0;
-      r[i] = m == 8 ? _mm256_loadu_ps(row) : _mm256_maskload_ps(row, first_lanes8(m));
-    }
+    for (int i = 0; i < 8; ++i) r[i] = load_row8(plain + i * pixels + p0, m);
     transpose8(r);
     for (int64_t j = 0; j < m; ++j) store(nhwc + (p0 + j) * channels, r[j]);
   }
 }
 
-POSEIDON_AVX2 inline __m256 load8(const float* src) { return _mm256_loadu_ps(src); }
-POSEIDON_AVX2 inline __m256 load8(const uint16_t* src) {
-  return from_bf16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(src)));
-}
-
-template <class In>
-POSEIDON_AVX2 void tile8_from_nhwc(const In* nhwc, int64_t channels, float* plain, int64_t pixels, bool add) {
+template <class In, class Out>
+POSEIDON_AVX2 void tile8_from_nhwc(const In* nhwc, int64_t channels, Out* plain, int64_t pixels, bool add) {
   for (int64_t p0 = 0; p0 < pixels; p0 += 8) {
     const int64_t m = std::min<int64_t>(8, pixels - p0);
-    const __m256i valid = first_lanes8(m);
     __m256 r[8];
     for (int64_t j = 0; j < 8; ++j) r[j] = j < m ? load8(nhwc + (p0 + j) * channels) : _mm256_setzero_ps();
     transpose8(r);
-    for (int i = 0; i < 8; ++i) {
-      float* row = plain + i * pixels + p0;
-      if (m == 8)
-        _mm256_storeu_ps(row, add ? _mm256_add_ps(r[i], _mm256_loadu_ps(row)) : r[i]);
-      else
-        _mm256_maskstore_ps(row, valid, add ? _mm256_add_ps(r[i], _mm256_maskload_ps(row, valid)) : r[i]);
-    }
+    for (int i = 0; i < 8; ++i) store_row8(plain + i * pixels + p0, r[i], m, add);
   }
 }
 
@@ -120,8 +156,8 @@ void each_channel_tile(const NhwcShape& l, int64_t width, Move move) {
       move((n * l.channels + t * width) * l.pixels, n * l.channels * l.pixels + t * width);
 }
 
-template <class Out>
-void to_nhwc(const float* src, const NhwcShape& l, Out* dst) {
+template <class In, class Out>
+void to_nhwc(const In* src, const NhwcShape& l, Out* dst) {
   if (sixteen_channel_tiles(l))
     each_channel_tile(
         l, 16, [&](int64_t plain, int64_t nhwc) { tile16_to_nhwc(src + plain, l.pixels, dst + nhwc, l.channels); });
@@ -130,8 +166,8 @@ void to_nhwc(const float* src, const NhwcShape& l, Out* dst) {
         l, 8, [&](int64_t plain, int64_t nhwc) { tile8_to_nhwc(src + plain, l.pixels, dst + nhwc, l.channels); });
 }
 
-template <class In>
-void from_nhwc(const In* src, const NhwcShape& l, float* dst, bool add) {
+template <class In, class Out>
+void from_nhwc(const In* src, const NhwcShape& l, Out* dst, bool add) {
   if (sixteen_channel_tiles(l))
     each_channel_tile(l, 16, [&](int64_t plain, int64_t nhwc) {
       tile16_from_nhwc(src + nhwc, l.channels, dst + plain, l.pixels, add);
@@ -158,6 +194,12 @@ void nhwc_bf16_to_nchw(const uint16_t* src, const NhwcShape& shape, float* dst, 
   from_nhwc(src, shape, dst, add);
 }
 
+void nchw_bf16_to_nhwc_bf16(const uint16_t* src, const NhwcShape& shape, uint16_t* dst) { to_nhwc(src, shape, dst); }
+
+void nhwc_bf16_to_nchw_bf16(const uint16_t* src, const NhwcShape& shape, uint16_t* dst, bool add) {
+  from_nhwc(src, shape, dst, add);
+}
+
 #else
 
 // Elsewhere no layout is supported, so the callers keep oneDNN's reorders.
@@ -166,6 +208,8 @@ void nchw_to_nhwc(const float*, const NhwcShape&, float*) {}
 void nchw_to_nhwc_bf16(const float*, const NhwcShape&, uint16_t*) {}
 void nhwc_to_nchw(const float*, const NhwcShape&, float*, bool) {}
 void nhwc_bf16_to_nchw(const uint16_t*, const NhwcShape&, float*, bool) {}
+void nchw_bf16_to_nhwc_bf16(const uint16_t*, const NhwcShape&, uint16_t*) {}
+void nhwc_bf16_to_nchw_bf16(const uint16_t*, const NhwcShape&, uint16_t*, bool) {}
 
 #endif
 

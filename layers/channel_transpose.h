@@ -31,4 +31,11 @@ void nchw_to_nhwc_bf16(const float* src, const NhwcShape& shape, uint16_t* dst);
 void nhwc_to_nchw(const float* src, const NhwcShape& shape, float* dst, bool add);
 void nhwc_bf16_to_nchw(const uint16_t* src, const NhwcShape& shape, float* dst, bool add);
 
+// The same between bfloat16 tensors (the conv layer's bfloat16 blobs): words
+// move unchanged (a signalling NaN comes out quiet), and an addition onto dst
+// takes each sum in float32 and rounds it once, as add_rounded_into_bf16
+// (core/blob_types.h) does.
+void nchw_bf16_to_nhwc_bf16(const uint16_t* src, const NhwcShape& shape, uint16_t* dst);
+void nhwc_bf16_to_nchw_bf16(const uint16_t* src, const NhwcShape& shape, uint16_t* dst, bool add);
+
 }  // namespace poseidon

@@ -122,7 +122,7 @@ void ConvLayer::prepare_cpu_engine() {
   dnnl_.reset();  // before its replacement is made: both may be large
   winograd_.reset();
   subsampled_ = false;
-  native_bf16_ = false;
+  native_bf16_ = direct_bf16_ = false;
   if (uses_winograd()) {
     winograd_ = std::make_unique<WinogradConv>(WinogradShape{.batch = batch_,
                                                              .in_channels = geom_.channels,
@@ -149,12 +149,17 @@ void ConvLayer::prepare_cpu_engine() {
     // (dnnl_runs_bf16_kernels); where those for the shape are reference
     // loops, its float32 kernels run instead.
     shape.bf16 = precision() == Precision::bf16 && dnnl_runs_bf16_kernels();
+    // Their direct path takes the blobs as they are; subsampled pixels are
+    // a float32 copy.
+    shape.bf16_x = shape.bf16 && !subsampled_ && x_type_ == DType::bf16;
+    shape.bf16_y = shape.bf16 && !subsampled_ && y_type_ == DType::bf16;
     dnnl_ = DnnlConv::create(shape);
     if (!dnnl_ && shape.bf16) {
-      shape.bf16 = false;
+      shape.bf16 = shape.bf16_x = shape.bf16_y = false;
       dnnl_ = DnnlConv::create(shape);
     }
     native_bf16_ = dnnl_ && shape.bf16;
+    direct_bf16_ = native_bf16_ && !subsampled_ && !dnnl_->runs_as_matmuls();
     subsampled_ = subsampled_ && dnnl_;
   }
   // Winograd rounds x and w as it reads them; the other float32 engines
@@ -264,8 +269,32 @@ const void* ConvLayer::dnnl_weight() {
 // Backward's weight: in bf16 on oneDNN's kernels the copy forward read.
 const void* ConvLayer::rounded_or(const float* w) { return native_bf16_ ? rounded_copy(param(0)) : w; }
 
+namespace {
+
+// A blob's elements, bfloat16 or float32, for an engine that takes either.
+const void* elements(const Tensor& t) {
+  return t.dtype() == DType::bf16 ? static_cast<const void*>(t.bf16_data()) : t.data();
+}
+void* elements(Tensor& t) { return t.dtype() == DType::bf16 ? static_cast<void*>(t.bf16_data()) : t.data(); }
+
+}  // namespace
+
+void ConvLayer::follow_blob_types(const LayerIO& io) {
+  const DType x = io.in[0]->dtype(), y = io.out[0]->dtype();
+  if (!native_bf16_ || (x == x_type_ && y == y_type_)) return;
+  x_type_ = x;
+  y_type_ = y;
+  prepare_cpu_engine();
+}
+
 void ConvLayer::forward(LayerIO& io, RunContext&) {
   POSEIDON_CHECK(io.in[0]->shape() == in_shape_) << name() << ": forward before reshape";
+  follow_blob_types(io);
+  if (direct_bf16_) {
+    dnnl_->forward(elements(*io.in[0]), dnnl_weight(), has_bias_ ? param(1).value.data() : nullptr,
+                   elements(*io.out[0]));
+    return;
+  }
   float* y = edges_.output(*io.out[0]);
   const float* x = edges_.widen_input(*io.in[0]);
   const float* w = param(0).value.data();
@@ -319,6 +348,18 @@ void ConvLayer::backward(LayerIO& io, RunContext&) {
   if (relu_fused_ && io.out_grad[0]->dtype() == DType::bf16)
     relu_grad_in_place(io.out[0]->bf16_data(), const_cast<Tensor*>(io.out_grad[0])->bf16_data(),
                        io.out_grad[0]->numel());
+  if (direct_bf16_) {
+    // Backward follows a forward over the same blobs, whose types the
+    // engine was made for.
+    if (relu_fused_ && io.out_grad[0]->dtype() == DType::f32)
+      relu_grad_in_place(io.out[0]->data(), const_cast<Tensor*>(io.out_grad[0])->data(), io.out_grad[0]->numel());
+    Tensor* dx = io.in_grad[0];
+    POSEIDON_CHECK(!dx || dx->dtype() == x_type_) << name() << ": an input gradient of another type than the input";
+    dnnl_->backward(elements(*io.in[0]), rounded_copy(param(0)), elements(*io.out_grad[0]),
+                    dx ? elements(*dx) : nullptr, param(0).grad.data(), has_bias_ ? param(1).grad.data() : nullptr,
+                    io.overwrites_input_grad(0));
+    return;
+  }
   const float* x = edges_.input(*io.in[0]);
   const float* dy = edges_.widen_output_grad(*io.out_grad[0]);
   // A fused ReLU's backward turns the output gradient into the gradient at

@@ -46,8 +46,9 @@ class ConvLayer : public Layer, public ReluFusable, public BlobTypes {
   // bfloat16 convolutions. tf32 on a GPU through cuDNN's tensor-core math.
   bool supports_precision(Precision p) const override;
   // Under bf16 it reads its input as it comes and writes its output and
-  // input gradient as bfloat16 (core/blob_types.h; on the CPU through
-  // layers/bf16_edges.h).
+  // input gradient as bfloat16 (core/blob_types.h). On the CPU oneDNN's
+  // bfloat16 direct kernels read and write the blobs as they are; the other
+  // engines go through float32 copies (layers/bf16_edges.h).
   DType reads(const std::vector<DType>& in) const override {
     return precision() == Precision::bf16 ? in[0] : DType::f32;
   }
@@ -55,6 +56,9 @@ class ConvLayer : public Layer, public ReluFusable, public BlobTypes {
   // On the CPU: "onednn", "onednn matmul" (small images), "winograd",
   // "im2col" or "pointwise" (1x1 as per-image products).
   std::string engine() const override;
+  // The bytes of the float32 copies of bfloat16 blobs that the layer holds
+  // (layers/bf16_edges.h).
+  int64_t widened_bytes() const { return edges_.bytes(); }
 
  protected:
   using Hw = std::array<int64_t, 2>;
@@ -89,8 +93,15 @@ class ConvLayer : public Layer, public ReluFusable, public BlobTypes {
   enum class Engine { automatic, onednn, winograd, im2col };  // the `engine` key
   Engine engine_ = Engine::automatic;
   bool uses_winograd() const;
-  std::unique_ptr<DnnlConv> dnnl_;          // null: another engine runs
-  bool native_bf16_ = false;                // oneDNN's bfloat16 kernels run the layer
+  std::unique_ptr<DnnlConv> dnnl_;  // null: another engine runs
+  bool native_bf16_ = false;        // oneDNN's bfloat16 kernels run the layer
+  // Those kernels' direct path (no subsampling, no matrix products), which
+  // reads and writes the blobs as they are, of the types it was made for:
+  // x's (and dx's) and y's (and dy's) at the last forward, before one
+  // bfloat16. A forward on blobs of other types makes the engine anew.
+  bool direct_bf16_ = false;
+  DType x_type_ = DType::bf16, y_type_ = DType::bf16;
+  void follow_blob_types(const LayerIO& io);
   const void* dnnl_weight();
   const void* rounded_or(const float* w);
   std::unique_ptr<WinogradConv> winograd_;  // null: another engine runs

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 
+#include "core/blob_types.h"
 #include "layers/conv_few_channel_grad.h"
 #include "layers/conv_matmul.h"
 #include "layers/dnnl_support.h"
@@ -48,8 +49,13 @@ DnnlConv::DnnlConv(const DnnlConvShape& s) : shape_(s), stream_(dnnl_cpu_engine(
                                ? Dims{s.groups, s.num_output / s.groups, g.channels / s.groups, g.kernel_h, g.kernel_w}
                                : Dims{s.num_output, g.channels, g.kernel_h, g.kernel_w};
   const memory::format_tag weight_tag = grouped ? memory::format_tag::goihw : memory::format_tag::oihw;
-  const memory::desc src_plain = f32(src_dims, memory::format_tag::nchw);
-  const memory::desc dst_plain = f32(dst_dims, memory::format_tag::nchw);
+  // The caller's activations: float32, or in bf16 its bfloat16 blobs.
+  auto activation = [&](const Dims& dims, bool bf16) {
+    return memory::desc(dims, s.bf16 && bf16 ? memory::data_type::bf16 : memory::data_type::f32,
+                        memory::format_tag::nchw);
+  };
+  const memory::desc src_plain = activation(src_dims, s.bf16_x);
+  const memory::desc dst_plain = activation(dst_dims, s.bf16_y);
   // In bf16 the weight comes as its rounded copy (core/rounded_weight.h):
   // its reorder into the primitives' layout moves bfloat16 as it is.
   const memory::desc weight_plain{weight_dims, s.bf16 ? memory::data_type::bf16 : memory::data_type::f32, weight_tag};
@@ -65,8 +71,7 @@ DnnlConv::DnnlConv(const DnnlConvShape& s) : shape_(s), stream_(dnnl_cpu_engine(
   // What the primitives read and write: float32, or in precision bf16
   // bfloat16 except for the parameters' gradients (dw, db), which stay
   // float32. y and dx leave in bfloat16 as autocast's convolution returns
-  // them, and are widened back on their way into the layer's tensors: the
-  // primitive writes half the bytes and the widening reads half.
+  // them, into the layer's tensors as they are or widened for float32 ones.
   const memory::data_type read = s.bf16 ? memory::data_type::bf16 : memory::data_type::f32;
   const memory::desc src_any{src_dims, read, any}, weight_any{weight_dims, read, any}, dy_any{dst_dims, read, any};
 
@@ -163,6 +168,12 @@ DnnlConv::Operand DnnlConv::operand(const memory::desc& plain, const memory::des
     return dnnl::reorder(pd);
   };
   dnnl::primitive_attr attr = dnnl_user_scratchpad();
+  if (flow == Flow::add_out && plain.data_type() == memory::data_type::bf16) {
+    op.rounded_add = true;
+    op.staged = blocked == plain ? op.blocked : memory(plain, dnnl_cpu_engine());
+    op.convert = make(attr);
+    return op;
+  }
   if (flow == Flow::add_out) {
     op.overwrite = make(attr);
     dnnl::post_ops sum;
@@ -253,16 +264,17 @@ void DnnlConv::run_weight_grad_matmul(float* dw) {
   run(weight_grad_matmul_, matmul_args_);
 }
 
-// Whether the operand is an NCHW float32 activation that the primitive reads
-// or writes in NHWC or in 16- or 8-channel blocks (nChw16c, nChw8c), in
-// float32 or bfloat16, and the layer's transposes cover it; if so, sets it
+// Whether the operand is an NCHW activation (float32, or bfloat16 when the
+// primitive's is) that the primitive reads or writes in NHWC or in 16- or
+// 8-channel blocks (nChw16c, nChw8c), in float32 or bfloat16, and the
+// layer's transposes cover it; if so, sets it
 // up for them. nChw16c is NHWC of 16-channel slabs: each image's block of 16
 // channels is one image of 16 channels, N * C / 16 of them (and so for 8).
 bool DnnlConv::nhwc_activation(const memory::desc& plain, const memory::desc& blocked, Flow flow, Operand& op) {
-  if (plain.dims().size() != 4 || !is_layout(plain, memory::format_tag::nchw) ||
-      plain.data_type() != memory::data_type::f32)
-    return false;
+  if (plain.dims().size() != 4 || !is_layout(plain, memory::format_tag::nchw)) return false;
   const bool bf16 = blocked.data_type() == memory::data_type::bf16;
+  const bool plain_bf16 = plain.data_type() == memory::data_type::bf16;
+  if (plain_bf16 && !bf16) return false;
   const Dims& dims = plain.dims();
   NhwcShape shape{.batch = dims[0], .channels = dims[1], .pixels = dims[2] * dims[3]};
   const int64_t block = is_layout(blocked, memory::format_tag::nChw16c)  ? 16
@@ -276,6 +288,7 @@ bool DnnlConv::nhwc_activation(const memory::desc& plain, const memory::desc& bl
   op.transposed = true;
   op.add = flow == Flow::add_out;
   op.bf16 = bf16;
+  op.plain_bf16 = plain_bf16;
   op.nhwc = shape;
   return true;
 }
@@ -286,8 +299,8 @@ bool DnnlConv::uses_reference_kernels() const {
          (!few_channel_grad_ && dnnl_is_reference(bwd_weights_pd_.impl_info_str()));
 }
 
-void DnnlConv::forward(const float* x, const void* w, const float* b, float* y) {
-  if (matmul_) return matmul_->forward(x, w, b, y);
+void DnnlConv::forward(const void* x, const void* w, const float* b, void* y) {
+  if (matmul_) return matmul_->forward(static_cast<const float*>(x), w, b, static_cast<float*>(y));
   load(src_, x);
   load(weights_, w);
   if (shape_.bias) load(bias_, b);
@@ -297,9 +310,10 @@ void DnnlConv::forward(const float* x, const void* w, const float* b, float* y) 
   stream_.wait();
 }
 
-void DnnlConv::backward(const float* x, const void* w, const float* dy, float* dx, float* dw, float* db,
+void DnnlConv::backward(const void* x, const void* w, const void* dy, void* dx, float* dw, float* db,
                         bool overwrite_dx) {
-  if (matmul_) return matmul_->backward(w, dy, dx, dw, db, overwrite_dx);
+  if (matmul_)
+    return matmul_->backward(w, static_cast<const float*>(dy), static_cast<float*>(dx), dw, db, overwrite_dx);
   // Without dx (a first layer) dy goes into blocks only for the weight gradient's primitive.
   if (dx || bwdw_shares_diff_dst_) load(diff_dst_, dy);
   if (dx) {
@@ -311,22 +325,21 @@ void DnnlConv::backward(const float* x, const void* w, const float* dy, float* d
     bind(diff_src_, dx);
     flush(diff_src_, overwrite_dx);
   }
-  if (few_channel_grad_) {
-    few_channel_grad_->run(x, dy, dw, shape_.bias ? db : nullptr);
+  if (few_channel_grad_) {  // float32 only
+    few_channel_grad_->run(static_cast<const float*>(x), static_cast<const float*>(dy), dw, shape_.bias ? db : nullptr);
     stream_.wait();
     return;
   }
   // The Layer contract runs backward after a forward over the same input, so
   // a shared layout still holds x from there.
   if (bwdw_shares_src_)
-    bind(bwdw_src_, const_cast<float*>(x));
+    bind(bwdw_src_, x);
   else
     load(bwdw_src_, x);
   if (!bwdw_shares_diff_dst_) load(bwdw_diff_dst_, dy);
   if (weight_grad_matmul_) {
     run_weight_grad_matmul(dw);
-    if (shape_.bias)
-      conv_bias_grad(dy, shape_.batch, shape_.num_output, shape_.geom.col_cols(), bias_partial_.get(), db);
+    if (shape_.bias) bias_grad(dy, db);
     stream_.wait();
     return;
   }
@@ -341,11 +354,13 @@ void DnnlConv::backward(const float* x, const void* w, const float* dy, float* d
 void DnnlConv::load(Operand& op, const void* data) {
   op.plain.set_data_handle(const_cast<void*>(data));  // inputs are only read
   if (op.transposed) {
-    const float* from = static_cast<const float*>(data);  // transposed operands are float32
-    if (op.bf16)
-      nchw_to_nhwc_bf16(from, op.nhwc, static_cast<uint16_t*>(op.blocked.get_data_handle()));
+    void* to = op.blocked.get_data_handle();
+    if (op.plain_bf16)
+      nchw_bf16_to_nhwc_bf16(static_cast<const uint16_t*>(data), op.nhwc, static_cast<uint16_t*>(to));
+    else if (op.bf16)
+      nchw_to_nhwc_bf16(static_cast<const float*>(data), op.nhwc, static_cast<uint16_t*>(to));
     else
-      nchw_to_nhwc(from, op.nhwc, static_cast<float*>(op.blocked.get_data_handle()));
+      nchw_to_nhwc(static_cast<const float*>(data), op.nhwc, static_cast<float*>(to));
     return;
   }
   if (!op.reordered) return;
@@ -358,18 +373,38 @@ void DnnlConv::bind(Operand& op, const void* data) { op.plain.set_data_handle(co
 
 void DnnlConv::flush(Operand& op, bool overwrite) {
   if (op.transposed) {
-    float* to = static_cast<float*>(op.plain.get_data_handle());
+    const void* from = op.blocked.get_data_handle();
+    void* to = op.plain.get_data_handle();
     const bool add = op.add && !overwrite;
-    if (op.bf16)
-      nhwc_bf16_to_nchw(static_cast<const uint16_t*>(op.blocked.get_data_handle()), op.nhwc, to, add);
+    if (op.plain_bf16)
+      nhwc_bf16_to_nchw_bf16(static_cast<const uint16_t*>(from), op.nhwc, static_cast<uint16_t*>(to), add);
+    else if (op.bf16)
+      nhwc_bf16_to_nchw(static_cast<const uint16_t*>(from), op.nhwc, static_cast<float*>(to), add);
     else
-      nhwc_to_nchw(static_cast<const float*>(op.blocked.get_data_handle()), op.nhwc, to, add);
+      nhwc_to_nchw(static_cast<const float*>(from), op.nhwc, static_cast<float*>(to), add);
     return;
   }
   if (!op.reordered) return;
   reorder_args_[DNNL_ARG_FROM] = op.blocked;
-  reorder_args_[DNNL_ARG_TO] = op.plain;
+  reorder_args_[DNNL_ARG_TO] = op.rounded_add && !overwrite ? op.staged : op.plain;
+  if (op.rounded_add && !overwrite) {
+    if (op.staged.get_data_handle() != op.blocked.get_data_handle()) run(op.convert, reorder_args_);
+    stream_.wait();
+    const int64_t n = static_cast<int64_t>(op.plain.get_desc().get_size() / sizeof(uint16_t));
+    add_rounded_into_bf16(static_cast<const uint16_t*>(op.staged.get_data_handle()),
+                          static_cast<uint16_t*>(op.plain.get_data_handle()), n);
+    return;
+  }
   run(overwrite && op.overwrite ? op.overwrite : op.convert, reorder_args_);
+}
+
+// db = the sum of dy over the batch and the pixels, from the caller's dy.
+void DnnlConv::bias_grad(const void* dy, float* db) {
+  const int64_t pixels = shape_.geom.col_cols();
+  if (shape_.bf16 && shape_.bf16_y)
+    conv_bias_grad(static_cast<const uint16_t*>(dy), shape_.batch, shape_.num_output, pixels, bias_partial_.get(), db);
+  else
+    conv_bias_grad(static_cast<const float*>(dy), shape_.batch, shape_.num_output, pixels, bias_partial_.get(), db);
 }
 
 void DnnlConv::run(const dnnl::primitive& p, const std::unordered_map<int, dnnl::memory>& args) {

@@ -18,10 +18,12 @@
 // as autocast's convolution returns them. The weight comes as its rounded
 // copy, which the update writes (core/rounded_weight.h), and moves into the
 // primitives' layout as it is; backward data reads forward's blocked copy
-// where the two layouts agree. The activations' moves in and out, needed in
-// float32 as well, also round or widen, so the layer's activations stay
-// float32 and the precision costs no pass of its own, while the blocked
-// copies of y and dx take half the bytes to write and to read back.
+// where the two layouts agree. The layer's activations are bfloat16 blobs
+// (core/blob_types.h), which the moves in and out read and write as they are
+// (bfloat16 transposes or reorders, no float32 copy); a float32 one, such as
+// a first layer's input, is rounded on its way in. An input gradient added
+// onto a bfloat16 one is summed in float32 and rounded once, as
+// add_rounded_into_bf16 adds.
 #pragma once
 
 #include <memory>
@@ -42,12 +44,16 @@ class FewChannelWeightGrad;
 // A convolution's full shape: one image's geometry plus the batch, the output
 // channels, the groups and whether it has a bias; whether it multiplies in
 // bfloat16 (precision bf16); and whether forward applies a fused ReLU to y.
+// In bf16, bf16_x and bf16_y say that the caller's x and dx, and its y and
+// dy, are bfloat16 tensors rather than float32 ones; a shape that runs as
+// matrix products (runs_as_matmuls) ignores them: its tensors are float32.
 struct DnnlConvShape {
   ConvGeometry geom;
   int64_t batch = 1, num_output = 1, groups = 1;
   bool bias = true;
   bool bf16 = false;
   bool relu = false;
+  bool bf16_x = false, bf16_y = false;
 };
 
 #ifdef POSEIDON_HAVE_DNNL
@@ -66,13 +72,14 @@ class DnnlConv {
 
   // y = conv(x, w) + b, or max(that, 0) with relu; b is ignored without
   // bias. w is float32, or in bf16 the weight's rounded bfloat16 copy
-  // (core/rounded_weight.h), which the primitives read as it is.
-  void forward(const float* x, const void* w, const float* b, float* y);
+  // (core/rounded_weight.h), which the primitives read as it is. x and y
+  // are float32, or bfloat16 as the shape's bf16_x and bf16_y say.
+  void forward(const void* x, const void* w, const float* b, void* y);
   // dx += conv_data_grad(dy, w) when dx is not null, or dx = that with
   // overwrite_dx; dw = conv_weight_grad(x, dy) and db = sum of dy (with bias)
-  // are overwritten. Follows a forward() over the same x, whose reordered
-  // copy it may reuse.
-  void backward(const float* x, const void* w, const float* dy, float* dx, float* dw, float* db, bool overwrite_dx);
+  // are overwritten, in float32. Follows a forward() over the same x, whose
+  // reordered copy it may reuse. dx has x's type, dy y's.
+  void backward(const void* x, const void* w, const void* dy, void* dx, float* dw, float* db, bool overwrite_dx);
 
  private:
   // A tensor as the layer holds it (plain layout; its handle is pointed at the
@@ -82,12 +89,17 @@ class DnnlConv {
   // An activation whose blocked layout is NHWC, nChw16c or nChw8c moves
   // through the layer's own transposes (channel_transpose.h) instead of
   // `convert` where they run.
+  // A bfloat16 plain tensor that a result is added onto outside the
+  // transposes takes it through `staged`, a buffer in its own layout, and
+  // add_rounded_into_bf16 (`rounded_add`): oneDNN's summing reorder need
+  // not round the sum as that does.
   struct Operand {
-    dnnl::memory plain, blocked;
+    dnnl::memory plain, blocked, staged;
     dnnl::reorder convert;
     dnnl::reorder overwrite;  // Flow::add_out: `convert` without its sum, for a plain tensor with nothing to keep
-    bool reordered = false;
+    bool reordered = false, rounded_add = false;
     bool transposed = false, add = false, bf16 = false;  // add: onto the plain tensor
+    bool plain_bf16 = false;                             // transposed: the plain tensor is bfloat16 too
     NhwcShape nhwc;
   };
   enum class Flow { in, out, add_out };  // into the primitive, out of it, or added onto the plain tensor
@@ -96,6 +108,7 @@ class DnnlConv {
   Operand operand(const dnnl::memory::desc& plain, const dnnl::memory::desc& blocked, Flow flow);
   void matmul_weight_grad(const dnnl::memory::desc& x, const dnnl::memory::desc& dy);
   void run_weight_grad_matmul(float* dw);
+  void bias_grad(const void* dy, float* db);
   bool nhwc_activation(const dnnl::memory::desc& plain, const dnnl::memory::desc& blocked, Flow flow, Operand& op);
   bool uses_reference_kernels() const;
   // Points the operand at the caller's tensor and, for an input, reorders it
@@ -160,8 +173,8 @@ class DnnlConv {
  public:
   static std::unique_ptr<DnnlConv> create(const DnnlConvShape&) { return nullptr; }
   bool runs_as_matmuls() const { return false; }
-  void forward(const float*, const void*, const float*, float*) {}
-  void backward(const float*, const void*, const float*, float*, float*, float*, bool) {}
+  void forward(const void*, const void*, const float*, void*) {}
+  void backward(const void*, const void*, const void*, void*, float*, float*, bool) {}
 };
 
 #endif  // POSEIDON_HAVE_DNNL

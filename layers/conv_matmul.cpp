@@ -88,18 +88,35 @@ void rows_to_nchw(const float* rows, int64_t batch, int64_t channels, int64_t pi
 
 }  // namespace
 
-void conv_bias_grad(const float* dy, int64_t batch, int64_t channels, int64_t pixels, float* partial, float* db) {
+namespace {
+
+float widen(float v) { return v; }
+float widen(uint16_t v) { return from_bf16(v); }
+
+// Both element types take the same float32 additions in the same order.
+template <class T>
+void sum_bias_grad(const T* dy, int64_t batch, int64_t channels, int64_t pixels, float* partial, float* db) {
   const int64_t image = channels * pixels;
-  std::copy(dy, dy + image, partial);
+  for (int64_t i = 0; i < image; ++i) partial[i] = widen(dy[i]);
   for (int64_t n = 1; n < batch; ++n) {
-    const float* src = dy + n * image;
-    for (int64_t i = 0; i < image; ++i) partial[i] += src[i];
+    const T* src = dy + n * image;
+    for (int64_t i = 0; i < image; ++i) partial[i] += widen(src[i]);
   }
   for (int64_t c = 0; c < channels; ++c) {
     float sum = 0;
     for (int64_t p = 0; p < pixels; ++p) sum += partial[c * pixels + p];
     db[c] = sum;
   }
+}
+
+}  // namespace
+
+void conv_bias_grad(const float* dy, int64_t batch, int64_t channels, int64_t pixels, float* partial, float* db) {
+  sum_bias_grad(dy, batch, channels, pixels, partial, db);
+}
+
+void conv_bias_grad(const uint16_t* dy, int64_t batch, int64_t channels, int64_t pixels, float* partial, float* db) {
+  sum_bias_grad(dy, batch, channels, pixels, partial, db);
 }
 
 // Measured on an AMX Xeon, 2 threads, batch 32, `poseidon time` per-layer

@@ -32,8 +32,10 @@ namespace poseidon {
 
 // db[c] = sum over n and p of dy[n, c, p] (NCHW, P pixels): first the images
 // summed into partial[C * P], a loop over contiguous floats the compiler
-// vectorises, then each channel's P pixels.
+// vectorises, then each channel's P pixels. A bfloat16 dy sums as its
+// widened float32 copy would, bit for bit.
 void conv_bias_grad(const float* dy, int64_t batch, int64_t channels, int64_t pixels, float* partial, float* db);
+void conv_bias_grad(const uint16_t* dy, int64_t batch, int64_t channels, int64_t pixels, float* partial, float* db);
 
 class MatmulConv {
  public:

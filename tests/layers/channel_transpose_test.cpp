@@ -2,8 +2,9 @@
 // index arithmetic, on pixel counts that leave partial tiles, several
 // channel tiles and images, channel counts that take 16-channel (AVX-512) or
 // only 8-channel (AVX2) tiles, and as the blocked layouts nChw16c and nChw8c;
-// their bfloat16 rounding (nearest even, NaN kept) against the bit rule, and
-// their widening of bfloat16 back to float32.
+// their bfloat16 rounding (nearest even, NaN kept) against the bit rule,
+// their widening of bfloat16 back to float32, and their moves between
+// bfloat16 tensors (words unchanged, sums rounded once).
 #include "layers/channel_transpose.h"
 
 #include <gtest/gtest.h>
@@ -100,6 +101,57 @@ TEST_P(NhwcTranspose, Bf16ToNchwWidensExactlyAndOverwritesOrAdds) {
       }
 }
 
+float widened(uint16_t word) {
+  const uint32_t bits = static_cast<uint32_t>(word) << 16;
+  float v;
+  std::memcpy(&v, &bits, 4);
+  return v;
+}
+
+// Bfloat16 words of random signs and exponents.
+std::vector<uint16_t> random_words(int64_t count, uint64_t seed) {
+  const std::vector<float> values = random_values(count, seed);
+  std::vector<uint16_t> words(values.size());
+  for (size_t i = 0; i < words.size(); ++i) words[i] = bf16_bits(std::ldexp(values[i], static_cast<int>(i % 9) - 4));
+  return words;
+}
+
+// Between bfloat16 tensors every word lands unchanged at its place.
+TEST_P(NhwcTranspose, Bf16ToNhwcBf16MovesEveryWord) {
+  const NhwcShape s = GetParam();
+  const std::vector<uint16_t> src = random_words(s.batch * s.channels * s.pixels, 8);
+  std::vector<uint16_t> dst(src.size(), 0xffff);
+  nchw_bf16_to_nhwc_bf16(src.data(), s, dst.data());
+  for (int64_t n = 0; n < s.batch; ++n)
+    for (int64_t c = 0; c < s.channels; ++c)
+      for (int64_t p = 0; p < s.pixels; ++p)
+        ASSERT_EQ(dst[nhwc_index(s, n, c, p)], src[nchw_index(s, n, c, p)]) << n << " " << c << " " << p;
+}
+
+// Back to NCHW: the words themselves, or the float32 sum of each with the
+// word it lands on, rounded once to nearest even (the sums of words of
+// different exponents need rounding; ties come up among them).
+TEST_P(NhwcTranspose, Bf16ToNchwBf16OverwritesOrAddsRoundedOnce) {
+  const NhwcShape s = GetParam();
+  const std::vector<uint16_t> src = random_words(s.batch * s.channels * s.pixels, 9);
+  const std::vector<uint16_t> before = random_words(src.size(), 10);
+  std::vector<uint16_t> set = before, added = before;
+  nhwc_bf16_to_nchw_bf16(src.data(), s, set.data(), false);
+  nhwc_bf16_to_nchw_bf16(src.data(), s, added.data(), true);
+  int64_t inexact = 0;
+  for (int64_t n = 0; n < s.batch; ++n)
+    for (int64_t c = 0; c < s.channels; ++c)
+      for (int64_t p = 0; p < s.pixels; ++p) {
+        const int64_t i = nchw_index(s, n, c, p);
+        const uint16_t word = src[nhwc_index(s, n, c, p)];
+        const float sum = widened(before[i]) + widened(word);
+        ASSERT_EQ(set[i], word) << n << " " << c << " " << p;
+        ASSERT_EQ(added[i], bf16_bits(sum)) << n << " " << c << " " << p;
+        inexact += widened(bf16_bits(sum)) != sum;
+      }
+  EXPECT_GT(inexact, 0) << "no sum needed rounding";
+}
+
 INSTANTIATE_TEST_SUITE_P(Shapes, NhwcTranspose,
                          ::testing::Values(NhwcShape{.batch = 1, .channels = 16, .pixels = 16},
                                            NhwcShape{.batch = 2, .channels = 32, .pixels = 9},     // one partial tile
@@ -127,10 +179,14 @@ TEST_P(NhwcTransposeBlocks, ChannelSlabsAreTheBlockedLayout) {
   if (!nhwc_transpose_supported(slabs)) GTEST_SKIP() << "no AVX2 on this CPU";
   const std::vector<float> src = random_values(plain.batch * plain.channels * plain.pixels, 5);
   std::vector<float> blocked(src.size(), -100.f), back(src.size(), -100.f);
-  std::vector<uint16_t> blocked_bf16(src.size(), 0);
+  std::vector<uint16_t> blocked_bf16(src.size(), 0), words(src.size()), blocked_words(src.size()),
+      back_words(src.size());
+  for (size_t i = 0; i < src.size(); ++i) words[i] = bf16_bits(src[i]);
   nchw_to_nhwc(src.data(), slabs, blocked.data());
   nchw_to_nhwc_bf16(src.data(), slabs, blocked_bf16.data());
   nhwc_to_nchw(blocked.data(), slabs, back.data(), false);
+  nchw_bf16_to_nhwc_bf16(words.data(), slabs, blocked_words.data());
+  nhwc_bf16_to_nchw_bf16(blocked_words.data(), slabs, back_words.data(), false);
   for (int64_t n = 0; n < plain.batch; ++n)
     for (int64_t c = 0; c < plain.channels; ++c)
       for (int64_t p = 0; p < plain.pixels; ++p) {
@@ -139,6 +195,8 @@ TEST_P(NhwcTransposeBlocks, ChannelSlabsAreTheBlockedLayout) {
         ASSERT_EQ(blocked[at], src[i]) << n << " " << c << " " << p;
         ASSERT_EQ(blocked_bf16[at], bf16_bits(src[i])) << n << " " << c << " " << p;
         ASSERT_EQ(back[i], src[i]) << n << " " << c << " " << p;
+        ASSERT_EQ(blocked_words[at], words[i]) << n << " " << c << " " << p;
+        ASSERT_EQ(back_words[i], words[i]) << n << " " << c << " " << p;
       }
 }
 
