@@ -41,4 +41,12 @@ POSEIDON_HOST_DEVICE inline uint16_t to_bf16(float x) {
 
 POSEIDON_HOST_DEVICE inline float from_bf16(uint16_t h) { return bits_float(static_cast<uint32_t>(h) << 16); }
 
+// An element of a float32 or bfloat16 (its bits) array as a float, and a
+// float result stored in the element's type, rounded once: loops written
+// once for both types.
+POSEIDON_HOST_DEVICE inline float as_float(float x) { return x; }
+POSEIDON_HOST_DEVICE inline float as_float(uint16_t h) { return from_bf16(h); }
+POSEIDON_HOST_DEVICE inline void store_float(float& to, float x) { to = x; }
+POSEIDON_HOST_DEVICE inline void store_float(uint16_t& to, float x) { to = to_bf16(x); }
+
 }  // namespace poseidon

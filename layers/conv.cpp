@@ -342,17 +342,20 @@ void ConvLayer::convolve(const float* x, const float* w, float* y) {
 }
 
 void ConvLayer::backward(LayerIO& io, RunContext&) {
-  // The fused ReLU's mask is applied to a bfloat16 output gradient in
-  // place too, as to a float32 one: a sink that forms a gradient from the
-  // blob (SFB) reads it masked.
-  if (relu_fused_ && io.out_grad[0]->dtype() == DType::bf16)
-    relu_grad_in_place(io.out[0]->bf16_data(), const_cast<Tensor*>(io.out_grad[0])->bf16_data(),
-                       io.out_grad[0]->numel());
+  // A fused ReLU's backward turns the output gradient into the gradient at
+  // the ReLU's input, in place on the blob of either type: no layer reads
+  // it after this one, and a sink that forms a gradient from the blob (SFB)
+  // reads it masked.
+  if (relu_fused_) {
+    Tensor& dy = const_cast<Tensor&>(*io.out_grad[0]);
+    if (dy.dtype() == DType::bf16)
+      relu_grad_in_place(io.out[0]->bf16_data(), dy.bf16_data(), dy.numel());
+    else
+      relu_grad_in_place(io.out[0]->data(), dy.data(), dy.numel());
+  }
   if (direct_bf16_) {
     // Backward follows a forward over the same blobs, whose types the
     // engine was made for.
-    if (relu_fused_ && io.out_grad[0]->dtype() == DType::f32)
-      relu_grad_in_place(io.out[0]->data(), const_cast<Tensor*>(io.out_grad[0])->data(), io.out_grad[0]->numel());
     Tensor* dx = io.in_grad[0];
     POSEIDON_CHECK(!dx || dx->dtype() == x_type_) << name() << ": an input gradient of another type than the input";
     dnnl_->backward(elements(*io.in[0]), rounded_copy(param(0)), elements(*io.out_grad[0]),
@@ -361,12 +364,8 @@ void ConvLayer::backward(LayerIO& io, RunContext&) {
     return;
   }
   const float* x = edges_.input(*io.in[0]);
+  // Emulated bf16 rounds dy in place: no layer reads it after this one.
   const float* dy = edges_.widen_output_grad(*io.out_grad[0]);
-  // A fused ReLU's backward turns the output gradient into the gradient at
-  // the ReLU's input, in place, and emulated bf16 rounds it in place: no
-  // layer reads it after this one.
-  if (relu_fused_)
-    relu_grad_in_place(edges_.written_output(*io.out[0]), const_cast<float*>(dy), io.out_grad[0]->numel());
   bool overwrite_dx = io.overwrites_input_grad(0);
   float* dx = edges_.input_grad(io.in_grad[0], overwrite_dx);
   backward_float32(x, dy, dx, overwrite_dx);

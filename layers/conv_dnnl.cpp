@@ -401,7 +401,7 @@ void DnnlConv::flush(Operand& op, bool overwrite) {
 // db = the sum of dy over the batch and the pixels, from the caller's dy.
 void DnnlConv::bias_grad(const void* dy, float* db) {
   const int64_t pixels = shape_.geom.col_cols();
-  if (shape_.bf16 && shape_.bf16_y)
+  if (shape_.bf16_y)
     conv_bias_grad(static_cast<const uint16_t*>(dy), shape_.batch, shape_.num_output, pixels, bias_partial_.get(), db);
   else
     conv_bias_grad(static_cast<const float*>(dy), shape_.batch, shape_.num_output, pixels, bias_partial_.get(), db);

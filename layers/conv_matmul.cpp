@@ -86,21 +86,14 @@ void rows_to_nchw(const float* rows, int64_t batch, int64_t channels, int64_t pi
     }
 }
 
-}  // namespace
-
-namespace {
-
-float widen(float v) { return v; }
-float widen(uint16_t v) { return from_bf16(v); }
-
 // Both element types take the same float32 additions in the same order.
 template <class T>
 void sum_bias_grad(const T* dy, int64_t batch, int64_t channels, int64_t pixels, float* partial, float* db) {
   const int64_t image = channels * pixels;
-  for (int64_t i = 0; i < image; ++i) partial[i] = widen(dy[i]);
+  for (int64_t i = 0; i < image; ++i) partial[i] = as_float(dy[i]);
   for (int64_t n = 1; n < batch; ++n) {
     const T* src = dy + n * image;
-    for (int64_t i = 0; i < image; ++i) partial[i] += widen(src[i]);
+    for (int64_t i = 0; i < image; ++i) partial[i] += as_float(src[i]);
   }
   for (int64_t c = 0; c < channels; ++c) {
     float sum = 0;

@@ -14,10 +14,14 @@
 
 namespace poseidon::cuda {
 
-__device__ inline float load(const float* p, size_t i) { return p[i]; }
-__device__ inline float load(const uint16_t* p, size_t i) { return from_bf16(p[i]); }
-__device__ inline void store(float* p, size_t i, float v) { p[i] = v; }
-__device__ inline void store(uint16_t* p, size_t i, float v) { p[i] = to_bf16(v); }
+template <class T>
+__device__ inline float load(const T* p, size_t i) {
+  return as_float(p[i]);
+}
+template <class T>
+__device__ inline void store(T* p, size_t i, float v) {
+  store_float(p[i], v);
+}
 
 // The elements of `t` as the pointer of its type (bfloat16 as bits).
 template <class T>
