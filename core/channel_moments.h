@@ -26,6 +26,7 @@
 #include <cmath>
 #include <cstddef>
 
+#include "core/bf16.h"
 #include "core/channel_chunks.h"
 #include "core/channel_walk.h"
 #include "core/host_device.h"
@@ -87,7 +88,9 @@ POSEIDON_HOST_DEVICE inline Moments group_moments(const float (&v)[ChannelMoment
 }
 
 // Thread t's moments of chunk k of channel c: its values' groups in turn.
-POSEIDON_HOST_DEVICE inline Moments thread_moments(const ChannelMomentsPlan& p, const float* x, size_t c, size_t k,
+// x holds float32 values or bfloat16 ones (their bits), widened as read.
+template <class T>
+POSEIDON_HOST_DEVICE inline Moments thread_moments(const ChannelMomentsPlan& p, const T* x, size_t c, size_t k,
                                                    size_t t) {
   constexpr size_t kThreads = ChannelMomentsPlan::kThreads, kGroup = ChannelMomentsPlan::kGroup;
   const size_t start = p.begin(k) + t, end = p.end(k);
@@ -100,7 +103,7 @@ POSEIDON_HOST_DEVICE inline Moments thread_moments(const ChannelMomentsPlan& p, 
     POSEIDON_MOMENTS_UNROLL
     for (size_t j = 0; j < kGroup; ++j)
       if (j < held) {
-        v[j] = x[walk.offset(c, p.channels)];
+        v[j] = as_float(x[walk.offset(c, p.channels)]);
         walk.next();
       }
     mine = merge_moments(mine, group_moments(v, held));

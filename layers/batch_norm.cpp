@@ -4,8 +4,10 @@
 #include <algorithm>
 #include <cmath>
 
+#include "core/bf16.h"
 #include "core/registry.h"
 #include "layers/cpu_vector.h"
+#include "layers/relu_kernels.h"
 
 namespace poseidon {
 
@@ -62,16 +64,18 @@ struct Block {
 
 // Asks for image n + 1's run of a block while image n's is read: the runs are
 // short and far apart, too short for the hardware prefetcher to find before
-// each ends.
-inline void prefetch_next_run(const float* run, Block b, int64_t n) {
+// each ends. One request per 64-byte line.
+template <class T>
+inline void prefetch_next_run(const T* run, Block b, int64_t n) {
   if (n + 1 >= b.batch) return;
-  for (int64_t i = 0; i < b.run(); i += 16) __builtin_prefetch(run + b.stride + i);
+  for (int64_t i = 0; i < b.run(); i += 64 / sizeof(T)) __builtin_prefetch(run + b.stride + i);
 }
 
 // The same for a run about to be written.
-inline void prefetch_next_run_for_write(float* run, Block b, int64_t n) {
+template <class T>
+inline void prefetch_next_run_for_write(T* run, Block b, int64_t n) {
   if (n + 1 >= b.batch) return;
-  for (int64_t i = 0; i < b.run(); i += 16) __builtin_prefetch(run + b.stride + i, 1);
+  for (int64_t i = 0; i < b.run(); i += 64 / sizeof(T)) __builtin_prefetch(run + b.stride + i, 1);
 }
 
 // Per channel, sums of d = x - shift[c] and of d * d in one pass, in double.
@@ -80,20 +84,20 @@ inline void prefetch_next_run_for_write(float* run, Block b, int64_t n) {
 // cancels at most a factor count of double's precision: the variance keeps
 // fp32 precision up to 1e8 values per channel, as a second, centred pass
 // would give it.
-POSEIDON_VECTOR_CLONES void block_shifted_sums(const float* x, Block b, const double* shift, double* sum,
-                                               double* squares) {
+template <class T>
+POSEIDON_VECTOR_CLONES void block_shifted_sums(const T* x, Block b, const double* shift, double* sum, double* squares) {
   std::fill(sum, sum + b.channels, 0.0);
   std::fill(squares, squares + b.channels, 0.0);
   for (int64_t n = 0; n < b.batch; ++n) {
-    const float* run = x + n * b.stride;
+    const T* run = x + n * b.stride;
     prefetch_next_run(run, b, n);
     for (int64_t c = 0; c < b.channels; ++c) {
-      const float* row = run + c * b.spatial;
+      const T* row = run + c * b.spatial;
       const double k = shift[c];
       double s1 = 0, s2 = 0;
 #pragma omp simd reduction(+ : s1, s2)
       for (int64_t s = 0; s < b.spatial; ++s) {
-        const double d = row[s] - k;
+        const double d = as_float(row[s]) - k;
         s1 += d;
         s2 += d * d;
       }
@@ -107,26 +111,28 @@ POSEIDON_VECTOR_CLONES void block_shifted_sums(const float* x, Block b, const do
 // fused (the ReLU layer's expression, so that the two agree bit for bit).
 // The mean comes off first: x - mean is exact where they are close, so a
 // channel whose mean is large next to its spread loses no digits to it, as
-// x * scale - mean * scale would.
-POSEIDON_VECTOR_CLONES void block_affine(const float* x, float* y, Block b, const float* mean, const float* scale,
+// x * scale - mean * scale would. A bfloat16 y is the float32 result
+// rounded once.
+template <class T>
+POSEIDON_VECTOR_CLONES void block_affine(const T* x, T* y, Block b, const float* mean, const float* scale,
                                          const float* shift, bool relu) {
   for (int64_t n = 0; n < b.batch; ++n) {
-    const float* in = x + n * b.stride;
-    float* out = y + n * b.stride;
+    const T* in = x + n * b.stride;
+    T* out = y + n * b.stride;
     prefetch_next_run_for_write(out, b, n);
     for (int64_t c = 0; c < b.channels; ++c) {
       const float m = mean[c], a = scale[c], k = shift[c];
-      const float* row = in + c * b.spatial;
-      float* dst = out + c * b.spatial;
+      const T* row = in + c * b.spatial;
+      T* dst = out + c * b.spatial;
       if (relu) {
 #pragma omp simd
         for (int64_t s = 0; s < b.spatial; ++s) {
-          const float v = (row[s] - m) * a + k;
-          dst[s] = v > 0.f ? v : 0.f;
+          const float v = (as_float(row[s]) - m) * a + k;
+          store_float(dst[s], v > 0.f ? v : 0.f);
         }
       } else {
 #pragma omp simd
-        for (int64_t s = 0; s < b.spatial; ++s) dst[s] = (row[s] - m) * a + k;
+        for (int64_t s = 0; s < b.spatial; ++s) store_float(dst[s], (as_float(row[s]) - m) * a + k);
       }
     }
   }
@@ -136,39 +142,38 @@ POSEIDON_VECTOR_CLONES void block_affine(const float* x, float* y, Block b, cons
 // positive, 0 elsewhere, the ReLU layer's expression (dy read either way).
 // The gradient then is the one at the ReLU's input, which the sums and the
 // input gradient read as they would read the ReLU layer's.
-POSEIDON_VECTOR_CLONES void block_relu_grad(const float* y, float* dy, Block b) {
+template <class T>
+void block_relu_grad(const T* y, T* dy, Block b) {
   for (int64_t n = 0; n < b.batch; ++n) {
-    const float* out = y + n * b.stride;
-    float* grad = dy + n * b.stride;
+    const T* out = y + n * b.stride;
+    T* grad = dy + n * b.stride;
     prefetch_next_run(out, b, n);
     prefetch_next_run_for_write(grad, b, n);
-#pragma omp simd
-    for (int64_t i = 0; i < b.run(); ++i) {
-      const float g = grad[i];
-      grad[i] = out[i] > 0.f ? g : 0.f;
-    }
+    relu_grad_range_in_place(out, grad, b.run());
   }
 }
 
 // Per channel, sums of dy and of dy * xhat, both in one pass.
-POSEIDON_VECTOR_CLONES void block_grad_sums(const float* x, const float* dy, Block b, const float* mean,
-                                            const float* inv_std, double* sum_dy, double* sum_dy_xhat) {
+template <class T>
+POSEIDON_VECTOR_CLONES void block_grad_sums(const T* x, const T* dy, Block b, const float* mean, const float* inv_std,
+                                            double* sum_dy, double* sum_dy_xhat) {
   std::fill(sum_dy, sum_dy + b.channels, 0.0);
   std::fill(sum_dy_xhat, sum_dy_xhat + b.channels, 0.0);
   for (int64_t n = 0; n < b.batch; ++n) {
-    const float* in = x + n * b.stride;
-    const float* grad = dy + n * b.stride;
+    const T* in = x + n * b.stride;
+    const T* grad = dy + n * b.stride;
     prefetch_next_run(in, b, n);
     prefetch_next_run(grad, b, n);
     for (int64_t c = 0; c < b.channels; ++c) {
-      const float* row = in + c * b.spatial;
-      const float* g = grad + c * b.spatial;
+      const T* row = in + c * b.spatial;
+      const T* g = grad + c * b.spatial;
       const float m = mean[c], is = inv_std[c];
       double s1 = 0, s2 = 0;
 #pragma omp simd reduction(+ : s1, s2)
       for (int64_t s = 0; s < b.spatial; ++s) {
-        s1 += g[s];
-        s2 += double(g[s]) * ((row[s] - m) * is);
+        const float gs = as_float(g[s]);
+        s1 += gs;
+        s2 += double(gs) * ((as_float(row[s]) - m) * is);
       }
       sum_dy[c] += s1;
       sum_dy_xhat[c] += s2;
@@ -176,26 +181,30 @@ POSEIDON_VECTOR_CLONES void block_grad_sums(const float* x, const float* dy, Blo
   }
 }
 
-// dx += g[c] * (dy - mean_dy[c] - xhat * mean_dy_xhat[c])
-POSEIDON_VECTOR_CLONES void block_input_grad(const float* x, const float* dy, float* dx, bool overwrite, Block b,
-                                             const float* mean, const float* inv_std, const float* g,
-                                             const float* mean_dy, const float* mean_dy_xhat) {
+// dx += g[c] * (dy - mean_dy[c] - xhat * mean_dy_xhat[c]), the sum taken in
+// float32 and a bfloat16 dx rounded once.
+template <class T>
+POSEIDON_VECTOR_CLONES void block_input_grad(const T* x, const T* dy, T* dx, bool overwrite, Block b, const float* mean,
+                                             const float* inv_std, const float* g, const float* mean_dy,
+                                             const float* mean_dy_xhat) {
   for (int64_t n = 0; n < b.batch; ++n) {
-    const float* in = x + n * b.stride;
-    const float* grad = dy + n * b.stride;
-    float* out = dx + n * b.stride;
+    const T* in = x + n * b.stride;
+    const T* grad = dy + n * b.stride;
+    T* out = dx + n * b.stride;
     prefetch_next_run_for_write(out, b, n);
     for (int64_t c = 0; c < b.channels; ++c) {
-      const float* row = in + c * b.spatial;
-      const float* gr = grad + c * b.spatial;
-      float* dst = out + c * b.spatial;
+      const T* row = in + c * b.spatial;
+      const T* gr = grad + c * b.spatial;
+      T* dst = out + c * b.spatial;
       const float m = mean[c], is = inv_std[c], gc = g[c], md = mean_dy[c], mdx = mean_dy_xhat[c];
       if (overwrite) {
 #pragma omp simd
-        for (int64_t s = 0; s < b.spatial; ++s) dst[s] = gc * (gr[s] - md - (row[s] - m) * is * mdx);
+        for (int64_t s = 0; s < b.spatial; ++s)
+          store_float(dst[s], gc * (as_float(gr[s]) - md - (as_float(row[s]) - m) * is * mdx));
       } else {
 #pragma omp simd
-        for (int64_t s = 0; s < b.spatial; ++s) dst[s] += gc * (gr[s] - md - (row[s] - m) * is * mdx);
+        for (int64_t s = 0; s < b.spatial; ++s)
+          store_float(dst[s], as_float(dst[s]) + gc * (as_float(gr[s]) - md - (as_float(row[s]) - m) * is * mdx));
       }
     }
   }
@@ -208,14 +217,22 @@ int64_t block_channels(int64_t spatial) { return std::max<int64_t>(1, 512 / spat
 
 // Block by block of channels: the normalisation reads the block's values
 // while they are still in cache from the pass that took its statistics, so
-// the input comes from memory once.
+// the input comes from memory once. A bfloat16 input is widened as it is
+// read and the output rounded once as it is written: the arithmetic is
+// float32's (and double's) either way.
 void BatchNormLayer::forward(LayerIO& io, RunContext& ctx) {
   const Tensor& x = *io.in[0];
   const Extent e = extent(x);
   batch_stats_ = ctx.phase == Phase::train;
   if (batch_stats_) check_batch(x, e);
-  const float* px = x.data();
-  float* py = io.out[0]->data();
+  if (x.dtype() == DType::bf16)
+    forward_blocks(x.bf16_data(), io.out[0]->bf16_data(), e);
+  else
+    forward_blocks(x.data(), io.out[0]->data(), e);
+}
+
+template <class T>
+void BatchNormLayer::forward_blocks(const T* px, T* py, const Extent& e) {
   const float* w = affine_ ? param(0).value.data() : nullptr;
   const float* b = affine_ ? param(1).value.data() : nullptr;
   float* rm = running_mean().value.data();
@@ -224,13 +241,13 @@ void BatchNormLayer::forward(LayerIO& io, RunContext& ctx) {
   const int64_t C = e.channels, per_block = block_channels(e.spatial), blocks = (C + per_block - 1) / per_block;
   double *shift = sums_.data(), *sum = shift + C, *squares = sum + C;
   float *scale = coefficients_.data(), *offset = scale + C;
-#pragma omp parallel for schedule(static) if (x.numel() > 32768)
+#pragma omp parallel for schedule(static) if (e.batch * C * e.spatial > 32768)
   for (int64_t k = 0; k < blocks; ++k) {
     const int64_t c0 = k * per_block, c1 = std::min(C, c0 + per_block);
     const Block blk{e.batch, C * e.spatial, c1 - c0, e.spatial};
-    const float* xb = px + c0 * e.spatial;
+    const T* xb = px + c0 * e.spatial;
     if (batch_stats_) {
-      for (int64_t c = c0; c < c1; ++c) shift[c] = xb[(c - c0) * e.spatial];
+      for (int64_t c = c0; c < c1; ++c) shift[c] = as_float(xb[(c - c0) * e.spatial]);
       block_shifted_sums(xb, blk, shift + c0, sum + c0, squares + c0);
     }
     for (int64_t c = c0; c < c1; ++c) {
@@ -257,24 +274,32 @@ void BatchNormLayer::forward(LayerIO& io, RunContext& ctx) {
 void BatchNormLayer::backward(LayerIO& io, RunContext&) {
   const Tensor& x = *io.in[0];
   const Extent e = extent(x);
-  const float* px = x.data();
-  const float* dy = io.out_grad[0]->data();
   // A fused ReLU's backward turns the output gradient into the gradient at
   // the ReLU's input, in place: no layer reads it after this one
   // (core/relu_fusion.h).
-  float* relu_dy = relu_fused_ ? const_cast<float*>(dy) : nullptr;
-  float* dx = io.in_grad[0] ? io.in_grad[0]->data() : nullptr;
+  Tensor& dy = const_cast<Tensor&>(*io.out_grad[0]);
+  Tensor* dx = io.in_grad[0];
+  const bool overwrite = io.overwrites_input_grad(0);
+  if (x.dtype() == DType::bf16)
+    backward_blocks(x.bf16_data(), io.out[0]->bf16_data(), dy.bf16_data(), dx ? dx->bf16_data() : nullptr, overwrite,
+                    e);
+  else
+    backward_blocks(x.data(), io.out[0]->data(), dy.data(), dx ? dx->data() : nullptr, overwrite, e);
+}
+
+template <class T>
+void BatchNormLayer::backward_blocks(const T* px, const T* py, T* dy, T* dx, bool overwrite, const Extent& e) {
   const float* w = affine_ ? param(0).value.data() : nullptr;
   float* dw = affine_ ? param(0).grad.data() : nullptr;
   float* db = affine_ ? param(1).grad.data() : nullptr;
   const int64_t C = e.channels, per_block = block_channels(e.spatial), blocks = (C + per_block - 1) / per_block;
   double *sum_dy = sums_.data(), *sum_dy_xhat = sum_dy + C;
   float *g = coefficients_.data(), *mean_dy = g + C, *mean_dy_xhat = mean_dy + C;
-#pragma omp parallel for schedule(static) if (x.numel() > 32768)
+#pragma omp parallel for schedule(static) if (e.batch * C * e.spatial > 32768)
   for (int64_t k = 0; k < blocks; ++k) {
     const int64_t c0 = k * per_block, c1 = std::min(C, c0 + per_block), off = c0 * e.spatial;
     const Block blk{e.batch, C * e.spatial, c1 - c0, e.spatial};
-    if (relu_dy) block_relu_grad(io.out[0]->data() + off, relu_dy + off, blk);
+    if (relu_fused_) block_relu_grad(py + off, dy + off, blk);
     block_grad_sums(px + off, dy + off, blk, mean_.data() + c0, inv_std_.data() + c0, sum_dy + c0, sum_dy_xhat + c0);
     for (int64_t c = c0; c < c1; ++c) {
       if (dw) dw[c] = static_cast<float>(sum_dy_xhat[c]);
@@ -286,8 +311,8 @@ void BatchNormLayer::backward(LayerIO& io, RunContext&) {
       mean_dy_xhat[c] = batch_stats_ ? static_cast<float>(sum_dy_xhat[c] / e.count) : 0.f;
     }
     if (dx)
-      block_input_grad(px + off, dy + off, dx + off, io.overwrites_input_grad(0), blk, mean_.data() + c0,
-                       inv_std_.data() + c0, g + c0, mean_dy + c0, mean_dy_xhat + c0);
+      block_input_grad(px + off, dy + off, dx + off, overwrite, blk, mean_.data() + c0, inv_std_.data() + c0, g + c0,
+                       mean_dy + c0, mean_dy_xhat + c0);
   }
 }
 

@@ -12,12 +12,15 @@
 // values, so that a few channels of many values fill the GPU as well as many
 // channels of few, the chunks then added in order; once for the input
 // gradient. As on the CPU, backward adds into the input gradient and
-// overwrites the weight and bias gradients.
+// overwrites the weight and bias gradients, and bfloat16 blobs are widened
+// as they are read and each result rounded once as it is written
+// (core/cuda/elements.cuh), the arithmetic float32's either way.
 #include <climits>
 
 #include "core/cuda/channel_moments.h"
 #include "core/cuda/check.h"
 #include "core/cuda/context.h"
+#include "core/cuda/elements.cuh"
 #include "core/error.h"
 #include "core/registry.h"
 #include "layers/batch_norm.h"
@@ -26,8 +29,8 @@ namespace poseidon {
 
 namespace {
 
-constexpr int kThreads = 256;       // per block of the per-channel sums
-constexpr int64_t kChunk = 4096;    // values of one channel a block sums, at least
+constexpr int kThreads = 256;     // per block of the per-channel sums
+constexpr int64_t kChunk = 4096;  // values of one channel a block sums, at least
 constexpr int64_t kMaxChunks = 1024;
 
 // The sum of every thread's `v` over the block, returned to all threads.
@@ -61,7 +64,8 @@ Chunks chunks_for(int64_t count) {
 }
 
 // Block (chunk, c): the partial sums of dy and of dy * xhat over the chunk.
-__global__ void gradient_partial_sums(const float* x, const float* dy, const float* mean, const float* inv_std,
+template <class T>
+__global__ void gradient_partial_sums(const T* x, const T* dy, const float* mean, const float* inv_std,
                                       int64_t channels, int64_t spatial, int64_t count, Chunks split,
                                       double* partial_dy, double* partial_dy_xhat) {
   __shared__ double scratch[kThreads];
@@ -72,8 +76,9 @@ __global__ void gradient_partial_sums(const float* x, const float* dy, const flo
   double sum_dy = 0, sum_dy_xhat = 0;
   for (int64_t i = begin + threadIdx.x; i < end; i += kThreads) {
     const int64_t k = value_index(i, c, channels, spatial);
-    sum_dy += dy[k];
-    sum_dy_xhat += double(dy[k]) * ((x[k] - m) * s);
+    const float g = cuda::load(dy, k);
+    sum_dy += g;
+    sum_dy_xhat += double(g) * ((cuda::load(x, k) - m) * s);
   }
   sum_dy = block_sum(sum_dy, scratch);
   sum_dy_xhat = block_sum(sum_dy_xhat, scratch);
@@ -114,21 +119,22 @@ __global__ void running_statistics(const float* running_mean, const float* runni
 }
 
 // y = x * scale + shift per channel; w and b are null without the affine pair.
-__global__ void normalize(const float* x, float* y, const float* mean, const float* inv_std, const float* w,
-                          const float* b, size_t n, int64_t channels, int64_t spatial) {
+template <class T>
+__global__ void normalize(const T* x, T* y, const float* mean, const float* inv_std, const float* w, const float* b,
+                          size_t n, int64_t channels, int64_t spatial) {
   for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x) {
     const int64_t c = (static_cast<int64_t>(i) / spatial) % channels;
     const float scale = inv_std[c] * (w ? w[c] : 1.f);
     const float shift = (b ? b[c] : 0.f) - mean[c] * scale;
-    y[i] = x[i] * scale + shift;
+    cuda::store(y, i, cuda::load(x, i) * scale + shift);
   }
 }
 
 // Per channel: the weight and bias gradients (dw, db may be null), and the
 // means of dy and dy * xhat that dx needs (zero with fixed statistics).
 __global__ void finish_gradients(const double* partial_dy, const double* partial_dy_xhat, int64_t channels,
-                                 int64_t count, int64_t chunks, bool batch_stats, float* dw, float* db,
-                                 float* mean_dy, float* mean_dy_xhat) {
+                                 int64_t count, int64_t chunks, bool batch_stats, float* dw, float* db, float* mean_dy,
+                                 float* mean_dy_xhat) {
   for (int64_t c = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; c < channels; c += int64_t(gridDim.x) * blockDim.x) {
     const double sum_dy = channel_total(partial_dy, c, chunks);
     const double sum_dy_xhat = channel_total(partial_dy_xhat, c, chunks);
@@ -140,15 +146,16 @@ __global__ void finish_gradients(const double* partial_dy, const double* partial
 }
 
 // dx += g * (dy - mean(dy) - xhat * mean(dy * xhat)), g = inv_std * w.
-__global__ void input_gradient(const float* x, const float* dy, float* dx, const float* mean, const float* inv_std,
-                               const float* w, const float* mean_dy, const float* mean_dy_xhat, size_t n,
-                               int64_t channels, int64_t spatial) {
+template <class T>
+__global__ void input_gradient(const T* x, const T* dy, T* dx, const float* mean, const float* inv_std, const float* w,
+                               const float* mean_dy, const float* mean_dy_xhat, size_t n, int64_t channels,
+                               int64_t spatial) {
   for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x) {
     const int64_t c = (static_cast<int64_t>(i) / spatial) % channels;
     const float s = inv_std[c];
     const float g = s * (w ? w[c] : 1.f);
-    const float xhat = (x[i] - mean[c]) * s;
-    dx[i] += g * (dy[i] - mean_dy[c] - xhat * mean_dy_xhat[c]);
+    const float xhat = (cuda::load(x, i) - mean[c]) * s;
+    cuda::store(dx, i, cuda::load(dx, i) + g * (cuda::load(dy, i) - mean_dy[c] - xhat * mean_dy_xhat[c]));
   }
 }
 
@@ -172,7 +179,9 @@ class BatchNormCudaLayer : public BatchNormLayer {
     const unsigned channel_blocks = cuda::blocks_for(e.channels);
     if (batch_stats_) {
       Moments* moments = scratch_for(e.channels, 0, ctx.device).moments;
-      cuda::channel_moments(gpu, moments, x.data(), e.batch, e.channels, e.spatial);
+      cuda::with_element_type(x.dtype(), [&](auto t) {
+        cuda::channel_moments(gpu, moments, cuda::elements<decltype(t)>(x), e.batch, e.channels, e.spatial);
+      });
       finish_statistics<<<channel_blocks, 256, 0, stream>>>(moments, e.channels, eps_, momentum_, used_mean_.data(),
                                                             used_inv_std_.data(), running_mean().value.data(),
                                                             running_var().value.data());
@@ -183,9 +192,13 @@ class BatchNormCudaLayer : public BatchNormLayer {
     POSEIDON_CUDA_CHECK_LAUNCH();
     const size_t n = x.numel();
     if (!n) return;
-    normalize<<<cuda::blocks_for(n), 256, 0, stream>>>(
-        x.data(), io.out[0]->data(), used_mean_.data(), used_inv_std_.data(), affine_ ? param(0).value.data() : nullptr,
-        affine_ ? param(1).value.data() : nullptr, n, e.channels, e.spatial);
+    cuda::with_element_type(x.dtype(), [&](auto t) {
+      using T = decltype(t);
+      normalize<<<cuda::blocks_for(n), 256, 0, stream>>>(
+          cuda::elements<T>(x), cuda::elements<T>(*io.out[0]), used_mean_.data(), used_inv_std_.data(),
+          affine_ ? param(0).value.data() : nullptr, affine_ ? param(1).value.data() : nullptr, n, e.channels,
+          e.spatial);
+    });
     POSEIDON_CUDA_CHECK_LAUNCH();
   }
 
@@ -198,9 +211,12 @@ class BatchNormCudaLayer : public BatchNormLayer {
     const Chunks split = chunks_for(e.count);
     Scratch scratch = scratch_for(e.channels, split.chunks, ctx.device);
     const dim3 grid(static_cast<unsigned>(split.chunks), grid_rows(e.channels));
-    gradient_partial_sums<<<grid, kThreads, 0, stream>>>(x.data(), io.out_grad[0]->data(), used_mean_.data(),
-                                                         used_inv_std_.data(), e.channels, e.spatial, e.count, split,
-                                                         scratch.partial_a, scratch.partial_b);
+    cuda::with_element_type(x.dtype(), [&](auto t) {
+      using T = decltype(t);
+      gradient_partial_sums<<<grid, kThreads, 0, stream>>>(
+          cuda::elements<T>(x), cuda::elements<T>(*io.out_grad[0]), used_mean_.data(), used_inv_std_.data(), e.channels,
+          e.spatial, e.count, split, scratch.partial_a, scratch.partial_b);
+    });
     POSEIDON_CUDA_CHECK_LAUNCH();
     finish_gradients<<<cuda::blocks_for(e.channels), 256, 0, stream>>>(
         scratch.partial_a, scratch.partial_b, e.channels, e.count, split.chunks, batch_stats_,
@@ -209,9 +225,13 @@ class BatchNormCudaLayer : public BatchNormLayer {
     POSEIDON_CUDA_CHECK_LAUNCH();
     const size_t n = x.numel();
     if (!io.in_grad[0] || !n) return;
-    input_gradient<<<cuda::blocks_for(n), 256, 0, stream>>>(
-        x.data(), io.out_grad[0]->data(), io.in_grad[0]->data(), used_mean_.data(), used_inv_std_.data(),
-        affine_ ? param(0).value.data() : nullptr, scratch.mean_dy, scratch.mean_dy_xhat, n, e.channels, e.spatial);
+    cuda::with_element_type(x.dtype(), [&](auto t) {
+      using T = decltype(t);
+      input_gradient<<<cuda::blocks_for(n), 256, 0, stream>>>(
+          cuda::elements<T>(x), cuda::elements<T>(*io.out_grad[0]), cuda::elements<T>(*io.in_grad[0]),
+          used_mean_.data(), used_inv_std_.data(), affine_ ? param(0).value.data() : nullptr, scratch.mean_dy,
+          scratch.mean_dy_xhat, n, e.channels, e.spatial);
+    });
     POSEIDON_CUDA_CHECK_LAUNCH();
   }
 

@@ -15,7 +15,8 @@ constexpr unsigned kMaxGridY = 65535;
 // Block (k, y) forms chunk k's moments of channels y, y + gridDim.y, ...:
 // each thread its own values' (core/channel_moments.h), then the plan's tree.
 // A channel of one chunk gets its moments directly, else the chunk's partial.
-__global__ void chunk_moments(ChannelMomentsPlan p, const float* x, Moments* moments, Moments* partials) {
+template <class T>
+__global__ void chunk_moments(ChannelMomentsPlan p, const T* x, Moments* moments, Moments* partials) {
   __shared__ Moments shares[kThreads];
   const size_t k = blockIdx.x;
   for (size_t c = blockIdx.y; c < p.channels; c += gridDim.y) {
@@ -48,9 +49,8 @@ __global__ void join_chunks(ChannelMomentsPlan p, const Moments* partials, Momen
   }
 }
 
-}  // namespace
-
-void channel_moments(Context& gpu, Moments* moments, const float* x, size_t outer, size_t channels, size_t inner) {
+template <class T>
+void queue_channel_moments(Context& gpu, Moments* moments, const T* x, size_t outer, size_t channels, size_t inner) {
   if (!channels) return;
   const ChannelMomentsPlan p = plan_channel_moments(outer, channels, inner);
   cudaStream_t stream = gpu.compute();
@@ -66,6 +66,16 @@ void channel_moments(Context& gpu, Moments* moments, const float* x, size_t oute
   if (p.chunks == 1) return;
   join_chunks<<<blocks_for(channels * kLanes, 256), 256, 0, stream>>>(p, partials, moments);
   POSEIDON_CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace
+
+void channel_moments(Context& gpu, Moments* moments, const float* x, size_t outer, size_t channels, size_t inner) {
+  queue_channel_moments(gpu, moments, x, outer, channels, inner);
+}
+
+void channel_moments(Context& gpu, Moments* moments, const uint16_t* x, size_t outer, size_t channels, size_t inner) {
+  queue_channel_moments(gpu, moments, x, outer, channels, inner);
 }
 
 }  // namespace poseidon::cuda

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 
 #include "core/channel_moments.h"
 #include "core/cuda/context.h"
@@ -15,6 +16,8 @@ namespace poseidon::cuda {
 // moments[c] (device memory) = the moments of x[(i * channels + c) * inner + j]
 // over i < outer, j < inner, queued on gpu's compute stream; the chunks'
 // moments live in gpu's workspace.
+// A bfloat16 x (its bits) is widened as it is read.
 void channel_moments(Context& gpu, Moments* moments, const float* x, size_t outer, size_t channels, size_t inner);
+void channel_moments(Context& gpu, Moments* moments, const uint16_t* x, size_t outer, size_t channels, size_t inner);
 
 }  // namespace poseidon::cuda

@@ -3,7 +3,8 @@
 // variance after a forward are the batch's, and they equal the CPU
 // reference's mean and M2 / (count - 1), rounded to float32, bit for bit, on
 // values whose mean is large next to their spread and on centred ones, in
-// shapes of one chunk per channel and of many, [N, C] and [N, C, H, W].
+// shapes of one chunk per channel and of many, [N, C] and [N, C, H, W], on
+// float32 blobs and on bfloat16 ones (widened as they are read).
 // (The layer's values against the CPU layer's: gpu_match_test.cpp.) Without
 // a GPU it skips and says why (or fails, where a GPU is expected:
 // gpu_required.h).
@@ -29,8 +30,9 @@ Param& find(Layer& layer, const std::string& name) {
   throw std::runtime_error("no parameter " + name);
 }
 
-void expect_reference_statistics(const Shape& shape, bool large_mean) {
-  const std::string what = shape_str(shape) + (large_mean ? " (mean 1e4)" : " (mean 0)");
+void expect_reference_statistics(const Shape& shape, bool large_mean, DType type) {
+  const std::string what =
+      shape_str(shape) + (large_mean ? " (mean 1e4)" : " (mean 0)") + " on " + dtype_name(type) + " blobs";
   const Device gpu = Device::cuda(0);
   auto layer =
       LayerRegistry::instance().create(ConfigNode::parse("{name: bn, type: batch_norm, momentum: 1}", "case"), gpu);
@@ -43,9 +45,12 @@ void expect_reference_statistics(const Shape& shape, bool large_mean) {
   Tensor x(shape);
   std::mt19937_64 rng(11);
   std::normal_distribution<double> normal(0.0, large_mean ? 0.01 : 1.0);
-  for (int64_t i = 0; i < x.numel(); ++i) x[i] = static_cast<float>((large_mean ? 1e4 : 0.0) + normal(rng));
+  for (int64_t i = 0; i < x.numel(); ++i) {
+    x[i] = static_cast<float>((large_mean ? 1e4 : 0.0) + normal(rng));
+    if (type == DType::bf16) x[i] = from_bf16(to_bf16(x[i]));
+  }
 
-  Tensor in = x.to(gpu), out(out_shape, gpu);
+  Tensor in = x.to(type).to(gpu), out(out_shape, gpu, type);
   LayerIO io;
   io.in = {&in};
   io.out = {&out};
@@ -72,11 +77,12 @@ void expect_reference_statistics(const Shape& shape, bool large_mean) {
 
 TEST(CudaLayers, BatchNormOnePassStatisticsEqualTheReferenceBitForBit) {
   POSEIDON_SKIP_WITHOUT_GPU();
-  for (bool large_mean : {true, false})
-    for (const Shape& shape : {Shape{4, 5, 3, 7}, Shape{8, 3, 33, 65}, Shape{300, 6}, Shape{5000, 2}}) {
-      SCOPED_TRACE(shape_str(shape));
-      expect_reference_statistics(shape, large_mean);
-    }
+  for (DType type : {DType::f32, DType::bf16})
+    for (bool large_mean : {true, false})
+      for (const Shape& shape : {Shape{4, 5, 3, 7}, Shape{8, 3, 33, 65}, Shape{300, 6}, Shape{5000, 2}}) {
+        SCOPED_TRACE(shape_str(shape));
+        expect_reference_statistics(shape, large_mean, type);
+      }
 }
 
 }  // namespace

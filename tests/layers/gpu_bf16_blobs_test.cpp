@@ -5,7 +5,8 @@
 // gradient that holds values. Convolution and fc read bfloat16 inputs and
 // output gradients as they are and write bfloat16 outputs and input
 // gradients, adding into one or overwriting it as the Net says, with and
-// without a fused ReLU, within two bfloat16 roundings of the CPU's (each
+// without a fused ReLU, and batch norm reads and writes them computing in
+// float32, within two bfloat16 roundings of the CPU's (each
 // side rounds its own float32 result; cuDNN rounds the product before the
 // bias is added) and the weight gradient within the float32 sums' noise
 // (plus cuDNN's bfloat16 result for conv). Every GPU layer declares the
@@ -166,7 +167,8 @@ constexpr double kSameOperands = 1e-4;
 constexpr double kTwoRoundings = 1.0 / 256;
 constexpr double kCudnnRounding = 1.0 / 512;
 
-void expect_product_as_the_cpu(const std::string& yaml, const Shape& in, const Options& o) {
+// For the layers that compute: convolution, fc and batch norm.
+void expect_computed_as_the_cpu(const std::string& yaml, const Shape& in, const Options& o) {
   SCOPED_TRACE(yaml + (o.fuse_relu ? " relu fused" : "") + (o.overwrite_dx ? " dx overwritten" : " dx added to"));
   const bool conv = yaml.find("type: conv") != std::string::npos;
   const Inputs inputs = draw(yaml, {in}, 23);
@@ -200,7 +202,16 @@ TEST(GpuBf16Blobs, ConvAndFcReadAndWriteBfloat16AsTheCpu) {
   };
   for (const auto& [yaml, shape] : cases)
     for (bool relu : {false, true})
-      for (bool overwrite : {false, true}) expect_product_as_the_cpu(yaml, shape, {Precision::bf16, relu, overwrite});
+      for (bool overwrite : {false, true}) expect_computed_as_the_cpu(yaml, shape, {Precision::bf16, relu, overwrite});
+}
+
+// Batch norm computes in float32 on both, from the widened values, and
+// rounds each output once; the GPU's kernels add into the input gradient
+// (the Net zeroes it for them) and apply no ReLU of their own.
+TEST(GpuBf16Blobs, BatchNormReadsAndWritesBfloat16AsTheCpu) {
+  POSEIDON_SKIP_WITHOUT_GPU();
+  for (const Shape& shape : {Shape{4, 16, 12, 12}, Shape{64, 24}})
+    expect_computed_as_the_cpu("{name: b, type: batch_norm}", shape, {Precision::bf16, false, false});
 }
 
 // The types a layer reads and writes for given input types, as one string.
@@ -221,6 +232,8 @@ TEST(GpuBf16Blobs, GpuLayersDeclareTheTypesOfTheirCpuVersions) {
                                           "{name: l, type: sum}",
                                           "{name: l, type: conv, num_output: 4, kernel_size: 3}",
                                           "{name: l, type: fc, num_output: 4}",
+                                          "{name: l, type: batch_norm}",
+                                          "{name: l, type: batch_norm, precision: fp32}",
                                           "{name: l, type: relu, precision: fp32}"};
   const std::vector<std::vector<DType>> inputs = {
       {DType::bf16}, {DType::f32}, {DType::bf16, DType::bf16}, {DType::bf16, DType::f32}};
