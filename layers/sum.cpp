@@ -1,13 +1,12 @@
 // Sum on the CPU (see sum.h).
 #include "layers/sum.h"
 
-#include <algorithm>
+#include <vector>
 
-#include "core/bf16.h"
-#include "core/blob_types.h"
 #include "core/registry.h"
 #include "layers/cpu_vector.h"
 #include "layers/relu_kernels.h"
+#include "layers/sum_bf16.h"
 
 namespace poseidon {
 
@@ -51,51 +50,29 @@ POSEIDON_VECTOR_CLONES void add_scaled_range(float c, const float* x, float* y, 
   for (int64_t i = 0; i < n; ++i) y[i] += c * x[i];
 }
 
-// bfloat16 blobs (core/blob_types.h) in blocks of this many elements:
-// widened into float32 on the stack, summed, rounded once.
-constexpr int64_t kBf16Block = 256;
-
 }  // namespace
 
-void SumLayer::forward_bf16(LayerIO& io) const {
+// bfloat16 blobs (core/blob_types.h): widened, summed in float32, rounded
+// once (layers/sum_bf16.h).
+void SumLayer::forward_bf16(LayerIO& io) {
+  bf16_inputs_.clear();  // keeps its capacity: steps allocate nothing
+  for (const Tensor* t : io.in) bf16_inputs_.push_back(t->bf16_data());
   uint16_t* y = io.out[0]->bf16_data();
   parallel_chunks(io.out[0]->numel(), [&](int64_t begin, int64_t end) {
-    float acc[kBf16Block];
-    for (int64_t b = begin; b < end; b += kBf16Block) {
-      const int64_t n = std::min(kBf16Block, end - b);
-      std::fill_n(acc, n, 0.f);
-      for (size_t k = 0; k < io.in.size(); ++k) {
-        const uint16_t* x = io.in[k]->bf16_data() + b;
-        for (int64_t i = 0; i < n; ++i) acc[i] += coefficients_[k] * from_bf16(x[i]);
-      }
-      if (relu_fused_) relu_range_in_place(acc, n);
-      round_into_bf16(acc, y + b, n);
-    }
+    sum_bf16_range(bf16_inputs_.data(), begin, coefficients_.data(), bf16_inputs_.size(), relu_fused_, y + begin,
+                   end - begin);
   });
 }
 
 void SumLayer::backward_bf16(LayerIO& io) const {
   const uint16_t* dy = io.out_grad[0]->bf16_data();
+  // The output is positive where the fused ReLU's input was.
+  const uint16_t* y = relu_fused_ ? io.out[0]->bf16_data() : nullptr;
   parallel_chunks(io.out_grad[0]->numel(), [&](int64_t begin, int64_t end) {
-    float g[kBf16Block];
-    for (int64_t b = begin; b < end; b += kBf16Block) {
-      const int64_t n = std::min(kBf16Block, end - b);
-      widen_bf16(dy + b, g, n);
-      if (relu_fused_) {  // the output is positive where the ReLU's input was
-        const uint16_t* y = io.out[0]->bf16_data() + b;
-        for (int64_t i = 0; i < n; ++i)
-          if (!(from_bf16(y[i]) > 0.f)) g[i] = 0.f;
-      }
-      for (size_t k = 0; k < io.in.size(); ++k) {
-        if (!io.in_grad[k]) continue;
-        uint16_t* dx = io.in_grad[k]->bf16_data() + b;
-        const float c = coefficients_[k];
-        if (io.overwrites_input_grad(k))
-          for (int64_t i = 0; i < n; ++i) dx[i] = to_bf16(c * g[i]);
-        else
-          for (int64_t i = 0; i < n; ++i) dx[i] = to_bf16(from_bf16(dx[i]) + c * g[i]);
-      }
-    }
+    for (size_t k = 0; k < io.in.size(); ++k)
+      if (io.in_grad[k])
+        share_bf16_range(dy + begin, y ? y + begin : nullptr, coefficients_[k], io.in_grad[k]->bf16_data() + begin,
+                         io.overwrites_input_grad(k), end - begin);
   });
 }
 

@@ -6,6 +6,9 @@
 // sums bfloat16 blobs in float32 and rounds once (core/blob_types.h).
 #pragma once
 
+#include <cstdint>
+#include <vector>
+
 #include "core/blob_types.h"
 #include "core/layer.h"
 #include "core/relu_fusion.h"
@@ -39,8 +42,9 @@ class SumLayer : public Layer, public ReluFusable, public BlobTypes {
   std::vector<float> coefficients_;  // one per input
 
  private:
-  void forward_bf16(LayerIO& io) const;
+  void forward_bf16(LayerIO& io);
   void backward_bf16(LayerIO& io) const;
+  std::vector<const uint16_t*> bf16_inputs_;  // forward's inputs as bfloat16
 };
 
 }  // namespace poseidon
