@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "bf16_check.h"
 #include "core/bf16.h"
 #include "core/blob_types.h"
 #include "core/registry.h"
@@ -20,14 +21,6 @@
 
 namespace poseidon::testing {
 namespace {
-
-// Random values that bfloat16 holds exactly, in float32, about `mean`.
-Tensor bf16_exact(const Shape& shape, std::mt19937_64& rng, float mean = 0.f) {
-  std::normal_distribution<float> normal(mean, 1.f);
-  Tensor t(shape);
-  for (int64_t i = 0; i < t.numel(); ++i) t[i] = from_bf16(to_bf16(normal(rng)));
-  return t;
-}
 
 struct Case {
   Shape shape;

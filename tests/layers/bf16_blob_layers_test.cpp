@@ -12,20 +12,13 @@
 #include <string>
 #include <vector>
 
+#include "bf16_check.h"
 #include "core/bf16.h"
 #include "core/blob_types.h"
 #include "core/registry.h"
 
 namespace poseidon::testing {
 namespace {
-
-// Random values that bfloat16 holds exactly, in float32.
-Tensor bf16_exact(const Shape& shape, std::mt19937_64& rng) {
-  std::normal_distribution<float> normal;
-  Tensor t(shape);
-  for (int64_t i = 0; i < t.numel(); ++i) t[i] = from_bf16(to_bf16(normal(rng)));
-  return t;
-}
 
 // A copy of `t` holding `type` (never `t`'s own storage: the runs add into
 // their input gradients).

@@ -1,12 +1,15 @@
 // What the bf16 layer tests share (bf16_test.cpp on the CPU,
 // gpu_bf16_test.cpp on a GPU): the normwise error of a result against its
-// reference, the tolerances a bfloat16 result is held to, and whether
-// oneDNN has bfloat16 kernels on this CPU (layers/dnnl_support.h).
+// reference, the tolerances a bfloat16 result is held to, whether oneDNN
+// has bfloat16 kernels on this CPU (layers/dnnl_support.h), and random
+// operands that bfloat16 holds exactly.
 #pragma once
 
 #include <cmath>
+#include <random>
 #include <string>
 
+#include "core/bf16.h"
 #include "core/tensor.h"
 #include "layers/dnnl_support.h"
 
@@ -33,5 +36,14 @@ constexpr double kBf16Tolerance = 1e-2;
 // Above float32's own rounding differences (the two precisions also sum in
 // other orders), below any bfloat16 rounding: the bf16 path really rounds.
 constexpr double kFloat32Noise = 1e-5;
+
+// Random values that bfloat16 holds exactly, in float32: normal about
+// `mean`, of spread 1, rounded.
+inline Tensor bf16_exact(const Shape& shape, std::mt19937_64& rng, float mean = 0.f) {
+  std::normal_distribution<float> normal(mean, 1.f);
+  Tensor t(shape);
+  for (int64_t i = 0; i < t.numel(); ++i) t[i] = from_bf16(to_bf16(normal(rng)));
+  return t;
+}
 
 }  // namespace poseidon::testing

@@ -36,14 +36,6 @@ bool gpu_has_bf16_math() {
   return false;
 }
 
-// Values that bfloat16 holds exactly, in float32.
-Tensor bf16_exact(const Shape& shape, std::mt19937_64& rng) {
-  std::normal_distribution<float> normal;
-  Tensor t(shape);
-  for (int64_t i = 0; i < t.numel(); ++i) t[i] = from_bf16(to_bf16(normal(rng)));
-  return t;
-}
-
 // A copy of host tensor `t` on `device` in `type`, with storage of its own
 // (the runs add into their input gradients).
 Tensor copy_as(const Tensor& t, const Device& device, DType type) {
