@@ -3,11 +3,14 @@
 
 #include "layers/conv_dnnl.h"
 
+#include <omp.h>
+
 #include <algorithm>
 
 #include "core/blob_types.h"
 #include "layers/conv_few_channel_grad.h"
 #include "layers/conv_matmul.h"
+#include "layers/conv_split_weight_grad.h"
 #include "layers/dnnl_support.h"
 
 namespace poseidon {
@@ -111,15 +114,19 @@ DnnlConv::DnnlConv(const DnnlConvShape& s) : shape_(s), stream_(dnnl_cpu_engine(
                        attr,
                        dnnl_cpu_engine(),
                        fwd_pd_};
-    scratchpad_bytes_ = std::max(scratchpad_bytes_, bwd_weights_pd_.scratchpad_desc().get_size());
-    bwd_weights_ = dnnl::convolution_backward_weights(bwd_weights_pd_);
+    matmul_weight_grad(bwd_weights_pd_.src_desc(), bwd_weights_pd_.diff_dst_desc());
+    if (!weight_grad_matmul_ && spins_between_threads(bwd_weights_pd_.impl_info_str(), strides))
+      split_weight_grad_ = SplitWeightGrad::create(bwd_weights_pd_, {strides, dilates, pad}, omp_get_max_threads());
+    if (!split_weight_grad_) {
+      scratchpad_bytes_ = std::max(scratchpad_bytes_, bwd_weights_pd_.scratchpad_desc().get_size());
+      bwd_weights_ = dnnl::convolution_backward_weights(bwd_weights_pd_);
+    }
     bwdw_shares_src_ = bwd_weights_pd_.src_desc() == fwd_pd_.src_desc();
     bwdw_src_ = bwdw_shares_src_ ? src_ : operand(src_plain, bwd_weights_pd_.src_desc(), Flow::in);
     bwdw_shares_diff_dst_ = bwd_weights_pd_.diff_dst_desc() == bwd_data_pd_.diff_dst_desc();
     bwdw_diff_dst_ = bwdw_shares_diff_dst_ ? diff_dst_ : operand(dst_plain, bwd_weights_pd_.diff_dst_desc(), Flow::in);
     diff_weights_ = operand(f32(weight_dims, weight_tag), bwd_weights_pd_.diff_weights_desc(), Flow::out);
     if (s.bias) diff_bias_ = operand(bias_plain, bwd_weights_pd_.diff_bias_desc(), Flow::out);
-    matmul_weight_grad(bwd_weights_pd_.src_desc(), bwd_weights_pd_.diff_dst_desc());
   }
   scratchpad_ =
       memory(f32({std::max<int64_t>(1, (scratchpad_bytes_ + 3) / 4)}, memory::format_tag::x), dnnl_cpu_engine());
@@ -345,11 +352,20 @@ void DnnlConv::backward(const void* x, const void* w, const void* dy, void* dx, 
   }
   bind(diff_weights_, dw);
   if (shape_.bias) bind(diff_bias_, db);
-  run(bwd_weights_, bwd_weights_args_);
+  if (split_weight_grad_) {
+    stream_.wait();
+    split_weight_grad_->run(bwdw_src_.blocked.get_data_handle(), bwdw_diff_dst_.blocked.get_data_handle(),
+                            static_cast<float*>(diff_weights_.blocked.get_data_handle()),
+                            shape_.bias ? static_cast<float*>(diff_bias_.blocked.get_data_handle()) : nullptr);
+  } else {
+    run(bwd_weights_, bwd_weights_args_);
+  }
   flush(diff_weights_);
   if (shape_.bias) flush(diff_bias_);
   stream_.wait();
 }
+
+int DnnlConv::weight_grad_parts() const { return split_weight_grad_ ? split_weight_grad_->parts() : 1; }
 
 void DnnlConv::load(Operand& op, const void* data) {
   op.plain.set_data_handle(const_cast<void*>(data));  // inputs are only read

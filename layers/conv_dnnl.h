@@ -40,6 +40,7 @@ namespace poseidon {
 
 class MatmulConv;
 class FewChannelWeightGrad;
+class SplitWeightGrad;
 
 // A convolution's full shape: one image's geometry plus the batch, the output
 // channels, the groups and whether it has a bias; whether it multiplies in
@@ -69,6 +70,9 @@ class DnnlConv {
   ~DnnlConv();
   // Whether the shape runs as matrix products (MatmulConv).
   bool runs_as_matmuls() const { return matmul_ != nullptr; }
+  // Over how many parts of the batch the weight gradient runs
+  // (conv_split_weight_grad.h); 1 where it runs as one primitive.
+  int weight_grad_parts() const;
 
   // y = conv(x, w) + b, or max(that, 0) with relu; b is ignored without
   // bias. w is float32, or in bf16 the weight's rounded bfloat16 copy
@@ -160,6 +164,12 @@ class DnnlConv {
   // the channels to whole blocks (conv_few_channel_grad.h). No
   // backward-weights primitive, operands or matrix product exist then.
   std::unique_ptr<FewChannelWeightGrad> few_channel_grad_;
+
+  // The weight and bias gradients as one-thread primitives over parts of
+  // the batch, where set (conv_split_weight_grad.h): the whole batch's
+  // backward-weights primitive spins between its threads. Reads and writes
+  // the operands of that primitive, which is not made then.
+  std::unique_ptr<SplitWeightGrad> split_weight_grad_;
 
   std::unordered_map<int, dnnl::memory> fwd_args_, bwd_data_args_, bwd_weights_args_, matmul_args_;
   std::unordered_map<int, dnnl::memory> reorder_args_;
