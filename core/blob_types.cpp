@@ -23,6 +23,11 @@ void widen_bf16(const uint16_t* from, float* to, int64_t n) {
   for (int64_t i = 0; i < n; ++i) to[i] = from_bf16(from[i]);
 }
 
+void widen_bf16_serially(const uint16_t* from, float* to, int64_t n) {
+#pragma omp simd
+  for (int64_t i = 0; i < n; ++i) to[i] = from_bf16(from[i]);
+}
+
 namespace {
 
 void round_serially(const float* from, uint16_t* to, int64_t n) {
@@ -42,7 +47,8 @@ __attribute__((target("avx512f"))) void round_avx512(const float* from, uint16_t
     const __m512i u = _mm512_loadu_si512(from + i);
     const __mmask16 nan = _mm512_cmpgt_epi32_mask(_mm512_and_si512(u, magnitude), infinity);
     const __m512i high = _mm512_srli_epi32(u, 16);
-    const __m512i rounded = _mm512_srli_epi32(_mm512_add_epi32(u, _mm512_add_epi32(half, _mm512_and_si512(high, one))), 16);
+    const __m512i rounded =
+        _mm512_srli_epi32(_mm512_add_epi32(u, _mm512_add_epi32(half, _mm512_and_si512(high, one))), 16);
     const __m512i bits = _mm512_mask_blend_epi32(nan, rounded, _mm512_or_si512(high, quiet));
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(to + i), _mm512_cvtepi32_epi16(bits));
   }
@@ -54,19 +60,20 @@ const bool kAvx512 = __builtin_cpu_supports("avx512f");
 
 }  // namespace
 
+void round_into_bf16_serially(const float* from, uint16_t* to, int64_t n) {
+#if defined(__x86_64__) && defined(__GNUC__)
+  if (kAvx512) return round_avx512(from, to, n);
+#endif
+  round_serially(from, to, n);
+}
+
 void round_into_bf16(const float* from, uint16_t* to, int64_t n) {
   constexpr int64_t kBlock = 8192;
   const int64_t blocks = (n + kBlock - 1) / kBlock;
 #pragma omp parallel for if (n > 65536)
   for (int64_t b = 0; b < blocks; ++b) {
-    const int64_t begin = b * kBlock, count = std::min(kBlock, n - begin);
-#if defined(__x86_64__) && defined(__GNUC__)
-    if (kAvx512) {
-      round_avx512(from + begin, to + begin, count);
-      continue;
-    }
-#endif
-    round_serially(from + begin, to + begin, count);
+    const int64_t begin = b * kBlock;
+    round_into_bf16_serially(from + begin, to + begin, std::min(kBlock, n - begin));
   }
 }
 

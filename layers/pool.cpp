@@ -126,7 +126,7 @@ void PoolLayer::forward(LayerIO& io, RunContext&) {
     float* dst;
     if (bf16) {
       float* widened = run_buffer(0, (end - begin) * in_plane);
-      widen_bf16(io.in[0]->bf16_data() + begin * in_plane, widened, (end - begin) * in_plane);
+      widen_bf16_serially(io.in[0]->bf16_data() + begin * in_plane, widened, (end - begin) * in_plane);
       src = widened;
       dst = run_buffer(1, (end - begin) * out_plane);
     } else {
@@ -139,7 +139,7 @@ void PoolLayer::forward(LayerIO& io, RunContext&) {
       avg_whole_planes(src, in_plane, row_divisors_[0] * col_divisors_[0], dst, end - begin);
     else
       avg_planes(g, src, dst, end - begin);
-    if (bf16) round_into_bf16(dst, io.out[0]->bf16_data() + begin * out_plane, (end - begin) * out_plane);
+    if (bf16) round_into_bf16_serially(dst, io.out[0]->bf16_data() + begin * out_plane, (end - begin) * out_plane);
   });
 }
 
@@ -158,11 +158,11 @@ void PoolLayer::backward(LayerIO& io, RunContext&) {
     const float* grad = bf16 ? nullptr : dy + begin * out_plane;
     if (bf16) {
       float* widened = run_buffer(1, out_run);
-      widen_bf16(io.out_grad[0]->bf16_data() + begin * out_plane, widened, out_run);
+      widen_bf16_serially(io.out_grad[0]->bf16_data() + begin * out_plane, widened, out_run);
       grad = widened;
       dst = run_buffer(0, in_run);
       // The windows' shares add up in float32, then join dx with one rounding.
-      if (!overwrite) widen_bf16(dx_bf16, dst, in_run);
+      if (!overwrite) widen_bf16_serially(dx_bf16, dst, in_run);
     }
     // The kernels add each window's share: a gradient holding nothing starts
     // from zero, run by run while it stays in cache.
@@ -173,7 +173,7 @@ void PoolLayer::backward(LayerIO& io, RunContext&) {
       avg_whole_planes_grad(grad, in_plane, 1.f / row_divisors_[0], col_scales_[0], dst, end - begin);
     else
       avg_planes_grad(g, grad, dst, end - begin);
-    if (bf16) round_into_bf16(dst, dx_bf16, in_run);
+    if (bf16) round_into_bf16_serially(dst, dx_bf16, in_run);
   });
 }
 
