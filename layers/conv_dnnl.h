@@ -7,7 +7,9 @@
 // blocks (nChw16c, nChw8c) by the layer's own transposes
 // (layers/channel_transpose.h), which run at up to several times their speed.
 // Small images (a few output pixels) run as matrix products over the whole
-// batch instead (layers/conv_matmul.h), where that measured faster.
+// batch instead (layers/conv_matmul.h), where that measured faster. A
+// weight gradient whose oneDNN kernel spins between its threads runs as
+// one-thread primitives over parts of the batch (conv_split_weight_grad.h).
 //
 // Everything that depends on the shape (primitives, reorders, blocked buffers,
 // scratchpad) is made once in the constructor; forward and backward only point
