@@ -106,6 +106,10 @@ std::unique_ptr<SplitWeightGrad> SplitWeightGrad::create(
         part.db = p == 0 ? memory(db, dnnl_cpu_engine(), nullptr) : memory(db, dnnl_cpu_engine());
         part.args[DNNL_ARG_DIFF_BIAS] = part.db;
       }
+      if (p > 0) {
+        split->later_dw_.push_back(static_cast<const float*>(part.dw.get_data_handle()));
+        if (split->db_floats_ > 0) split->later_db_.push_back(static_cast<const float*>(part.db.get_data_handle()));
+      }
       split->parts_.push_back(std::move(part));
       first += images;
     }
@@ -146,13 +150,8 @@ void SplitWeightGrad::run(const void* x, const void* dy, float* dw, float* db) {
     part.primitive.execute(part.stream, part.args);
     part.stream.wait();
   }
-  std::vector<const float*> other_dw, other_db;
-  for (int p = 1; p < count; ++p) {
-    other_dw.push_back(static_cast<const float*>(parts_[p].dw.get_data_handle()));
-    if (db_floats_ > 0) other_db.push_back(static_cast<const float*>(parts_[p].db.get_data_handle()));
-  }
-  add_parts(dw, other_dw, dw_floats_);
-  if (db_floats_ > 0) add_parts(db, other_db, db_floats_);
+  add_parts(dw, later_dw_, dw_floats_);
+  if (db_floats_ > 0) add_parts(db, later_db_, db_floats_);
 }
 
 bool spins_between_threads(const char* impl, const memory::dims& strides) {

@@ -44,6 +44,8 @@ class SplitWeightGrad {
   SplitWeightGrad() = default;
 
   std::vector<Part> parts_;
+  // The gradients of the parts after the first, which run() adds into the first's.
+  std::vector<const float*> later_dw_, later_db_;
   int64_t x_image_bytes_ = 0, dy_image_bytes_ = 0, dw_floats_ = 0, db_floats_ = 0;
 };
 
