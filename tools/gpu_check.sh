@@ -35,7 +35,9 @@
 # on an H200, else named after the GPU, and <model>_h200_bf16_b32.json from
 # the bf16 timings), times PyTorch again under torch.compile with
 # channels-last input and weights (the faster setting beyond its defaults,
-# reported beside the table as the next target) while time remains, and
+# reported beside the table as the next target) while time remains, with
+# PyTorch's eager bf16 step in channels-last before it (what the layout
+# alone gives), and
 # prints a short table.
 #
 # The binaries come from a build here (the Debian packages that
@@ -273,9 +275,19 @@ YAML
   done
 fi
 
-step "PyTorch under torch.compile with channels-last (the next target)"
-declare -A compiled
+step "PyTorch in channels-last: eager in bf16 (the layout alone), then compiled (the next target)"
+# Eager channels-last against the eager channels-first column above is what
+# the layout alone gives cuDNN's tensor-core convolutions on this GPU, the
+# measurement that decides whether NHWC activations are worth building here.
+declare -A compiled eager_nhwc
 if $torch; then
+  LD_LIBRARY_PATH=$system_libraries limited 180 python3 "$root/bench/gpu_torch.py" --iters "$iters" --bf16 \
+    --channels-last >"$out/torch_channels_last_bf16.json" 2>"$out/torch_channels_last_bf16.err" ||
+    tail -3 "$out/torch_channels_last_bf16.err"
+  for model in "${models[@]}"; do
+    eager_nhwc[$model.bf16]=$(python3 -c "import json,sys; print('%.1f' % json.load(open(sys.argv[1]))[sys.argv[2]])" \
+      "$out/torch_channels_last_bf16.json" "$model" 2>/dev/null || echo "n/a")
+  done
   for mode in bf16 fp32; do
     flag=()
     [[ $mode == bf16 ]] && flag=(--bf16)
@@ -292,15 +304,16 @@ fi
 step "table"
 {
   echo "date: $(date -u +%Y-%m-%d) $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null | head -1)"
-  echo "| model (batch 32) | math | ours img/s | PyTorch img/s | ours / PyTorch | PyTorch compiled, channels-last | ours / that |"
-  echo "|---|---|---:|---:|---:|---:|---:|"
+  echo "| model (batch 32) | math | ours img/s | PyTorch img/s | ours / PyTorch | PyTorch channels-last | PyTorch compiled, channels-last | ours / that |"
+  echo "|---|---|---:|---:|---:|---:|---:|---:|"
   ratio() { python3 -c "import sys; print('%.2f' % (float(sys.argv[1]) / float(sys.argv[2])))" "$1" "$2" 2>/dev/null || echo "n/a"; }
   for mode in "${modes[@]}"; do
     for model in "${models[@]}"; do
       o=${ours[$model.$mode]}
       t=${theirs[$model.$mode]:-n/a}
       c=${compiled[$model.$mode]:-n/a}
-      echo "| $model | $mode | $o | $t | $(ratio "$o" "$t") | $c | $(ratio "$o" "$c") |"
+      e=${eager_nhwc[$model.$mode]:-n/a}
+      echo "| $model | $mode | $o | $t | $(ratio "$o" "$t") | $e | $c | $(ratio "$o" "$c") |"
     done
   done
   echo "GPU tests: $([[ $tests_rc -eq 0 ]] && echo passed || echo FAILED) (see $out/*_tests.log)"
