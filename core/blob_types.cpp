@@ -82,9 +82,19 @@ void add_rounded_into_bf16(const float* from, uint16_t* to, int64_t n) {
   for (int64_t i = 0; i < n; ++i) to[i] = to_bf16(from_bf16(to[i]) + from[i]);
 }
 
-void add_rounded_into_bf16(const uint16_t* from, uint16_t* to, int64_t n) {
-#pragma omp parallel for simd if (n > 65536)
+void add_rounded_into_bf16_serially(const uint16_t* from, uint16_t* to, int64_t n) {
+#pragma omp simd
   for (int64_t i = 0; i < n; ++i) to[i] = to_bf16(from_bf16(to[i]) + from_bf16(from[i]));
+}
+
+void add_rounded_into_bf16(const uint16_t* from, uint16_t* to, int64_t n) {
+  constexpr int64_t kBlock = 8192;
+  const int64_t blocks = (n + kBlock - 1) / kBlock;
+#pragma omp parallel for if (n > 65536)
+  for (int64_t b = 0; b < blocks; ++b) {
+    const int64_t begin = b * kBlock;
+    add_rounded_into_bf16_serially(from + begin, to + begin, std::min(kBlock, n - begin));
+  }
 }
 
 }  // namespace poseidon

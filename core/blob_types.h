@@ -41,10 +41,12 @@ void round_into_bf16(const float* from, uint16_t* to, int64_t n);
 void add_rounded_into_bf16(const float* from, uint16_t* to, int64_t n);
 void add_rounded_into_bf16(const uint16_t* from, uint16_t* to, int64_t n);
 
-// widen_bf16 and round_into_bf16 on the calling thread alone, for a caller
-// already inside a parallel loop: the forms above open a parallel region
-// on every call, which costs more than a run of a few thousand values.
+// widen_bf16, round_into_bf16 and the bfloat16 add_rounded_into_bf16 on the
+// calling thread alone, for a caller already inside a parallel loop: the
+// forms above open a parallel region on every call, which costs more than a
+// run of a few thousand values.
 void widen_bf16_serially(const uint16_t* from, float* to, int64_t n);
 void round_into_bf16_serially(const float* from, uint16_t* to, int64_t n);
+void add_rounded_into_bf16_serially(const uint16_t* from, uint16_t* to, int64_t n);
 
 }  // namespace poseidon

@@ -70,7 +70,8 @@ void ConcatLayer::backward(LayerIO& io, RunContext&) {
         if (overwrite)
           std::memcpy(dx_row, slice, row * size);
         else if (bf16)  // the sum in float32, rounded once
-          add_rounded_into_bf16(reinterpret_cast<const uint16_t*>(slice), reinterpret_cast<uint16_t*>(dx_row), row);
+          add_rounded_into_bf16_serially(reinterpret_cast<const uint16_t*>(slice), reinterpret_cast<uint16_t*>(dx_row),
+                                         row);
         else
           for (int64_t i = 0; i < row; ++i)
             reinterpret_cast<float*>(dx_row)[i] += reinterpret_cast<const float*>(slice)[i];

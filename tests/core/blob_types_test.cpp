@@ -1,7 +1,8 @@
 // The CPU casts between float32 and bfloat16 blobs (core/blob_types.h):
 // the parallel forms and the serial ones that callers inside a parallel
-// loop use give core/bf16.h's from_bf16 and to_bf16 of every element, on
-// lengths that end in a partial vector.
+// loop use give core/bf16.h's from_bf16 and to_bf16 of every element (and
+// of every float32 sum, for the bfloat16 add), on lengths that end in a
+// partial vector.
 #include "core/blob_types.h"
 
 #include <gtest/gtest.h>
@@ -61,6 +62,37 @@ TEST(BlobTypeCasts, RoundingIsToBf16OfEachElementInBothForms) {
     int64_t wrong = 0;
     for (int64_t i = 0; i < n; ++i) wrong += parallel[i] != to_bf16(v[i]) || serial[i] != to_bf16(v[i]);
     EXPECT_EQ(wrong, 0);
+  }
+}
+
+// Sums of two bfloat16 values near each other's size (so that most round)
+// and of the awkward values above: to_bf16 of the float32 sum, in both forms
+// (a NaN where the sum is one).
+TEST(BlobTypeCasts, AddingBfloat16IsTheFloat32SumRoundedInBothForms) {
+  for (const int64_t n : {int64_t{5}, int64_t{8192 + 13}, int64_t{3 * 65536 + 9}}) {
+    SCOPED_TRACE("length " + std::to_string(n));
+    const std::vector<float> a = awkward_floats(n);
+    std::vector<uint16_t> from(n), to(n);
+    std::mt19937 rng(9);
+    std::uniform_real_distribution<float> unit(-1.f, 1.f);
+    for (int64_t i = 0; i < n; ++i) {
+      from[i] = to_bf16(i % 3 == 0 ? a[i] : unit(rng));
+      to[i] = to_bf16(i % 5 == 0 ? a[(i * 7) % n] : unit(rng));
+    }
+    std::vector<uint16_t> parallel = to, serial = to;
+    add_rounded_into_bf16(from.data(), parallel.data(), n);
+    add_rounded_into_bf16_serially(from.data(), serial.data(), n);
+    int64_t wrong = 0, rounded = 0;
+    for (int64_t i = 0; i < n; ++i) {
+      const float sum = from_bf16(to[i]) + from_bf16(from[i]);
+      if (std::isnan(sum))  // which payload a sum of two NaNs keeps depends on the operands' order
+        wrong += !std::isnan(from_bf16(parallel[i])) || !std::isnan(from_bf16(serial[i]));
+      else
+        wrong += parallel[i] != to_bf16(sum) || serial[i] != to_bf16(sum);
+      rounded += from_bf16(to_bf16(sum)) != sum;
+    }
+    EXPECT_EQ(wrong, 0);
+    EXPECT_GT(rounded, n / 4);  // the values do exercise the rounding
   }
 }
 
