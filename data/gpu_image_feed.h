@@ -1,6 +1,7 @@
 // Training batches of an image source decoded by nvJPEG and transformed on
-// the GPU, straight into the net's input on the device: the loader's
-// workers only read the encoded examples. An example nvJPEG cannot decode
+// the GPU, then copied into the net's input on the compute stream, behind
+// the step still reading the last batch: the loader's workers only read the
+// encoded examples. An example nvJPEG cannot decode
 // (a PNG, a CMYK JPEG, a damaged file) goes through the CPU path instead,
 // with its errors and on_error as ever, and is copied into its place. Only
 // built with the CUDA backend.

@@ -36,11 +36,16 @@ class NvjpegBatchDecoder {
   NvjpegBatchDecoder& operator=(const NvjpegBatchDecoder&) = delete;
 
   // Writes images.size() examples of t.output_shape() floats, one after
-  // the other, at `device_dst` (device memory), and waits for them. Returns
-  // one string per image: "" or why it could not be decoded (an image of
-  // no bytes included; its output is then left as it was).
-  std::vector<std::string> decode(const std::vector<EncodedImage>& images, const ImageTransform& t,
-                                  float* device_dst);
+  // the other, at `device_dst` (device memory) in stream order: they are
+  // decoded into a batch of the decoder's own, which one copy on the
+  // device's compute stream (core/cuda/context.h) then takes to
+  // `device_dst`, so that work queued there before the call (a training
+  // step reading the last batch) still reads the old values and work queued
+  // after reads the new. Returns, once the decoding is done, one string per
+  // image: "" or why it could not be decoded (an image of no bytes
+  // included; its place then holds no particular values, for the caller to
+  // fill on the compute stream).
+  std::vector<std::string> decode(const std::vector<EncodedImage>& images, const ImageTransform& t, float* device_dst);
 
  private:
   struct State;

@@ -1,11 +1,13 @@
 // nvJPEG decodes of whole images into one reused device buffer, each followed
 // on the same stream by the kernel that resamples, mirrors and normalises
-// the example's window into its place in the batch.
+// the example's window into its place in a batch of the decoder's own; the
+// batch then goes to the caller's buffer by one copy on the compute stream.
 #include <cuda_runtime.h>
 
 #include <algorithm>
 
 #include "core/cuda/check.h"
+#include "core/cuda/context.h"
 #include "core/error.h"
 #include "data/nvjpeg_batch.h"
 
@@ -67,8 +69,16 @@ struct NvjpegBatchDecoder::State {
   NvjpegHandle handle = nullptr;
   NvjpegState jpeg = nullptr;
   cudaStream_t stream = nullptr;
+  int device = 0;
   unsigned char* buffer = nullptr;  // the decoded image, RGB interleaved
   size_t capacity = 0;
+  // The transformed batch, written on `stream`, then copied out on the
+  // compute stream; `copied` marks that copy's end, which the next batch's
+  // writes wait for.
+  float* batch = nullptr;
+  size_t batch_capacity = 0;  // floats
+  cudaEvent_t copied = nullptr;
+  bool copy_queued = false;
 };
 
 NvjpegBatchDecoder::NvjpegBatchDecoder(const NvjpegLibrary& library) : state_(std::make_unique<State>()) {
@@ -78,11 +88,16 @@ NvjpegBatchDecoder::NvjpegBatchDecoder(const NvjpegLibrary& library) : state_(st
   if (status != 0) throw Error("nvjpegCreateSimple failed with status " + std::to_string(status));
   status = library.state_create(state_->handle, &state_->jpeg);
   if (status != 0) throw Error("nvjpegJpegStateCreate failed with status " + std::to_string(status));
+  POSEIDON_CUDA_CHECK(cudaGetDevice(&state_->device));
   POSEIDON_CUDA_CHECK(cudaStreamCreateWithFlags(&state_->stream, cudaStreamNonBlocking));
+  POSEIDON_CUDA_CHECK(cudaEventCreateWithFlags(&state_->copied, cudaEventDisableTiming));
 }
 
 NvjpegBatchDecoder::~NvjpegBatchDecoder() {
   if (state_->stream) cudaStreamSynchronize(state_->stream);
+  if (state_->copy_queued) cudaEventSynchronize(state_->copied);
+  if (state_->copied) cudaEventDestroy(state_->copied);
+  if (state_->batch) cudaFree(state_->batch);
   if (state_->buffer) cudaFree(state_->buffer);
   if (state_->stream) cudaStreamDestroy(state_->stream);
   if (state_->jpeg) state_->library.state_destroy(state_->jpeg);
@@ -101,7 +116,22 @@ std::vector<std::string> NvjpegBatchDecoder::decode(const std::vector<EncodedIma
     n.mean[c] = config.mean[c];
     n.std[c] = config.std[c];
   }
+  cudaPointerAttributes where{};
+  POSEIDON_CUDA_CHECK(cudaPointerGetAttributes(&where, device_dst));
+  POSEIDON_CHECK(where.type == cudaMemoryTypeDevice && where.device == s.device)
+      << "the nvJPEG decoder of GPU " << s.device << " writes a batch in that GPU's memory";
   std::vector<std::string> problems(images.size());
+  const size_t total = images.size() * numel;
+  if (total > s.batch_capacity) {
+    if (s.copy_queued) POSEIDON_CUDA_CHECK(cudaEventSynchronize(s.copied));
+    if (s.batch) POSEIDON_CUDA_CHECK(cudaFree(s.batch));
+    s.batch = nullptr;
+    POSEIDON_CUDA_CHECK(cudaMalloc(&s.batch, total * sizeof(float)));
+    s.batch_capacity = total;
+  }
+  // The last batch's copy out, queued behind the work that read the caller's
+  // buffer before it, runs before this batch's writes.
+  if (s.copy_queued) POSEIDON_CUDA_CHECK(cudaStreamWaitEvent(s.stream, s.copied, 0));
   for (size_t i = 0; i < images.size(); ++i) {
     const EncodedImage& image = images[i];
     if (image.size == 0) {
@@ -109,8 +139,7 @@ std::vector<std::string> NvjpegBatchDecoder::decode(const std::vector<EncodedIma
       continue;
     }
     int components = 0, subsampling = 0, widths[4] = {}, heights[4] = {};
-    int status =
-        lib.get_image_info(s.handle, image.data, image.size, &components, &subsampling, widths, heights);
+    int status = lib.get_image_info(s.handle, image.data, image.size, &components, &subsampling, widths, heights);
     if (status != 0) {
       problems[i] = "nvJPEG cannot read it as a JPEG (nvjpegGetImageInfo status " + std::to_string(status) + ")";
       continue;
@@ -144,10 +173,16 @@ std::vector<std::string> NvjpegBatchDecoder::decode(const std::vector<EncodedIma
     const dim3 block(32, 8);
     const dim3 grid(static_cast<unsigned>((p.out_w + 31) / 32), static_cast<unsigned>((p.out_h + 7) / 8));
     resample_rgb<<<grid, block, 0, s.stream>>>(s.buffer, pitch, rows, cols, static_cast<int>(p.out_h),
-                                               static_cast<int>(p.out_w), p.mirror, n, device_dst + i * numel);
+                                               static_cast<int>(p.out_w), p.mirror, n, s.batch + i * numel);
     POSEIDON_CUDA_CHECK(cudaGetLastError());
   }
   POSEIDON_CUDA_CHECK(cudaStreamSynchronize(s.stream));
+  // Behind whatever the compute stream has queued (a training step still
+  // reading the last batch from `device_dst`), ahead of what it queues next.
+  cudaStream_t compute = cuda::Context::get(s.device).compute();
+  POSEIDON_CUDA_CHECK(cudaMemcpyAsync(device_dst, s.batch, total * sizeof(float), cudaMemcpyDeviceToDevice, compute));
+  POSEIDON_CUDA_CHECK(cudaEventRecord(s.copied, compute));
+  s.copy_queued = true;
   return problems;
 }
 

@@ -3,27 +3,30 @@
 // why); the loader's encoded examples, which the GPU feed decodes, carrying
 // what the CPU path decodes; and on a GPU machine (tools/gpu_check.sh) batches decoded and
 // transformed on the GPU against the CPU path's full-size decodes, with the
-// GPU path's rate in img/s.
+// GPU path's rate in img/s, and the feed's next batch kept from a step still
+// reading the last.
 #include <gtest/gtest.h>
-
 #include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
-#include <filesystem>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <opencv2/imgcodecs.hpp>
 #include <opencv2/imgproc.hpp>
 
 #include "core/device_memory.h"
 #include "data/image_decode.h"
 #include "data/loader.h"
-#include "data/shard_writer.h"
 #include "data/nvjpeg_library.h"
+#include "data/shard_writer.h"
 #include "gpu_required.h"
 #ifdef POSEIDON_HAVE_CUDA
+#include <cuda_runtime.h>
+
+#include "core/cuda/context.h"
 #include "data/gpu_image_feed.h"
 #endif
 
@@ -193,9 +196,9 @@ void expect_gpu_matches_cpu(ImageTransformConfig config, const char* what) {
   std::vector<float> cpu(jpegs.size() * numel);
   for (size_t i = 0; i < jpegs.size(); ++i) {
     images.push_back({jpegs[i].data(), jpegs[i].size(), 1000 + i, "image " + std::to_string(i)});
-    ASSERT_EQ(decode_transformed(t, jpegs[i].data(), jpegs[i].size(), cpu.data() + i * numel, 1000 + i,
-                                 images.back().name),
-              "");
+    ASSERT_EQ(
+        decode_transformed(t, jpegs[i].data(), jpegs[i].size(), cpu.data() + i * numel, 1000 + i, images.back().name),
+        "");
   }
   const Device gpu = Device::cuda(0);
   float* device = static_cast<float*>(device_memory::allocate(gpu, cpu.size() * sizeof(float)));
@@ -258,11 +261,63 @@ TEST_F(EncodedFixture, GpuFeedMatchesTheCpuLoader) {
     Tensor back(data.shape()), back_labels(labels.shape());
     back.copy_from(device_data);
     back_labels.copy_from(device_labels);
-    for (int64_t k = 0; k < data.numel(); ++k) worst = std::max(worst, static_cast<double>(std::fabs(back[k] - data[k])));
+    for (int64_t k = 0; k < data.numel(); ++k)
+      worst = std::max(worst, static_cast<double>(std::fabs(back[k] - data[k])));
     for (int64_t i = 0; i < 4; ++i) EXPECT_EQ(back_labels[i], labels[i]);
   }
   EXPECT_LE(worst, kMaxDifference);
   EXPECT_EQ(feed.decoded_on_cpu(), 1) << "the PNG, once";
+}
+
+// Training reads each iteration late: the next batch is fed while the GPU
+// may still run the step that reads the last one. Here the compute stream
+// is held by a host function for a while, then copies the net's input
+// aside; the feed's next batch, given meanwhile, must not reach that copy.
+TEST_F(EncodedFixture, GpuFeedWaitsForTheStepStillReadingTheLastBatch) {
+  POSEIDON_SKIP_WITHOUT_GPU();
+  const NvjpegLibrary lib = load_nvjpeg();
+  if (!lib.loaded()) {
+    if (testing::gpu_required()) FAIL() << "a GPU machine without libnvjpeg: " << lib.problem;
+    GTEST_SKIP() << lib.problem;
+  }
+  auto s = source("source: image_folder, root: images, jpeg_scaling: false");
+  LoaderConfig c;
+  c.batch_size = 4;
+  c.seed = 9;
+  c.drop_last = true;
+  Loader plain(s, c);
+  c.encoded = true;
+  Loader encoded(s, c);
+  ASSERT_GE(plain.batches_per_epoch(), 2);
+  GpuImageFeed feed(lib, encoded);
+  const Device gpu = Device::cuda(0);
+  Tensor first, second, labels;
+  plain.next(first, labels);
+  plain.next(second, labels);
+  Tensor device_data(first.shape(), gpu), device_labels(Shape{4}, gpu), aside(first.shape(), gpu);
+  feed.next(device_data, device_labels);
+  Tensor fed(first.shape());
+  fed.copy_from(device_data);  // waits: the first batch is in place
+  cudaStream_t compute = cuda::Context::get(0).compute();
+  ASSERT_EQ(cudaLaunchHostFunc(
+                compute, [](void*) { usleep(300 * 1000); }, nullptr),
+            cudaSuccess);
+  ASSERT_EQ(cudaMemcpyAsync(aside.data(), device_data.data(), first.numel() * sizeof(float), cudaMemcpyDeviceToDevice,
+                            compute),
+            cudaSuccess);
+  feed.next(device_data, device_labels);
+  Tensor read_aside(first.shape()), now(first.shape());
+  read_aside.copy_from(aside);
+  now.copy_from(device_data);
+  double aside_off = 0, now_off = 0, batches_apart = 0;
+  for (int64_t k = 0; k < first.numel(); ++k) {
+    aside_off = std::max(aside_off, static_cast<double>(std::fabs(read_aside[k] - fed[k])));
+    now_off = std::max(now_off, static_cast<double>(std::fabs(now[k] - second[k])));
+    batches_apart = std::max(batches_apart, static_cast<double>(std::fabs(first[k] - second[k])));
+  }
+  ASSERT_GT(batches_apart, 10 * kMaxDifference) << "the two batches must differ for the test to tell them apart";
+  EXPECT_EQ(aside_off, 0.0) << "the step reading the first batch saw the second";
+  EXPECT_LE(now_off, kMaxDifference);
 }
 
 TEST(NvjpegGpu, RandomResizedCropMatchesTheCpuPath) {
