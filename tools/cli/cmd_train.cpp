@@ -1,5 +1,6 @@
 // The train and test verbs.
 #include <cstdio>
+#include <memory>
 #include <nlohmann/json.hpp>
 
 #include "core/checkpoint.h"
@@ -34,6 +35,10 @@ void report_layer_mismatch(const std::string& weights, const LayerMismatch& m, b
 int cmd_train(const TrainArgs& args) {
   catch_stop_signals();  // before MPI's threads and ours, which then never take the signals
   dist::World world;     // an MPI job when mpirun or srun started this process
+  // Outlives the handler below: in a job of several ranks the job ends
+  // before the trainer's teardown, which may wait on peers that will never
+  // answer (a collective still queued on a GPU's NCCL stream).
+  std::unique_ptr<Trainer> trainer;
   try {
     TrainConfig config = TrainConfig::load(args.config, args.overrides);
     check_before_training(config, world.rank() == 0, args.quiet);
@@ -46,8 +51,8 @@ int cmd_train(const TrainArgs& args) {
     options.emulate_compute = args.emulate_compute;
     options.emulate_scale = args.emulate_scale;
     options.replan = args.replan;
-    Trainer trainer(std::move(config), std::move(options));
-    trainer.run();
+    trainer = std::make_unique<Trainer>(std::move(config), std::move(options));
+    trainer->run();
   } catch (const std::exception& e) {
     // The other ranks would wait for this one forever: end the whole job.
     if (world.size() > 1) {

@@ -123,9 +123,7 @@ class Trainer {
     int signal = 0;  // the stop signal seen once it was issued
     // Read at once, not after the next iteration is issued: something is
     // reported or saved after it, or it is the last.
-    bool boundary(int64_t max_iter) const {
-      return display || test || snapshot || signal != 0 || iter + 1 == max_iter;
-    }
+    bool boundary(int64_t max_iter) const { return display || test || snapshot || signal != 0 || iter + 1 == max_iter; }
   };
   // Runs the failing iteration `s` again from the state it started from
   // (its updates, and any issued after it, discarded; the buffers `before`
@@ -154,11 +152,13 @@ class Trainer {
   int64_t skipped_images() const;
   int rank_ = 0, world_size_ = 1;
   std::optional<dist::EmulatedCompute> emulated_;  // with --emulate-compute
-  std::unique_ptr<dist::Session> session_;          // only in a job of several ranks
-  std::unique_ptr<dist::Timeline> timeline_;        // with --timeline
+  // Before session_, so that the session's threads, which record into it,
+  // have stopped when it goes.
+  std::unique_ptr<dist::Timeline> timeline_;  // with --timeline
+  std::unique_ptr<dist::Session> session_;    // only in a job of several ranks
   std::mt19937_64 rng_;
   int64_t iter_ = 0;
-  std::optional<dist::LinkModel> resumed_link_;  // the link figures the resumed checkpoint recorded
+  std::optional<dist::LinkModel> resumed_link_;              // the link figures the resumed checkpoint recorded
   std::map<std::string, DeferredTensor> compression_state_;  // the resumed checkpoint's, until the session takes it
   // Where this run's plan comes from: pinned by dist.plan_file, reused
   // figures (the checkpoint's, or the output directory's plan.json), or none.
