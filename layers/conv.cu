@@ -123,7 +123,7 @@ class ConvCudaLayer : public ConvLayer {
       return;
     }
     const Operands op = operands(io, gpu, false);
-    plan_for(io, gpu, op);  // may overwrite op.y: dy is rounded into it after
+    plan_for(io, gpu, op, true);  // may overwrite op.y in bf16: dy is rounded into it after
     cudnnHandle_t h = gpu.cudnn();
     cudaStream_t stream = gpu.compute();
     const float one = 1.f, zero = 0.f;
@@ -246,10 +246,11 @@ class ConvCudaLayer : public ConvLayer {
   // Describes the convolution of the input of `io` and ranks its
   // algorithms, unless that is already done for its shape and math. The
   // ranking runs them on the operands `op` (the layer's own input and weight,
-  // or their bfloat16 copies; it overwrites op.y), and on scratch for the
+  // or their bfloat16 copies; it overwrites op.y, but in a float32
+  // backward, where op.y is the forward's output), and on scratch for the
   // gradients (never on the gradients themselves, which backward accumulates
   // into or which may still be on their way to the host).
-  void plan_for(const LayerIO& io, cuda::Context& gpu, const Operands& op) {
+  void plan_for(const LayerIO& io, cuda::Context& gpu, const Operands& op, bool in_backward = false) {
     const Shape& shape = io.in[0]->shape();
     const ConvMath conv_math = op.bf16 ? ConvMath::bf16 : gpu.tf32() ? ConvMath::tf32 : ConvMath::fp32;
     const bool deterministic = gpu.deterministic();
@@ -316,7 +317,15 @@ class ConvCudaLayer : public ConvLayer {
     Tensor w_scratch(param(0).shape, io.in[0]->device());
     const void* x = op.x;
     const void* w = op.w;
-    void* y = op.y;      // forward overwrites it anyway
+    // Forward overwrites op.y anyway, but for a ranking in backward (the
+    // shape, math or determinism changed since forward) in float32, where
+    // op.y is the layer's output, which a fused ReLU's mask still reads.
+    Tensor y_scratch;
+    void* y = op.y;
+    if (in_backward && !op.bf16) {
+      y_scratch = Tensor(io.out[0]->shape(), io.in[0]->device());
+      y = y_scratch.data();
+    }
     const void* dy = y;  // any values of the output's shape rank the backward algorithms
     int count = 0;
 
@@ -347,8 +356,8 @@ class ConvCudaLayer : public ConvLayer {
                                                           static_cast<cudnnConvolutionBwdDataAlgo_t>(a), bytes);
     });
     POSEIDON_CUDNN_CHECK(cudnnFindConvolutionBackwardDataAlgorithmEx(
-        h, w_desc_, w, y_desc_, dy, conv_desc_, x_desc_, x_scratch.data(),
-        static_cast<int>(data.size()), &count, data.data(), gpu.workspace(ws_bytes), ws_bytes));
+        h, w_desc_, w, y_desc_, dy, conv_desc_, x_desc_, x_scratch.data(), static_cast<int>(data.size()), &count,
+        data.data(), gpu.workspace(ws_bytes), ws_bytes));
     data.resize(count);
     backward_data_ = usable_algos(
         data, conv_math, deterministic,
@@ -367,8 +376,8 @@ class ConvCudaLayer : public ConvLayer {
                                                             static_cast<cudnnConvolutionBwdFilterAlgo_t>(a), bytes);
     });
     POSEIDON_CUDNN_CHECK(cudnnFindConvolutionBackwardFilterAlgorithmEx(
-        h, x_desc_, x, y_desc_, dy, conv_desc_, w_desc_, w_scratch.data(),
-        static_cast<int>(filter.size()), &count, filter.data(), gpu.workspace(ws_bytes), ws_bytes));
+        h, x_desc_, x, y_desc_, dy, conv_desc_, w_desc_, w_scratch.data(), static_cast<int>(filter.size()), &count,
+        filter.data(), gpu.workspace(ws_bytes), ws_bytes));
     filter.resize(count);
     backward_filter_ = usable_algos(
         filter, conv_math, deterministic,
