@@ -24,9 +24,11 @@ class StepGraph {
 
   // Captures what `queue` puts on the compute stream, in CUDA's thread-local
   // capture mode, and instantiates it. Returns "" on success; otherwise
-  // one line saying why (an exception `queue` threw, CUDA's error, or GPU
-  // memory requested or waited for during the capture, which a replay
-  // would not do), with no graph kept.
+  // one line saying why (an exception `queue` threw, GPU memory requested
+  // during the capture among them (device_memory::allocate refuses it, so
+  // that no tensor is left whose zeroing was only recorded), CUDA's error,
+  // or a host wait during the capture, which a replay would not do), with
+  // no graph kept.
   std::string capture(const std::function<void()>& queue);
   bool ready() const;
   // Queues the graph on the compute stream.

@@ -3,7 +3,6 @@
 // allocator, with fills and copies ordered on its compute stream; and the
 // feeding of core/device_pipeline.h (pinned uploads, the counts tests read).
 #include "core/device_memory.h"
-#include "core/device_pipeline.h"
 
 #include <cuda_runtime.h>
 
@@ -19,6 +18,7 @@
 #include "core/cuda/check.h"
 #include "core/cuda/context.h"
 #include "core/cuda/kernels.h"
+#include "core/device_pipeline.h"
 #include "core/error.h"
 #include "core/step_recording.h"
 
@@ -77,6 +77,13 @@ void* allocate(const Device& device, size_t bytes) {
   if (!device.is_cuda()) return host_allocate(bytes);
   require(device);
   auto& ctx = cuda::Context::get(device.index);
+  // While the step is captured as a graph (core/step_graph.h) the zeroing
+  // below would only be recorded, never run: the capture fails here instead,
+  // and the step's plain run makes the tensor.
+  cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
+  POSEIDON_CUDA_CHECK(cudaStreamIsCapturing(ctx.compute(), &capturing));
+  if (capturing != cudaStreamCaptureStatusNone)
+    throw Error("the step requests GPU memory, which a replay would not do");
   counters(device.index).allocations.fetch_add(1, std::memory_order_relaxed);
   void* ptr = ctx.allocator().allocate(bytes);
   // Reused blocks hold old contents; new tensors start at zero like on the host.
@@ -135,11 +142,11 @@ DeviceCounts device_counts(const Device& device) {
 
 struct Uploader::Buffers {
   int device = 0;
-  size_t capacity = 0;            // floats per buffer
-  float* pinned[2] = {};          // host side, page-locked
-  float* staged[2] = {};          // device side, the copy stream's target
-  cudaEvent_t landed[2] = {};     // the copy stream has filled staged[i]
-  cudaEvent_t consumed[2] = {};   // the compute stream has copied staged[i] out
+  size_t capacity = 0;           // floats per buffer
+  float* pinned[2] = {};         // host side, page-locked
+  float* staged[2] = {};         // device side, the copy stream's target
+  cudaEvent_t landed[2] = {};    // the copy stream has filled staged[i]
+  cudaEvent_t consumed[2] = {};  // the compute stream has copied staged[i] out
   bool used[2] = {false, false};
   int next = 0;
   void release() {
@@ -293,7 +300,7 @@ void StepUpload::send(const void* data, size_t bytes, Refill refill) {
   POSEIDON_CHECK(refill) << "a number sent to the GPU each step has no way to be worked out again for a replay";
   // Kept until the first launch: no pinned slot is waited for inside a capture.
   auto captured = std::make_shared<std::vector<unsigned char>>(static_cast<const unsigned char*>(data),
-                                                                static_cast<const unsigned char*>(data) + bytes);
+                                                               static_cast<const unsigned char*>(data) + bytes);
   recording->before_launch([this, captured, refill = std::move(refill)](bool again) {
     void* slot = next_slot();
     if (again)
@@ -323,7 +330,7 @@ void gpu_gate_scan(const Device& device, const GateScan& scan, float* gate) {
 struct Readback::Slots {
   int device = 0;
   size_t count = 0;
-  float* host = nullptr;             // slots x count, pinned
+  float* host = nullptr;            // slots x count, pinned
   std::vector<cudaEvent_t> landed;  // per slot: its last copy has reached the host
   ~Slots() {
     // Destructors do not throw; a failure here was reported by earlier calls.
@@ -347,8 +354,8 @@ Readback::~Readback() = default;
 
 void Readback::fetch(int slot, const float* device_source) {
   cudaStream_t stream = cuda::Context::get(slots_->device).compute();
-  POSEIDON_CUDA_CHECK(cudaMemcpyAsync(slots_->host + slot * slots_->count, device_source,
-                                      slots_->count * sizeof(float), cudaMemcpyDeviceToHost, stream));
+  POSEIDON_CUDA_CHECK(cudaMemcpyAsync(slots_->host + slot * slots_->count, device_source, slots_->count * sizeof(float),
+                                      cudaMemcpyDeviceToHost, stream));
   POSEIDON_CUDA_CHECK(cudaEventRecord(slots_->landed[slot], stream));
 }
 

@@ -48,14 +48,16 @@ std::string StepGraph::capture(const std::function<void()>& queue) {
   cudaGraph_t graph = nullptr;
   const cudaError_t ended = cudaStreamEndCapture(stream, &graph);
   if (why.empty() && ended != cudaSuccess) why = std::string("cudaStreamEndCapture: ") + cudaGetErrorString(ended);
+  // A request for GPU memory fails the capture where it is made (device_memory::allocate).
   const device_memory::DeviceCounts after = device_memory::device_counts(device_);
-  if (why.empty() && after.allocations != before.allocations)
-    why = "the step requests GPU memory, which a replay would not do";
   if (why.empty() && after.host_waits != before.host_waits) why = "the step waits for the GPU from the host";
   auto exec = std::make_unique<Exec>();
   if (why.empty()) {
     const cudaError_t made = cudaGraphInstantiate(&exec->exec, graph, 0);
-    if (made != cudaSuccess) why = std::string("cudaGraphInstantiate: ") + cudaGetErrorString(made);
+    if (made != cudaSuccess) {
+      exec->exec = nullptr;  // whatever a failed instantiation left there is not destroyed
+      why = std::string("cudaGraphInstantiate: ") + cudaGetErrorString(made);
+    }
   }
   if (graph) cudaGraphDestroy(graph);
   cudaGetLastError();  // a failed capture's errors are not sticky: cleared, so later checks see their own

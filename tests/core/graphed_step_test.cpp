@@ -15,6 +15,7 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <optional>
 #include <random>
 
 #include "core/device_memory.h"
@@ -155,7 +156,8 @@ TEST(CudaGraphedStep, AReplayedStepNeitherWaitsNorAllocates) {
   const Device gpu = Device::cuda(0);
   Net net(ConfigNode::parse(kModel, "model.yaml"), 4, gpu);
   net.init_params(3);
-  Solver solver(SolverConfig::parse(ConfigNode::parse("{type: adam, lr: 0.01, lr_policy: cosine, max_iter: 9}", "solver")));
+  Solver solver(
+      SolverConfig::parse(ConfigNode::parse("{type: adam, lr: 0.01, lr_policy: cosine, max_iter: 9}", "solver")));
   LocalGradSink held(solver, true);
   StepGate gate(net, solver);
   std::mt19937_64 rng(5);
@@ -227,10 +229,17 @@ TEST(CudaStepGraph, AFailedCaptureSaysWhyAndLeavesTheStreamUsable) {
   EXPECT_FALSE(graph.ready());
   EXPECT_NE(graph.capture([&] { device_memory::synchronize(gpu); }), "");
   EXPECT_FALSE(graph.ready());
-  { Tensor cached({64}, gpu); }  // a block the allocator hands out again, with no cudaMalloc
-  EXPECT_EQ(graph.capture([&] { Tensor scratch({64}, gpu); }),
+  {
+    Tensor cached({64}, gpu);  // a block the allocator hands out again, with no cudaMalloc
+    cached.fill(7.f);
+  }
+  std::optional<Tensor> made;
+  EXPECT_EQ(graph.capture([&] { made.emplace(Shape{64}, gpu); }),
             "the step requests GPU memory, which a replay would not do");
   EXPECT_FALSE(graph.ready());
+  // Its zeroing would have been recorded and never run: the plain rerun of
+  // the step would read the block's old sevens.
+  EXPECT_FALSE(made.has_value()) << "a tensor was made while the step was captured";
   a.fill(2.f);
   EXPECT_EQ(on_host(a)[5], 2.f);
 }
