@@ -63,28 +63,32 @@ Chunks chunks_for(int64_t count) {
   return {(count + chunks - 1) / chunks, chunks};
 }
 
-// Block (chunk, c): the partial sums of dy and of dy * xhat over the chunk.
+// Block (chunk, c), for channels c = blockIdx.y, blockIdx.y + gridDim.y, ...
+// (a grid has at most 65535 rows): the partial sums of dy and of dy * xhat
+// over the chunk.
 template <class T>
 __global__ void gradient_partial_sums(const T* x, const T* dy, const float* mean, const float* inv_std,
                                       int64_t channels, int64_t spatial, int64_t count, Chunks split,
                                       double* partial_dy, double* partial_dy_xhat) {
   __shared__ double scratch[kThreads];
-  const int64_t c = blockIdx.y, chunk = blockIdx.x;
+  const int64_t chunk = blockIdx.x;
   const int64_t begin = chunk * split.per_chunk;
   const int64_t end = begin + split.per_chunk < count ? begin + split.per_chunk : count;
-  const float m = mean[c], s = inv_std[c];
-  double sum_dy = 0, sum_dy_xhat = 0;
-  for (int64_t i = begin + threadIdx.x; i < end; i += kThreads) {
-    const int64_t k = value_index(i, c, channels, spatial);
-    const float g = cuda::load(dy, k);
-    sum_dy += g;
-    sum_dy_xhat += double(g) * ((cuda::load(x, k) - m) * s);
-  }
-  sum_dy = block_sum(sum_dy, scratch);
-  sum_dy_xhat = block_sum(sum_dy_xhat, scratch);
-  if (threadIdx.x == 0) {
-    partial_dy[c * split.chunks + chunk] = sum_dy;
-    partial_dy_xhat[c * split.chunks + chunk] = sum_dy_xhat;
+  for (int64_t c = blockIdx.y; c < channels; c += gridDim.y) {
+    const float m = mean[c], s = inv_std[c];
+    double sum_dy = 0, sum_dy_xhat = 0;
+    for (int64_t i = begin + threadIdx.x; i < end; i += kThreads) {
+      const int64_t k = value_index(i, c, channels, spatial);
+      const float g = cuda::load(dy, k);
+      sum_dy += g;
+      sum_dy_xhat += double(g) * ((cuda::load(x, k) - m) * s);
+    }
+    sum_dy = block_sum(sum_dy, scratch);
+    sum_dy_xhat = block_sum(sum_dy_xhat, scratch);
+    if (threadIdx.x == 0) {
+      partial_dy[c * split.chunks + chunk] = sum_dy;
+      partial_dy_xhat[c * split.chunks + chunk] = sum_dy_xhat;
+    }
   }
 }
 
@@ -236,11 +240,9 @@ class BatchNormCudaLayer : public BatchNormLayer {
   }
 
  private:
-  // The grid's second dimension holds one row of blocks per channel.
-  static unsigned grid_rows(int64_t channels) {
-    POSEIDON_CHECK(channels <= 65535) << channels << " channels exceed one grid's rows";
-    return static_cast<unsigned>(channels);
-  }
+  // The grid's second dimension: a row of blocks per channel, at most 65535
+  // rows, each then taking every 65535th channel.
+  static unsigned grid_rows(int64_t channels) { return static_cast<unsigned>(std::min<int64_t>(channels, 65535)); }
 
   // Views into scratch_ for one call: two partial-sum arrays of C x chunks
   // doubles, C moments, and C floats each of the backward means.

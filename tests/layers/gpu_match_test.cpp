@@ -53,7 +53,7 @@ struct Side {
 
 // How the layer sits in its net, beyond the gradient check's cases.
 struct Placement {
-  bool first_layer = false;            // its input needs no gradient (conv1 on the data)
+  bool first_layer = false;          // its input needs no gradient (conv1 on the data)
   bool weight_grad_skipped = false;  // its weight's gradient is left to SFB (LayerIO::skip_param_grad)
 };
 
@@ -92,8 +92,7 @@ Side build(const GradCase& c, const Device& device, const Placement& placement) 
 // to both sides.
 void set_both(Tensor& cpu, Tensor& gpu, std::mt19937_64& rng, int64_t classes = 0, float low = -1.f) {
   std::uniform_real_distribution<float> uni(low, 1.f);
-  for (int64_t i = 0; i < cpu.numel(); ++i)
-    cpu[i] = classes > 0 ? static_cast<float>(rng() % classes) : uni(rng);
+  for (int64_t i = 0; i < cpu.numel(); ++i) cpu[i] = classes > 0 ? static_cast<float>(rng() % classes) : uni(rng);
   gpu.copy_from(cpu);
 }
 
@@ -194,8 +193,8 @@ std::optional<std::string> compare_case(const GradCase& c, const Placement& plac
                 magnitude([&](Side& s) -> Tensor& { return s.layer->param(i).grad; }));
     }
     for (size_t k = 0; k < cpu.in.size(); ++k)
-      if (!cpu.io.in_grad[k]) compare("untouched input gradient " + std::to_string(k), cpu.in_grad[k], gpu.in_grad[k],
-                                      err, failures);
+      if (!cpu.io.in_grad[k])
+        compare("untouched input gradient " + std::to_string(k), cpu.in_grad[k], gpu.in_grad[k], err, failures);
   }
   // Buffers (running statistics) as updated by the forward pass.
   for (size_t i = 0; i < cpu.layer->params().size(); ++i) {
@@ -251,10 +250,13 @@ const std::vector<LargeCase>& large_cases() {
         .inputs = {{2, 16, 40, 40}},
         .fuse_relu = true}},
       {{"pool_max_grid_stride", "{name: p, type: pool, kernel_size: 2, stride: 2}", {{2, 64, 112, 112}}}},
-      {{"pool_avg_grid_stride", "{name: p, type: pool, mode: avg, kernel_size: 3, stride: 1, pad: 1}",
+      {{"pool_avg_grid_stride",
+        "{name: p, type: pool, mode: avg, kernel_size: 3, stride: 1, pad: 1}",
         {{2, 32, 140, 140}}}},
       {{"batch_norm_many_values", "{name: bn, type: batch_norm}", {{8, 16, 112, 112}}}},
       {{"batch_norm_test_many_values", "{name: bn, type: batch_norm}", {{8, 16, 112, 112}}, {}, false}},
+      // More channels than a grid has rows (65535): a batch norm over a wide fc output.
+      {{"batch_norm_many_channels", "{name: bn, type: batch_norm}", {{4, 70000}}}},
       {{"fc_large_weights", "{name: fc6, type: fc, num_output: 4096}", {{4, 9216}}}},
       {{"fc_under_sfb", "{name: fc7, type: fc, num_output: 1000}", {{8, 4096}}}, {.weight_grad_skipped = true}},
       {{"softmax_many_values", "{name: s, type: softmax}", {{1200, 1000}}}},
@@ -264,7 +266,8 @@ const std::vector<LargeCase>& large_cases() {
       {{"sum_grid_stride", "{name: s, type: sum}", {{2, 32, 150, 150}, {2, 32, 150, 150}}}},
       {{"dropout_grid_stride", "{name: d, type: dropout, ratio: 0.3}", {{2, 32, 150, 150}}}},
       {{"flatten_grid_stride", "{name: f, type: flatten}", {{2, 32, 150, 150}}}},
-      {{"adaptive_avg_pool_grid_stride", "{name: p, type: adaptive_avg_pool, output_size: [7, 7]}",
+      {{"adaptive_avg_pool_grid_stride",
+        "{name: p, type: adaptive_avg_pool, output_size: [7, 7]}",
         {{16, 512, 14, 14}}}},
   };
   return cases;
