@@ -102,10 +102,22 @@ void* Context::workspace(size_t bytes) {
   return grow(workspace_, bytes);
 }
 
-void* Context::bf16_operand(Bf16Operand slot, size_t bytes) { return grow(bf16_operands_.at(static_cast<size_t>(slot)), bytes); }
+void* Context::bf16_operand(Bf16Operand slot, size_t bytes) {
+  return grow(bf16_operands_.at(static_cast<size_t>(slot)), bytes);
+}
+
+void Context::refuse_memory_while_captured() {
+  cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
+  POSEIDON_CUDA_CHECK(cudaStreamIsCapturing(compute_, &capturing));
+  if (capturing != cudaStreamCaptureStatusNone)
+    throw Error("the step requests GPU memory, which a replay would not do");
+}
 
 void* Context::grow(Scratch& scratch, size_t bytes) {
   if (bytes > scratch.bytes) {
+    // A captured graph would keep the old scratch, which the allocator may
+    // hand to others: the step's plain run grows it.
+    refuse_memory_while_captured();
     // Work still queued on the compute stream may use the old scratch; the
     // allocator hands a block out again only to work queued behind it.
     allocator_.release(scratch.ptr);

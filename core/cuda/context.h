@@ -35,6 +35,11 @@ class Context {
   // looked for when cuDNN cannot start.
   cudnnHandle_t cudnn();
   CachingAllocator& allocator() { return allocator_; }
+  // Throws Error while the compute stream is captured as a graph
+  // (core/step_graph.h), which fails the capture: memory requested then
+  // would be zeroed or released only in the graph, not when the step runs
+  // plain again.
+  void refuse_memory_while_captured();
 
   // Device memory for work queued on `stream`, which need not be the compute
   // stream: the allocator's blocks belong to the compute stream, so a block
