@@ -77,13 +77,9 @@ void* allocate(const Device& device, size_t bytes) {
   if (!device.is_cuda()) return host_allocate(bytes);
   require(device);
   auto& ctx = cuda::Context::get(device.index);
-  // While the step is captured as a graph (core/step_graph.h) the zeroing
-  // below would only be recorded, never run: the capture fails here instead,
-  // and the step's plain run makes the tensor.
-  cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
-  POSEIDON_CUDA_CHECK(cudaStreamIsCapturing(ctx.compute(), &capturing));
-  if (capturing != cudaStreamCaptureStatusNone)
-    throw Error("the step requests GPU memory, which a replay would not do");
+  // While the step is captured the zeroing below would only be recorded:
+  // the step's plain run makes the tensor.
+  ctx.refuse_memory_while_captured();
   counters(device.index).allocations.fetch_add(1, std::memory_order_relaxed);
   void* ptr = ctx.allocator().allocate(bytes);
   // Reused blocks hold old contents; new tensors start at zero like on the host.
