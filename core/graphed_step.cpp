@@ -41,7 +41,13 @@ void GraphedStep::run(const std::function<void()>& queue) {
   const std::map<std::string, int64_t> steps = state_.solver->steps();
   recording_.clear();
   recording_.start();
-  const std::string why = graph_->capture(queue);
+  std::string why;
+  try {
+    why = graph_->capture(queue);
+  } catch (...) {  // CUDA's own failure around the capture: later sends must not stay deferred
+    recording_.stop();
+    throw;
+  }
   recording_.stop();
   if (why.empty()) {
     schedule_.captured();
