@@ -8,8 +8,9 @@ as POSEIDON_TF32=1 does for the engine; --bf16 runs forward and loss under
 bfloat16 autocast, as the engine's precision bf16; --compile times the
 model under torch.compile, --channels-last with its input and weights in
 channels-last memory format, the two settings beyond PyTorch's defaults that
-a user tuning for speed reaches for). Prints one JSON object: model -> images
-per second."""
+a user tuning for speed reaches for). Prints one JSON object per model, one
+line each as the model finishes: {model: images per second}, so that a run
+cut short by a time limit still gives the models it timed."""
 
 import argparse
 import json
@@ -78,9 +79,9 @@ def main() -> int:
     torch.backends.cuda.matmul.allow_tf32 = args.tf32
     torch.backends.cudnn.allow_tf32 = args.tf32
     torch.backends.cudnn.benchmark = True  # algorithm chosen once per shape, as the engine does
-    out = {m: images_per_second(m, args.batch, args.iters, args.warmup, args.bf16, args.compile, args.channels_last)
-           for m in args.models}
-    print(json.dumps(out))
+    for m in args.models:
+        rate = images_per_second(m, args.batch, args.iters, args.warmup, args.bf16, args.compile, args.channels_last)
+        print(json.dumps({m: rate}), flush=True)
     return 0
 
 
