@@ -19,12 +19,11 @@
 #include "dist/gpu/cuda/mean_scale.h"
 
 // An NCCL call that fails throws, as core/cuda/check.h does for CUDA's.
-#define POSEIDON_NCCL_CHECK(call)                                                       \
-  do {                                                                                  \
-    ncclResult_t poseidon_status_ = (call);                                             \
-    if (poseidon_status_ != ncclSuccess)                                                \
-      ::poseidon::cuda::fail("NCCL", #call, __FILE__, __LINE__,                         \
-                             ncclGetErrorString(poseidon_status_));                     \
+#define POSEIDON_NCCL_CHECK(call)                                                                      \
+  do {                                                                                                 \
+    ncclResult_t poseidon_status_ = (call);                                                            \
+    if (poseidon_status_ != ncclSuccess)                                                               \
+      ::poseidon::cuda::fail("NCCL", #call, __FILE__, __LINE__, ncclGetErrorString(poseidon_status_)); \
   } while (0)
 
 namespace poseidon::dist {
@@ -70,12 +69,17 @@ std::function<bool()> GpuAllReduce::State::landed_test() const {
   POSEIDON_CUDA_CHECK(cudaEventCreateWithFlags(&landed, cudaEventDisableTiming));
   POSEIDON_CUDA_CHECK(cudaEventRecord(landed, stream));
   auto event = std::shared_ptr<CUevent_st>(landed, [](cudaEvent_t e) { cudaEventDestroy(e); });
-  return [event] {
+  return [event, comm = comm] {
     const cudaError_t status = cudaEventQuery(event.get());
     if (status == cudaErrorNotReady) {
       // Not an error, but the runtime keeps it as the last error, where the
       // next launch check (cudaGetLastError) would take it for its own.
       cudaGetLastError();
+      // NCCL's own failure (a peer's connection lost) would otherwise show
+      // only as a sum that never lands, until the stall check's timeout.
+      ncclResult_t async = ncclSuccess;
+      POSEIDON_NCCL_CHECK(ncclCommGetAsyncError(comm, &async));
+      if (async != ncclInProgress) POSEIDON_NCCL_CHECK(async);
       return false;
     }
     POSEIDON_CUDA_CHECK(status);
@@ -112,8 +116,19 @@ GpuAllReduce::GpuAllReduce(const Device& gpu, const std::vector<char>& id, int r
 
 GpuAllReduce::~GpuAllReduce() {
   cudaSetDevice(state_->device);
-  cudaStreamSynchronize(state_->stream);
-  ncclCommDestroy(state_->comm);
+  // A sum still queued (a run ended by an error) may wait for peers that
+  // never join it, and finalizing would wait with it: the communicator is
+  // aborted then, its queued work with it.
+  ncclResult_t async = ncclSuccess;
+  const bool failed = ncclCommGetAsyncError(state_->comm, &async) != ncclSuccess || async != ncclSuccess;
+  const bool idle = cudaStreamQuery(state_->stream) == cudaSuccess;
+  cudaGetLastError();  // a busy stream's "not ready" is no error of anyone's
+  if (idle && !failed) {
+    ncclCommDestroy(state_->comm);
+  } else {
+    ncclCommAbort(state_->comm);
+    cudaStreamSynchronize(state_->stream);
+  }
   cudaEventDestroy(state_->gradients);
   if (state_->wire) cudaFree(state_->wire);
   cudaStreamDestroy(state_->stream);
