@@ -67,14 +67,25 @@ void round_into_bf16_serially(const float* from, uint16_t* to, int64_t n) {
   round_serially(from, to, n);
 }
 
-void round_into_bf16(const float* from, uint16_t* to, int64_t n) {
+namespace {
+
+// serially(from + begin, to + begin, length) over blocks of 8192 values, in
+// parallel beyond 65536 of them.
+template <class From, class Serially>
+void in_parallel_blocks(const From* from, uint16_t* to, int64_t n, Serially serially) {
   constexpr int64_t kBlock = 8192;
   const int64_t blocks = (n + kBlock - 1) / kBlock;
 #pragma omp parallel for if (n > 65536)
   for (int64_t b = 0; b < blocks; ++b) {
     const int64_t begin = b * kBlock;
-    round_into_bf16_serially(from + begin, to + begin, std::min(kBlock, n - begin));
+    serially(from + begin, to + begin, std::min(kBlock, n - begin));
   }
+}
+
+}  // namespace
+
+void round_into_bf16(const float* from, uint16_t* to, int64_t n) {
+  in_parallel_blocks(from, to, n, round_into_bf16_serially);
 }
 
 void add_rounded_into_bf16(const float* from, uint16_t* to, int64_t n) {
@@ -88,13 +99,7 @@ void add_rounded_into_bf16_serially(const uint16_t* from, uint16_t* to, int64_t 
 }
 
 void add_rounded_into_bf16(const uint16_t* from, uint16_t* to, int64_t n) {
-  constexpr int64_t kBlock = 8192;
-  const int64_t blocks = (n + kBlock - 1) / kBlock;
-#pragma omp parallel for if (n > 65536)
-  for (int64_t b = 0; b < blocks; ++b) {
-    const int64_t begin = b * kBlock;
-    add_rounded_into_bf16_serially(from + begin, to + begin, std::min(kBlock, n - begin));
-  }
+  in_parallel_blocks(from, to, n, add_rounded_into_bf16_serially);
 }
 
 }  // namespace poseidon
