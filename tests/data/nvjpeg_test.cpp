@@ -103,6 +103,18 @@ class EncodedFixture : public ::testing::Test {
                        dir_.string());
   }
 
+  // The GPU feed's tests: the image folder's batches of 4 (full-size
+  // decodes), for the plain loader (encoded false) and the one the feed
+  // reads (true), with the same seed.
+  LoaderConfig feed_batches(bool encoded) const {
+    LoaderConfig c;
+    c.batch_size = 4;
+    c.seed = 9;
+    c.drop_last = true;
+    c.encoded = encoded;
+    return c;
+  }
+
   // Two epochs of 2 workers: the encoded loader's bytes, decoded on the CPU
   // with its seeds, give the plain loader's batches bit for bit, and its labels.
   static void expect_encoded_matches_plain(const std::shared_ptr<Source>& s) {
@@ -181,13 +193,20 @@ std::vector<std::vector<uint8_t>> test_jpegs(int count) {
 // Mean 0 and std 1 keep the outputs on that scale.
 constexpr float kMaxDifference = 0.05f, kMeanDifference = 0.01f;
 
+// libnvjpeg into `lib`; where it does not load the test is skipped, or
+// fails where a GPU machine is expected to have it (the caller then returns).
+void load_nvjpeg_or_skip(NvjpegLibrary& lib) {
+  lib = load_nvjpeg();
+  if (lib.loaded()) return;
+  if (testing::gpu_required()) FAIL() << "a GPU machine without libnvjpeg: " << lib.problem;
+  GTEST_SKIP() << lib.problem;
+}
+
 void expect_gpu_matches_cpu(ImageTransformConfig config, const char* what) {
   POSEIDON_SKIP_WITHOUT_GPU();
-  const NvjpegLibrary lib = load_nvjpeg();
-  if (!lib.loaded()) {
-    if (testing::gpu_required()) FAIL() << "a GPU machine without libnvjpeg: " << lib.problem;
-    GTEST_SKIP() << lib.problem;
-  }
+  NvjpegLibrary lib;
+  load_nvjpeg_or_skip(lib);
+  if (!lib.loaded()) return;
   config.jpeg_scaling = false;  // full-size decodes on both sides
   const ImageTransform t(config);
   const auto jpegs = test_jpegs(16);
@@ -238,19 +257,11 @@ TEST(NvjpegGpu, ResizeAndCropMatchTheCpuPath) {
 // the CPU path, against the plain loader's batches.
 TEST_F(EncodedFixture, GpuFeedMatchesTheCpuLoader) {
   POSEIDON_SKIP_WITHOUT_GPU();
-  const NvjpegLibrary lib = load_nvjpeg();
-  if (!lib.loaded()) {
-    if (testing::gpu_required()) FAIL() << "a GPU machine without libnvjpeg: " << lib.problem;
-    GTEST_SKIP() << lib.problem;
-  }
+  NvjpegLibrary lib;
+  load_nvjpeg_or_skip(lib);
+  if (!lib.loaded()) return;
   auto s = source("source: image_folder, root: images, jpeg_scaling: false");
-  LoaderConfig c;
-  c.batch_size = 4;
-  c.seed = 9;
-  c.drop_last = true;
-  Loader plain(s, c);
-  c.encoded = true;
-  Loader encoded(s, c);
+  Loader plain(s, feed_batches(false)), encoded(s, feed_batches(true));
   GpuImageFeed feed(lib, encoded);
   Tensor data, labels;
   Tensor device_data(Shape{4, 3, 16, 16}, Device::cuda(0)), device_labels(Shape{4}, Device::cuda(0));
@@ -275,19 +286,11 @@ TEST_F(EncodedFixture, GpuFeedMatchesTheCpuLoader) {
 // aside; the feed's next batch, given meanwhile, must not reach that copy.
 TEST_F(EncodedFixture, GpuFeedWaitsForTheStepStillReadingTheLastBatch) {
   POSEIDON_SKIP_WITHOUT_GPU();
-  const NvjpegLibrary lib = load_nvjpeg();
-  if (!lib.loaded()) {
-    if (testing::gpu_required()) FAIL() << "a GPU machine without libnvjpeg: " << lib.problem;
-    GTEST_SKIP() << lib.problem;
-  }
+  NvjpegLibrary lib;
+  load_nvjpeg_or_skip(lib);
+  if (!lib.loaded()) return;
   auto s = source("source: image_folder, root: images, jpeg_scaling: false");
-  LoaderConfig c;
-  c.batch_size = 4;
-  c.seed = 9;
-  c.drop_last = true;
-  Loader plain(s, c);
-  c.encoded = true;
-  Loader encoded(s, c);
+  Loader plain(s, feed_batches(false)), encoded(s, feed_batches(true));
   ASSERT_GE(plain.batches_per_epoch(), 2);
   GpuImageFeed feed(lib, encoded);
   const Device gpu = Device::cuda(0);
