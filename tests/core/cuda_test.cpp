@@ -11,6 +11,7 @@
 #include <random>
 #include <sstream>
 
+#include "core/bf16.h"
 #include "core/config_node.h"
 #include "core/device_memory.h"
 #include "core/finite_check.h"
@@ -33,7 +34,6 @@ bool nvcc_present() {
     if (!dir.empty() && std::filesystem::exists(std::filesystem::path(dir) / "nvcc")) return true;
   return false;
 }
-
 
 TEST(CudaBuild, BuiltWhereverNvccIs) {
   if (std::string(POSEIDON_CUDA_OPTION) == "OFF") GTEST_SKIP() << "configured with POSEIDON_CUDA=OFF";
@@ -109,8 +109,8 @@ TEST(CudaAllocator, TrainingStepsAllocateNothingAfterTheFirst) {
 
 TEST(CudaSolver, UpdateMatchesTheCpu) {
   POSEIDON_SKIP_WITHOUT_GPU();
-  Solver solver(SolverConfig::parse(
-      ConfigNode::parse("{lr: 0.1, momentum: 0.9, nesterov: true, weight_decay: 0.01}", "solver")));
+  Solver solver(
+      SolverConfig::parse(ConfigNode::parse("{lr: 0.1, momentum: 0.9, nesterov: true, weight_decay: 0.01}", "solver")));
   Param cpu;
   cpu.name = "w";
   cpu.shape = {257};
@@ -128,8 +128,10 @@ TEST(CudaSolver, UpdateMatchesTheCpu) {
     solver.update(cpu);
     solver.update(gpu);
   }
+  // The same element function, each product and sum rounded on both (no
+  // fused multiply-adds: CMakeLists.txt): the same bits.
   Tensor back = gpu.value.to(Device{});
-  for (int64_t i = 0; i < 257; ++i) EXPECT_NEAR(back[i], cpu.value[i], 1e-6 * std::max(1.f, std::abs(cpu.value[i])));
+  for (int64_t i = 0; i < 257; ++i) EXPECT_EQ(float_bits(back[i]), float_bits(cpu.value[i])) << i;
 }
 
 // Solver::update_all's launches per group of parameters (core/
@@ -137,9 +139,9 @@ TEST(CudaSolver, UpdateMatchesTheCpu) {
 // parameters than one group holds, in each rule that keeps state.
 TEST(CudaSolver, UpdateAllMatchesTheCpu) {
   POSEIDON_SKIP_WITHOUT_GPU();
-  for (const char* config : {"{lr: 0.1, momentum: 0.9, nesterov: true, weight_decay: 0.01}",
-                             "{type: adamw, lr: 0.01, weight_decay: 0.1}",
-                             "{type: rmsprop, lr: 0.01, momentum: 0.5, centered: true}"}) {
+  for (const char* config :
+       {"{lr: 0.1, momentum: 0.9, nesterov: true, weight_decay: 0.01}", "{type: adamw, lr: 0.01, weight_decay: 0.1}",
+        "{type: rmsprop, lr: 0.01, momentum: 0.5, centered: true}"}) {
     SCOPED_TRACE(config);
     Solver cpu_solver(SolverConfig::parse(ConfigNode::parse(config, "solver")));
     Solver gpu_solver(SolverConfig::parse(ConfigNode::parse(config, "solver")));
@@ -166,7 +168,7 @@ TEST(CudaSolver, UpdateAllMatchesTheCpu) {
     for (size_t k = 0; k < cpu.size(); ++k) {
       Tensor back = gpu[k].value.to(Device{});
       for (int64_t i = 0; i < back.numel(); ++i)
-        ASSERT_NEAR(back[i], cpu[k].value[i], 1e-6 * std::max(1.f, std::abs(cpu[k].value[i]))) << cpu[k].name << "[" << i << "]";
+        ASSERT_EQ(float_bits(back[i]), float_bits(cpu[k].value[i])) << cpu[k].name << "[" << i << "]";
     }
   }
 }
@@ -232,10 +234,9 @@ TEST(CudaUpdateTable, FlagKeepsEverythingAndStepsMatchTheHost) {
   for (int k = 0; k < params; ++k) {
     const Tensor back = value[k].to(Device{}), back_state = state[k].to(Device{});
     for (int64_t i = 0; i < back.numel(); ++i)
-      ASSERT_NEAR(back[i], host_value[k][i], 1e-6 * std::max(1.f, std::abs(host_value[k][i]))) << k << "[" << i << "]";
+      ASSERT_EQ(float_bits(back[i]), float_bits(host_value[k][i])) << k << "[" << i << "]";
     for (int64_t i = 0; i < back_state.numel(); ++i)
-      ASSERT_NEAR(back_state[i], host_state[k][i], 1e-6 * std::max(1.f, std::abs(host_state[k][i])))
-          << k << " state[" << i << "]";
+      ASSERT_EQ(float_bits(back_state[i]), float_bits(host_state[k][i])) << k << " state[" << i << "]";
   }
 }
 
