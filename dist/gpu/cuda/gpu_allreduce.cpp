@@ -79,7 +79,9 @@ std::function<bool()> GpuAllReduce::State::landed_test() const {
       // only as a sum that never lands, until the stall check's timeout.
       ncclResult_t async = ncclSuccess;
       POSEIDON_NCCL_CHECK(ncclCommGetAsyncError(comm, &async));
-      if (async != ncclInProgress) POSEIDON_NCCL_CHECK(async);
+      if (async != ncclSuccess && async != ncclInProgress)
+        cuda::fail("NCCL", "the communicator, while a sum was pending (ncclCommGetAsyncError)", __FILE__, __LINE__,
+                   ncclGetErrorString(async));
       return false;
     }
     POSEIDON_CUDA_CHECK(status);
