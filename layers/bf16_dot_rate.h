@@ -12,8 +12,9 @@ namespace poseidon {
 
 // Bfloat16 multiply-adds per second through vdpbf16ps over float32 ones
 // through vfmadd231ps, on one core, both on 512-bit registers: about 2 where
-// they issue at the same rate. Measured once per process (about a quarter of
-// a millisecond); 0 where the CPU has no avx512_bf16.
+// they issue at the same rate. Measured once per process (three times a
+// quarter of a millisecond, a millisecond apart); 0 where the CPU has no
+// avx512_bf16.
 double bf16_dot_rate();
 
 }  // namespace poseidon

@@ -10,6 +10,15 @@
 
 namespace poseidon {
 
+namespace {
+std::optional<bool>& adopted_bf16_kernels() {
+  static std::optional<bool> choice;
+  return choice;
+}
+}  // namespace
+
+void adopt_cpu_bf16_kernels(std::optional<bool> onednn) { adopted_bf16_kernels() = onednn; }
+
 #ifdef POSEIDON_HAVE_DNNL
 
 const dnnl::engine& dnnl_cpu_engine() {
@@ -54,6 +63,7 @@ bool dnnl_uses_avx512() {
 constexpr double kBf16DotRateThatPays = 1.5;
 
 bool dnnl_runs_bf16_kernels() {
+  if (const std::optional<bool>& adopted = adopted_bf16_kernels()) return *adopted && dnnl_uses_avx512();
   if (const char* forced = std::getenv("POSEIDON_CPU_BF16_KERNELS")) {
     const std::string choice = forced;
     POSEIDON_REQUIRE(choice == "onednn" || choice == "float32")
@@ -130,6 +140,10 @@ std::string cpu_bf16_kernels() {
   const std::string isa = dnnl_cpu_isa();
   char measured[80];
   std::snprintf(measured, sizeof measured, "vdpbf16ps multiplies at %.2f times vfmadd231ps' rate", bf16_dot_rate());
+  if (adopted_bf16_kernels())
+    return dnnl_runs_bf16_kernels() ? "oneDNN's bfloat16 kernels (rank 0's choice, which every rank takes)"
+                                    : "float32 kernels on operands rounded to bfloat16 (rank 0's choice, which "
+                                      "every rank takes, or no bfloat16 kernels before AVX-512)";
   if (std::getenv("POSEIDON_CPU_BF16_KERNELS"))
     return dnnl_runs_bf16_kernels() ? "oneDNN's bfloat16 kernels (as POSEIDON_CPU_BF16_KERNELS asks)"
                                     : "float32 kernels on operands rounded to bfloat16 (as "
@@ -137,9 +151,10 @@ std::string cpu_bf16_kernels() {
   if (dnnl_runs_bf16_kernels())
     return isa == "avx512_core_amx" ? "oneDNN's bfloat16 kernels (AMX)"
                                     : "oneDNN's bfloat16 kernels (" + std::string(measured) + ")";
-  const std::string why = isa == "not built"       ? "this build has no oneDNN"
-                          : !dnnl_uses_avx512()   ? "no bfloat16 kernels in oneDNN before AVX-512; its instruction "
-                                                    "set here is " + isa
+  const std::string why = isa == "not built"    ? "this build has no oneDNN"
+                          : !dnnl_uses_avx512() ? "no bfloat16 kernels in oneDNN before AVX-512; its instruction "
+                                                  "set here is " +
+                                                      isa
                           : bf16_dot_rate() == 0 ? "no bfloat16 dot product (avx512_bf16) on this CPU: oneDNN "
                                                    "would emulate it"
                                                  : std::string(measured) + ", too slow to pay";

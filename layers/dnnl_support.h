@@ -8,6 +8,7 @@
 // reports.
 #pragma once
 
+#include <optional>
 #include <string>
 
 #include "layers/bf16_pack.h"
@@ -29,8 +30,17 @@ std::string dnnl_cpu_isa();
 // or a slow dot product) conv and fc run float32 kernels on operands
 // rounded to bfloat16. POSEIDON_CPU_BF16_KERNELS=onednn or =float32 in the
 // environment decides instead (onednn where it has them: from AVX-512
-// on). False without oneDNN.
+// on). A choice adopted by adopt_cpu_bf16_kernels decides before either.
+// False without oneDNN.
 bool dnnl_runs_bf16_kernels();
+
+// Makes `onednn` this process's choice (still only where oneDNN has
+// bfloat16 kernels: from AVX-512 on); nullopt returns to the environment's
+// or the measured one. Called before any layer prepares its kernels: every
+// rank of a job takes rank 0's choice, since the two kernels' products
+// differ in their last bits and a rank measuring under load could choose
+// otherwise than the others.
+void adopt_cpu_bf16_kernels(std::optional<bool> onednn);
 
 // What bf16 layers compute with on this CPU and why, in a sentence, for
 // `poseidon info` and `poseidon train`'s warning.

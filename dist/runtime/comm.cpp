@@ -86,6 +86,11 @@ World::~World() {
   if (uses_mpi_) MPI_Finalize();
 }
 
+int World::value_of_rank_zero(int value) const {
+  if (uses_mpi_) POSEIDON_MPI(MPI_Bcast(&value, 1, MPI_INT, 0, MPI_COMM_WORLD));
+  return value;
+}
+
 void World::abort(int status) const {
   if (uses_mpi_) MPI_Abort(MPI_COMM_WORLD, status);
   std::_Exit(status);
@@ -97,7 +102,9 @@ Comm::Comm(const World& world) {
 }
 
 Comm::Comm(Comm&& other) noexcept
-    : comm_(std::exchange(other.comm_, MPI_COMM_NULL)), rank_(other.rank_), size_(other.size_),
+    : comm_(std::exchange(other.comm_, MPI_COMM_NULL)),
+      rank_(other.rank_),
+      size_(other.size_),
       max_tag_(other.max_tag_) {}
 
 Comm Comm::duplicate() const {

@@ -78,6 +78,11 @@ class World {
   bool uses_mpi() const { return uses_mpi_; }
   int thread_level() const { return thread_level_; }  // MPI_THREAD_*, as provided
 
+  // Rank 0's `value`, on every rank (collective: every rank calls it, in the
+  // same order); `value` itself without MPI. For choices a process makes by
+  // measuring, which the ranks of a job must make alike.
+  int value_of_rank_zero(int value) const;
+
   // Ends every rank of the job (MPI_Abort); alone it just exits.
   [[noreturn]] void abort(int status) const;
 

@@ -210,6 +210,26 @@ TEST(Bf16DotRate, EnvironmentChoosesTheKernels) {
   else
     unsetenv("POSEIDON_CPU_BF16_KERNELS");
 }
+
+// An adopted choice (rank 0's, in a job) decides over the environment, and
+// dropping it hands the choice back.
+TEST(Bf16DotRate, AnAdoptedChoiceDecidesOverTheEnvironment) {
+  const char* before = std::getenv("POSEIDON_CPU_BF16_KERNELS");
+  const std::string saved = before ? before : "";
+  setenv("POSEIDON_CPU_BF16_KERNELS", "onednn", 1);
+  adopt_cpu_bf16_kernels(false);
+  EXPECT_FALSE(dnnl_runs_bf16_kernels());
+  EXPECT_NE(cpu_bf16_kernels().find("rank 0's choice"), std::string::npos) << cpu_bf16_kernels();
+  setenv("POSEIDON_CPU_BF16_KERNELS", "float32", 1);
+  adopt_cpu_bf16_kernels(true);
+  EXPECT_EQ(dnnl_runs_bf16_kernels(), dnnl_uses_avx512());
+  adopt_cpu_bf16_kernels(std::nullopt);
+  EXPECT_FALSE(dnnl_runs_bf16_kernels());
+  if (before)
+    setenv("POSEIDON_CPU_BF16_KERNELS", saved.c_str(), 1);
+  else
+    unsetenv("POSEIDON_CPU_BF16_KERNELS");
+}
 #endif  // POSEIDON_HAVE_DNNL
 
 TEST(Bf16Layers, NetHandsBf16ToConvAndFcOnly) {

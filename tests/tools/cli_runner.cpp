@@ -20,10 +20,11 @@ std::string slurp(const std::filesystem::path& p) {
 }
 }  // namespace
 
-CliResult run_poseidon(const std::string& args) {
+CliResult run_poseidon(const std::string& args) { return run_captured(std::string(POSEIDON_BINARY) + " " + args); }
+
+CliResult run_captured(const std::string& command) {
   TempDir tmp;
-  std::string cmd = std::string(POSEIDON_BINARY) + " " + args + " >" + tmp.file("out") + " 2>" + tmp.file("err") +
-                    " </dev/null";
+  const std::string cmd = command + " >" + tmp.file("out") + " 2>" + tmp.file("err") + " </dev/null";
   int raw = std::system(cmd.c_str());
   CliResult r;
   r.status = WIFEXITED(raw) ? WEXITSTATUS(raw) : 128 + WTERMSIG(raw);

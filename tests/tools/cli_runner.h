@@ -18,6 +18,9 @@ struct CliResult {
 // Runs `poseidon <args>` (args are shell-quoted by the caller when needed).
 CliResult run_poseidon(const std::string& args);
 
+// Runs a shell command with no input, capturing its status and output.
+CliResult run_captured(const std::string& command);
+
 // A fresh directory under the system temp dir, removed by the destructor.
 class TempDir {
  public:

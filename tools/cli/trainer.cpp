@@ -21,6 +21,7 @@
 #include "core/units.h"
 #include "data/nvjpeg_library.h"
 #include "dist/runtime/device_choice.h"
+#include "layers/dnnl_support.h"
 #include "tools/cli/label_check.h"
 #include "tools/cli/progress.h"
 #include "tools/cli/run_summary.h"
@@ -109,6 +110,9 @@ Trainer::Trainer(TrainConfig config, TrainOptions options)
     rank_ = options_.world->rank();
     world_size_ = options_.world->size();
     config_.device = dist::rank_device(*options_.world, config_.device, config_.device_index_given);
+    // The ranks multiply bf16 with rank 0's CPU kernels, whatever each
+    // measured (layers/dnnl_support.h).
+    adopt_cpu_bf16_kernels(options_.world->value_of_rank_zero(dnnl_runs_bf16_kernels()) != 0);
   }
   net_ = std::make_unique<Net>(config_.model, config_.train_data.batch_size, config_.device);
   if (config_.deterministic) device_memory::set_deterministic(config_.device, *config_.deterministic);
@@ -196,8 +200,7 @@ Trainer::Trainer(TrainConfig config, TrainOptions options)
     session_ = std::make_unique<dist::Session>(*net_, config_.model, *solver_, *options_.world, std::move(session));
     plan_said_ = origin;
     // Written down, so that the next start of this config plans the same.
-    if (rank_ == 0 && session_->link())
-      dist::write_plan_file(plan_record_path(), session_->record());
+    if (rank_ == 0 && session_->link()) dist::write_plan_file(plan_record_path(), session_->record());
   }
   if (!options_.timeline.empty()) {
     timeline_ = std::make_unique<dist::Timeline>(rank_);

@@ -2,30 +2,25 @@
 // exit status and output.
 #pragma once
 
-#include <sys/wait.h>
-
-#include <cstdlib>
-#include <fstream>
-#include <sstream>
 #include <string>
+#include <vector>
 
 #include "tools/cli_runner.h"
 
 namespace poseidon::testing {
 
 inline CliResult run_mpi(int ranks, const std::string& args) {
-  TempDir tmp;
-  const std::string cmd = std::string(POSEIDON_MPIEXEC) + " -np " + std::to_string(ranks) + " " + POSEIDON_BINARY +
-                          " " + args + " >" + tmp.file("out") + " 2>" + tmp.file("err") + " </dev/null";
-  const int raw = std::system(cmd.c_str());
-  CliResult r;
-  r.status = WIFEXITED(raw) ? WEXITSTATUS(raw) : 128 + WTERMSIG(raw);
-  std::stringstream o, e;
-  o << std::ifstream(tmp.file("out")).rdbuf();
-  e << std::ifstream(tmp.file("err")).rdbuf();
-  r.out = o.str();
-  r.err = e.str();
-  return r;
+  return run_captured(std::string(POSEIDON_MPIEXEC) + " -np " + std::to_string(ranks) + " " + POSEIDON_BINARY + " " +
+                      args);
+}
+
+// One rank per entry of `environments`, each with its own variable set
+// ("NAME=value"), all running `poseidon <args>`.
+inline CliResult run_mpi_each(const std::vector<std::string>& environments, const std::string& args) {
+  std::string cmd = POSEIDON_MPIEXEC;
+  for (size_t r = 0; r < environments.size(); ++r)
+    cmd += std::string(r ? " :" : "") + " -np 1 -x " + environments[r] + " " + POSEIDON_BINARY + " " + args;
+  return run_captured(cmd);
 }
 
 }  // namespace poseidon::testing

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdlib>
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -15,6 +16,7 @@
 #include <sstream>
 
 #include "core/safetensors.h"
+#include "layers/dnnl_support.h"
 #include "tests/dist/cli/mpi_runner.h"
 #include "tools/cli_runner.h"
 
@@ -22,9 +24,14 @@ namespace poseidon::testing {
 namespace {
 
 // A small conv net without dropout on 48 random training and 30 test images.
+// bf16 runs multiply with oneDNN's bfloat16 kernels where the CPU has them,
+// in every process: the one-process run measures its own choice
+// (layers/dnnl_support.h), and one that chose otherwise under load would
+// end elsewhere than the ranks.
 class MpiTrain : public ::testing::Test {
  protected:
   void SetUp() override {
+    setenv("POSEIDON_CPU_BF16_KERNELS", "onednn", 1);
     write_idx_dataset(dir.file("train.idx"), dir.file("train_labels.idx"), 48, 10, 5);
     write_idx_dataset(dir.file("test.idx"), dir.file("test_labels.idx"), 30, 10, 6);
     dir.write("model.yaml", R"(name: tiny
@@ -229,6 +236,26 @@ TEST_F(MpiTrain, Bf16TwoRanksMatchOneBf16Process) {
     CliResult mpi = run_mpi(2, train_args(4, scheme, bf16 + " --set dist.scheme=" + scheme));
     ASSERT_EQ(mpi.status, 0) << mpi.err;
     expect_same_state(dir.file(scheme + "/final.safetensors"), dir.file("single/final.safetensors"));
+  }
+}
+
+// The ranks multiply bf16 with rank 0's CPU kernels, whatever each would
+// choose alone: two ranks told otherwise each end where one process with
+// rank 0's kernels does (the two kernels' products differ in their last
+// bits, which over 12 iterations moves conv1 by about 1e-3).
+TEST_F(MpiTrain, RanksMultiplyWithRankZerosBf16Kernels) {
+  if (!dnnl_uses_avx512()) GTEST_SKIP() << "one bf16 kernel choice on this CPU: no oneDNN bfloat16 kernels";
+  const std::string args = "--set precision=bf16 --set dist.scheme=hybrid";
+  for (const std::string first : {"onednn", "float32"}) {
+    SCOPED_TRACE(first);
+    const std::string other = first == "onednn" ? "float32" : "onednn";
+    setenv("POSEIDON_CPU_BF16_KERNELS", first.c_str(), 1);
+    CliResult single = run_poseidon(train_args(8, first + "_single", "--set precision=bf16"));
+    ASSERT_EQ(single.status, 0) << single.err;
+    CliResult mpi = run_mpi_each({"POSEIDON_CPU_BF16_KERNELS=" + first, "POSEIDON_CPU_BF16_KERNELS=" + other},
+                                 train_args(4, first + "_ranks", args));
+    ASSERT_EQ(mpi.status, 0) << mpi.err;
+    expect_same_state(dir.file(first + "_ranks/final.safetensors"), dir.file(first + "_single/final.safetensors"));
   }
 }
 
