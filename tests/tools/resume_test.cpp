@@ -3,10 +3,12 @@
 // schedule included), on the CPU and on a GPU, in float32 and bf16.
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <cstring>
 
 #include "core/safetensors.h"
 #include "gpu_required.h"
+#include "layers/dnnl_support.h"
 #include "tools/cli_runner.h"
 
 namespace poseidon::testing {
@@ -14,7 +16,10 @@ namespace {
 
 // Trains the same small net 16 iterations straight and 8 + resume + 8 with
 // `sets` (--set options) added to both runs, and compares what they saved.
-void expect_half_and_half_equals_straight(const std::string& sets) {
+// With `straight_kernels`, the straight run alone is told the CPU's bf16
+// kernels (POSEIDON_CPU_BF16_KERNELS); the resumed run takes them from its
+// checkpoint.
+void expect_half_and_half_equals_straight(const std::string& sets, const std::string& straight_kernels = "") {
   TempDir d;
   write_idx_dataset(d.file("img.idx"), d.file("lbl.idx"), 40, 10, 5);
   d.write("model.yaml", R"(name: tiny
@@ -28,14 +33,17 @@ layers:
   - {name: fc2, type: fc, num_output: 10}
   - {name: loss, type: softmax_loss, inputs: [fc2, label]}
 )");
-  std::string config = d.write("config.yaml", "model: model.yaml\nseed: 9\nthreads: 2\ndata:\n  train: {source: idx, images: " +
-                                                  d.file("img.idx") + ", labels: " + d.file("lbl.idx") +
-                                                  ", batch_size: 6, shuffle: true}\n"
-                                                  "solver: {lr: 0.05, momentum: 0.9, nesterov: true, weight_decay: 0.001, "
-                                                  "lr_policy: cosine, warmup_iters: 3, max_iter: 16}\n"
-                                                  "train: {display: 1, snapshot_interval: 8}\n");
+  std::string config =
+      d.write("config.yaml", "model: model.yaml\nseed: 9\nthreads: 2\ndata:\n  train: {source: idx, images: " +
+                                 d.file("img.idx") + ", labels: " + d.file("lbl.idx") +
+                                 ", batch_size: 6, shuffle: true}\n"
+                                 "solver: {lr: 0.05, momentum: 0.9, nesterov: true, weight_decay: 0.001, "
+                                 "lr_policy: cosine, warmup_iters: 3, max_iter: 16}\n"
+                                 "train: {display: 1, snapshot_interval: 8}\n");
   // 40 examples at batch 6: 6 batches an epoch, so 16 iterations cross two epoch boundaries.
+  if (!straight_kernels.empty()) setenv("POSEIDON_CPU_BF16_KERNELS", straight_kernels.c_str(), 1);
   CliResult straight = run_poseidon("train " + config + " --quiet" + sets + " --set train.output_dir=" + d.file("a"));
+  unsetenv("POSEIDON_CPU_BF16_KERNELS");
   ASSERT_EQ(straight.status, 0) << straight.err;
   CliResult resumed = run_poseidon("train " + config + " --quiet" + sets + " --set train.output_dir=" + d.file("b") +
                                    " --resume " + d.file("a/iter_8.safetensors"));
@@ -54,6 +62,10 @@ layers:
   EXPECT_EQ(a.metadata.at("iteration"), "16");
   EXPECT_EQ(b.metadata.at("iteration"), "16");
   EXPECT_EQ(a.metadata.at("rng"), b.metadata.at("rng"));
+  if (!straight_kernels.empty()) {
+    EXPECT_EQ(a.metadata.at("cpu_bf16_kernels"), straight_kernels);
+    EXPECT_EQ(b.metadata.at("cpu_bf16_kernels"), straight_kernels);
+  }
 
   // The resumed run must really have trained: its parameters moved from the snapshot.
   SafetensorsFile mid = read_safetensors(d.file("a/iter_8.safetensors"));
@@ -65,8 +77,17 @@ layers:
 
 TEST(Resume, HalfAndHalfEqualsStraightBitwise) { expect_half_and_half_equals_straight(""); }
 
-TEST(Resume, HalfAndHalfEqualsStraightBitwiseInBf16) {
-  expect_half_and_half_equals_straight(" --set precision=bf16");
+TEST(Resume, HalfAndHalfEqualsStraightBitwiseInBf16) { expect_half_and_half_equals_straight(" --set precision=bf16"); }
+
+// The two bf16 kernels of the CPU (oneDNN's bfloat16 ones, float32 ones on
+// rounded operands) differ in their products' last bits: a resumed run
+// multiplies with those its checkpoint names, whichever it would measure.
+TEST(Resume, ResumedRunTakesTheBf16KernelsOfItsCheckpoint) {
+  if (!dnnl_uses_avx512()) GTEST_SKIP() << "one bf16 kernel choice on this CPU: no oneDNN bfloat16 kernels";
+  for (const std::string kernels : {"onednn", "float32"}) {
+    SCOPED_TRACE(kernels);
+    expect_half_and_half_equals_straight(" --set precision=bf16", kernels);
+  }
 }
 
 TEST(CudaResume, HalfAndHalfEqualsStraightBitwise) {

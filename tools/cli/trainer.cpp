@@ -21,7 +21,6 @@
 #include "core/units.h"
 #include "data/nvjpeg_library.h"
 #include "dist/runtime/device_choice.h"
-#include "layers/dnnl_support.h"
 #include "tools/cli/label_check.h"
 #include "tools/cli/progress.h"
 #include "tools/cli/run_summary.h"
@@ -42,9 +41,8 @@ std::string comm_summary(const dist::CommStats& s) {
 
 void check_before_training(const TrainConfig& config, bool writer, bool quiet) {
   const double available = device_memory_bytes(config.device);
-  const ModelSummary summary = summarize_model(
-      config.model, config.train_data.batch_size, config.solver.momentum != 0, available,
-      memory_name(config.device, available), config.precision);
+  const ModelSummary summary = summarize_model(config.model, config.train_data.batch_size, config.solver.momentum != 0,
+                                               available, memory_name(config.device, available), config.precision);
   require_memory(summary, config.device, available);
   if (!writer) return;
   for (const std::string& w : config.warnings) std::fprintf(stderr, "warning: %s\n", w.c_str());
@@ -110,10 +108,8 @@ Trainer::Trainer(TrainConfig config, TrainOptions options)
     rank_ = options_.world->rank();
     world_size_ = options_.world->size();
     config_.device = dist::rank_device(*options_.world, config_.device, config_.device_index_given);
-    // The ranks multiply bf16 with rank 0's CPU kernels, whatever each
-    // measured (layers/dnnl_support.h).
-    adopt_cpu_bf16_kernels(options_.world->value_of_rank_zero(dnnl_runs_bf16_kernels()) != 0);
   }
+  choose_cpu_bf16_kernels();
   net_ = std::make_unique<Net>(config_.model, config_.train_data.batch_size, config_.device);
   if (config_.deterministic) device_memory::set_deterministic(config_.device, *config_.deterministic);
   net_->set_precision(config_.precision);

@@ -108,6 +108,10 @@ class Trainer {
   std::map<std::string, std::string> checkpoint_metadata(int64_t iter, const LoaderPosition& pos,
                                                          const std::mt19937_64& rng) const;
   void restore(const std::string& path);
+  // The CPU's bf16 kernels for this run (layers/dnnl_support.h): the
+  // environment's or else those the resumed checkpoint names, else measured;
+  // in a job rank 0's.
+  void choose_cpu_bf16_kernels();
   // One training iteration as the loop issues it and later reads it.
   struct Step {
     int64_t iter = 0;  // iterations completed before it

@@ -1,11 +1,15 @@
 // The Trainer's checkpoints: where they go, the metadata that lets a run
 // resume where it stopped (iteration, loader position, RNG, rank count and
-// batch size, the link figures it planned with), and their save and restore.
+// batch size, the link figures it planned with, the CPU's bf16 kernels), and
+// their save and restore.
 #include <charconv>
+#include <cstdlib>
 #include <filesystem>
 #include <sstream>
 
 #include "core/checkpoint.h"
+#include "core/safetensors.h"
+#include "layers/dnnl_support.h"
 #include "tools/cli/trainer.h"
 
 namespace poseidon {
@@ -27,7 +31,28 @@ std::map<std::string, std::string> Trainer::checkpoint_metadata(int64_t iter, co
                                              {"batch_size", std::to_string(config_.train_data.batch_size)},
                                              {"rng", rng_text.str()}};
   if (session_ && session_->link()) meta["dist_link"] = dist::link_text(*session_->link());
+  // Those of any bf16 layer, a layer's own precision key included.
+  if (!config_.device.is_cuda()) meta["cpu_bf16_kernels"] = dnnl_runs_bf16_kernels() ? "onednn" : "float32";
   return meta;
+}
+
+void Trainer::choose_cpu_bf16_kernels() {
+  // The two kernels' products differ in their last bits: a resumed run
+  // takes those it resumes (a measurement under load may choose otherwise),
+  // and every rank takes rank 0's.
+  adopt_cpu_bf16_kernels(std::nullopt);  // an earlier Trainer's in this process
+  bool onednn = dnnl_runs_bf16_kernels();
+  if (!options_.resume.empty() && !std::getenv("POSEIDON_CPU_BF16_KERNELS")) {
+    const auto meta = read_safetensors(options_.resume, [](const std::string&) { return true; }).metadata;
+    if (auto it = meta.find("cpu_bf16_kernels"); it != meta.end()) {
+      if (it->second != "onednn" && it->second != "float32")
+        throw Error(options_.resume + ": corrupt training metadata ('cpu_bf16_kernels' is '" + it->second +
+                    "', expected onednn or float32)");
+      onednn = it->second == "onednn";
+    }
+  }
+  if (options_.world) onednn = options_.world->value_of_rank_zero(onednn) != 0;
+  adopt_cpu_bf16_kernels(onednn);
 }
 
 void Trainer::save(const std::string& path) {
