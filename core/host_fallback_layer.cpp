@@ -7,6 +7,7 @@ HostFallbackLayer::HostFallbackLayer(const ConfigNode& config, std::unique_ptr<L
     : Layer(config), cpu_(std::move(cpu_layer)) {}
 
 std::vector<Shape> HostFallbackLayer::reshape(const std::vector<Shape>& in) {
+  cpu_->set_precision(precision());  // resolved by the Net, the layer's own key included
   std::vector<Shape> out = cpu_->reshape(in);
   // The Net binds this layer's parameters on the GPU; the CPU layer's own
   // stay on the host and are synchronised around each call.

@@ -129,10 +129,11 @@ class Layer {
   virtual std::pair<int, int> input_count() const { return {1, 1}; }
   virtual int output_count() const { return 1; }
 
-  // The precision this layer computes in. Blobs between layers are float32
-  // in every precision, so a layer without a path for the run's precision
-  // stays correct in float32 with no cast around it; one with a path (conv,
-  // fc: bf16) converts its operands inside its kernels. The Net offers the
+  // The precision this layer computes in. A layer without a path for the
+  // run's precision stays correct in float32: it reads and writes float32
+  // blobs, and the Net casts any bfloat16 blob at its edges
+  // (core/blob_types.h); one with a path (conv, fc: bf16) converts its
+  // operands inside its kernels. The Net offers the
   // run's precision to every layer, then reshapes them all, so a layer sets
   // up its kernels for precision() in reshape.
   //
