@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include "core/math.h"
+#include "layers/dnnl_support.h"
 #include "tests/dist/test_world.h"
 
 namespace poseidon::testing {
@@ -17,5 +18,9 @@ int main(int argc, char** argv) {
   poseidon::testing::world = &world;
   // Several ranks share the machine's cores: one compute thread each.
   poseidon::set_num_threads(1);
+  // And every rank multiplies bf16 with rank 0's CPU kernels, as training
+  // does (tools/cli/trainer_checkpoint.cpp): the tests' one-process
+  // references are rank 0's.
+  poseidon::adopt_cpu_bf16_kernels(world.value_of_rank_zero(poseidon::dnnl_runs_bf16_kernels()) != 0);
   return RUN_ALL_TESTS();
 }
