@@ -50,9 +50,12 @@
 # named and left out while the others run (tools/gtest_isolated.sh): on a
 # first run on a new GPU one fault must not hide the rest. --minutes bounds
 # the whole check (default 8); a step that no longer fits is reported as not
-# run.
+# run. --only runs the steps named (tests, timing, ranks, sanitizer,
+# compiled), for a second call that finishes what a first one's time did
+# not reach; the others are reported as not asked.
 #
 # Usage: tools/gpu_check.sh [--kit FILE | --build DIR] [--out DIR] [--iters N] [--skip-torch] [--minutes M]
+#                           [--only STEP,...]
 set -uo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 build="$root/build-gpu"
@@ -61,6 +64,7 @@ out=""
 iters=20
 torch=true
 minutes=8
+only=""
 while [[ $# -gt 0 ]]; do
   case $1 in
     --kit) kit=$2; shift 2 ;;
@@ -69,9 +73,19 @@ while [[ $# -gt 0 ]]; do
     --iters) iters=$2; shift 2 ;;
     --skip-torch) torch=false; shift ;;
     --minutes) minutes=$2; shift 2 ;;
+    --only) only=$2; shift 2 ;;
     *) echo "gpu_check: unknown argument '$1' (see the header of $0)" >&2; exit 2 ;;
   esac
 done
+readonly STEPS=(tests timing ranks sanitizer compiled)
+for asked in ${only//,/ }; do
+  if [[ " ${STEPS[*]} " != *" $asked "* ]]; then
+    echo "gpu_check: --only: unknown step '$asked' (the steps: ${STEPS[*]})" >&2
+    exit 2
+  fi
+done
+# Whether the step is to run: every step without --only.
+wants() { [[ -z $only || ",$only," == *",$1,"* ]]; }
 out=${out:-$build/check}
 mkdir -p "$out"
 out="$(cd "$out" && pwd)"
@@ -124,11 +138,11 @@ case $gpu_name in
   *) gpu_tag=$(echo "$gpu_name" | tr 'A-Z' 'a-z' | tr -c 'a-z0-9\n' '_' | sed 's/^nvidia_//') ;;
 esac
 
-step "GPU tests"
 # Test binary and gtest filter: every GPU test of the suite. The tests get
-# at most half of the check's time.
+# at most half of the check's time, all of it without the timings.
 tests_rc=0
 tests_deadline=$((start + minutes * 30))
+wants timing || tests_deadline=$deadline
 # nvJPEG (data_tests' Nvjpeg*) is loaded at run time: the toolkit's, or
 # PyPI's nvidia-nvjpeg wheel's (nvidia/cu13/lib, nvidia/nvjpeg/lib) where
 # python3 has one.
@@ -138,8 +152,16 @@ for wheel in $(python3 -c "import nvidia; print(' '.join(nvidia.__path__))" 2>/d
   done
 done
 : >"$out/tests.txt"
-for spec in "core_tests:Cuda*" "layers_tests:CudaLayers.*:CudaDropout.*:*GpuMatchesCpu*:GpuBf16.*:GpuBf16Blobs.*" \
-    "tools_tests:InfoVerb*:Plugin.CpuOnlyLayerTrainsInAGpuNet:CudaLateRead.*:CudaResume.*:CudaGraphRun.*" "dist_tests:Cuda*" "data_tests:Nvjpeg*:EncodedFixture.GpuFeed*"; do
+if ! wants tests; then
+  tests_rc=3
+  specs=()
+else
+  step "GPU tests"
+  specs=("core_tests:Cuda*" "layers_tests:CudaLayers.*:CudaDropout.*:*GpuMatchesCpu*:GpuBf16.*:GpuBf16Blobs.*"
+    "tools_tests:InfoVerb*:Plugin.CpuOnlyLayerTrainsInAGpuNet:CudaLateRead.*:CudaResume.*:CudaGraphRun.*"
+    "dist_tests:Cuda*" "data_tests:Nvjpeg*:EncodedFixture.GpuFeed*")
+fi
+for spec in "${specs[@]}"; do
   binary=${spec%%:*}
   filter=${spec#*:}
   "$root/tools/gtest_isolated.sh" "$tests/$binary" "$filter" "$out/$binary.log" 180 "$tests_deadline" |
@@ -152,7 +174,6 @@ for spec in "core_tests:Cuda*" "layers_tests:CudaLayers.*:CudaDropout.*:*GpuMatc
   esac
 done
 
-step "training speed, batch 32"
 models=(vgg19 vgg19_22k inception_v3)
 declare -A ours theirs
 system_libraries=${system_libraries-${LD_LIBRARY_PATH-}}
@@ -164,7 +185,7 @@ modes=(fp32 fp32_fastest tf32 bf16)
 # PyTorch is probed once; bench/gpu_torch.py prints one JSON line per model
 # as each finishes, so a run cut short still gives the models it timed.
 torch_ok=false
-if $torch && LD_LIBRARY_PATH=$system_libraries limited 90 python3 -c "import torch, torchvision, sys
+if $torch && { wants timing || wants compiled; } && LD_LIBRARY_PATH=$system_libraries limited 90 python3 -c "import torch, torchvision, sys
 sys.exit(0 if torch.cuda.is_available() else 'PyTorch sees no GPU')" 2>"$out/torch_probe.err"; then
   torch_ok=true
 fi
@@ -189,7 +210,9 @@ time_torch() {
     >"$file.json" 2>"$file.err" || tail -5 "$file.err"
 }
 declare -A eager_nhwc
+wants timing && step "training speed, batch 32"
 for mode in "${modes[@]}"; do
+  wants timing || break
   tf32=0 precision=fp32 flag=() deterministic=true
   case $mode in
     fp32_fastest) deterministic=false ;;
@@ -231,7 +254,7 @@ done
 profiles=()
 for model in "${models[@]}"; do
   for mode in fp32 bf16; do
-    [[ ${ours[$model.$mode]} == failed ]] && continue
+    [[ ${ours[$model.$mode]-failed} == failed ]] && continue
     name=${model}_${gpu_tag}_b32.json
     [[ $mode == bf16 ]] && name=${model}_${gpu_tag}_bf16_b32.json
     cp "$out/time_${model}_$mode.json" "$root/profiles/$name"
@@ -240,10 +263,12 @@ for model in "${models[@]}"; do
   done
 done
 
-step "two ranks on one GPU, and a traced iteration"
 # Checkpoints (VGG19's are half a gigabyte) go to scratch, not OUT.
 scratch=$(mktemp -d)
 trap 'rm -rf "$scratch"' EXIT
+two_rc=126 trace_rc=126 overlap=""
+if wants ranks; then
+step "two ranks on one GPU, and a traced iteration"
 # device: cuda:0 puts both ranks on the one GPU on purpose (device: cuda
 # would give each rank a GPU of its own and refuse two ranks on one).
 # VGG19 on 32x32 synthetic images (no data set needed), 50 iterations.
@@ -279,16 +304,18 @@ print("%d copies over %.1f ms, %.1f ms of them during backward (%.1f ms)" %
       (len(copies), covered(copies) / 1e3, both / 1e3, covered(backward) / 1e3))
 EOF
 )
+fi
 
-step "compute-sanitizer: racecheck and synccheck on a short training run"
+wants sanitizer && step "compute-sanitizer: racecheck and synccheck on a short training run"
 # A small net with batch norm, a residual sum, a fan-out, concat, average
 # and max pooling, dropout and fused conv/fc epilogues, 6 iterations at batch
 # 8 (three plain, the fourth captured as a CUDA graph, two replays of it),
 # float32 then bf16. A report fails it.
 sanitizer=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer 2>/dev/null || echo "")
 sanitize_result="not run (no compute-sanitizer)"
+wants sanitizer || sanitize_result="not asked (--only)"
 replay_note=""
-if [[ -n $sanitizer ]]; then
+if [[ -n $sanitizer ]] && wants sanitizer; then
   # A report fails the check; a run cut by the time limits, or a device the
   # tool does not support, says so and fails nothing.
   sanitize_failed=false sanitize_ran=0 sanitize_notes=""
@@ -337,9 +364,9 @@ YAML
   sanitize_result+=$sanitize_notes
 fi
 
-step "PyTorch under torch.compile with channels-last (the next target)"
 declare -A compiled
-if $torch_ok; then
+if $torch_ok && wants compiled; then
+  step "PyTorch under torch.compile with channels-last (the next target)"
   for mode in bf16 fp32; do
     flag=()
     [[ $mode == bf16 ]] && flag=(--bf16)
@@ -356,7 +383,7 @@ step "table"
   ratio() { python3 -c "import sys; print('%.2f' % (float(sys.argv[1]) / float(sys.argv[2])))" "$1" "$2" 2>/dev/null || echo "n/a"; }
   for mode in "${modes[@]}"; do
     for model in "${models[@]}"; do
-      o=${ours[$model.$mode]}
+      o=${ours[$model.$mode]-not asked}
       t=${theirs[$model.$mode]:-n/a}
       c=${compiled[$model.$mode]:-n/a}
       e=${eager_nhwc[$model.$mode]:-n/a}
@@ -366,16 +393,22 @@ step "table"
   case $tests_rc in
     0) verdict=passed ;;
     2) verdict="none failed, some not run (out of time)" ;;
+    3) verdict="not asked (--only)" ;;
     *) verdict=FAILED ;;
   esac
   echo "GPU tests: $verdict (see $out/*_tests.log)"
   echo "nvJPEG decode + transform, 16 JPEGs of ~500x375 to 224x224 (GPU against CPU, rate):"
-  grep -h '^nvJPEG ' "$out/data_tests.log" 2>/dev/null | sed 's/^/  /' || echo "  not run (see $out/data_tests.log)"
+  if ((tests_rc == 3)); then
+    echo "  not asked (--only)"
+  else
+    grep -h '^nvJPEG ' "$out/data_tests.log" 2>/dev/null | sed 's/^/  /' || echo "  not run (see $out/data_tests.log)"
+  fi
   sed 's/^/  /' "$out/tests.txt"
   ran() { # STATUS LOG: what a step's status says
     case $1 in
       0) echo "${3:-trained}" ;;
       125) echo "not run (out of time)" ;;
+      126) echo "not asked (--only)" ;;
       *) echo "failed, status $1 (see $2)" ;;
     esac
   }
@@ -385,4 +418,5 @@ step "table"
   echo "profiles: ${profiles[*]:-none}"
   echo "total: $(($(date +%s) - start)) s"
 } | tee "$out/table.md"
-[[ $tests_rc -eq 0 && ($two_rc -eq 0 || $two_rc -eq 125) && $sanitize_result != FAILED ]]
+[[ ($tests_rc -eq 0 || $tests_rc -eq 3) && ($two_rc -eq 0 || $two_rc -eq 125 || $two_rc -eq 126) &&
+  $sanitize_result != FAILED ]]
