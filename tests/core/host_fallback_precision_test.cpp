@@ -4,10 +4,9 @@
 // on the CPU here as they would around a GPU net, so no GPU is needed.
 #include <gtest/gtest.h>
 
-#include <random>
-
 #include "core/host_fallback_layer.h"
 #include "core/registry.h"
+#include "seeded_fill.h"
 
 namespace poseidon {
 namespace {
@@ -27,20 +26,12 @@ Result run(const std::string& yaml, Precision run, bool wrapped) {
   layer->set_precision(run);
   const Shape in_shape{4, 24};
   const Shape out_shape = layer->reshape({in_shape}).at(0);
-  std::mt19937_64 rng(5);
-  std::uniform_real_distribution<float> uni(-1.f, 1.f);
-  auto fill = [&](Tensor& t) {
-    for (int64_t i = 0; i < t.numel(); ++i) t[i] = uni(rng);
-  };
-  for (Param& p : layer->params()) {
-    p.value = Tensor(p.shape);
-    p.grad = Tensor(p.shape);
-    fill(p.value);
-  }
+  testing::SeededFill values(5);
+  values.fill_params(*layer);
   Result r{layer->precision(), Tensor(out_shape), Tensor(in_shape), {}};
   Tensor x(in_shape), dy(out_shape);
-  fill(x);
-  fill(dy);
+  values.fill(x);
+  values.fill(dy);
   LayerIO io{{&x}, {&r.y}, {&dy}, {&r.dx}};
   RunContext ctx;
   layer->forward(io, ctx);

@@ -5,7 +5,6 @@
 
 #include <cmath>
 #include <cstdlib>
-#include <random>
 #include <string>
 
 #include "bf16_check.h"
@@ -13,6 +12,7 @@
 #include "core/net.h"
 #include "core/registry.h"
 #include "layers/bf16_dot_rate.h"
+#include "seeded_fill.h"
 
 namespace poseidon::testing {
 namespace {
@@ -32,20 +32,12 @@ Outputs run_layer(const std::string& yaml, const Shape& in_shape, Precision prec
   std::unique_ptr<Layer> layer = LayerRegistry::instance().create(ConfigNode::parse(yaml, "layer.yaml"));
   layer->set_precision(precision);
   const Shape out_shape = layer->reshape({in_shape}).at(0);
-  std::mt19937_64 rng(11);
-  std::uniform_real_distribution<float> uni(-1.f, 1.f);
-  auto fill = [&](Tensor& t) {
-    for (int64_t i = 0; i < t.numel(); ++i) t[i] = uni(rng);
-  };
-  for (Param& p : layer->params()) {
-    p.value = Tensor(p.shape);
-    p.grad = Tensor(p.shape);
-    fill(p.value);
-  }
+  SeededFill values(11);
+  values.fill_params(*layer);
   Outputs o{Tensor(out_shape), Tensor(in_shape), {}};
   Tensor x(in_shape), dy(out_shape);
-  fill(x);
-  fill(dy);
+  values.fill(x);
+  values.fill(dy);
   for (int64_t i = 0; i < o.dx.numel(); ++i) o.dx[i] = dx_start;
   LayerIO io{{&x}, {&o.y}, {&dy}, {&o.dx}};
   io.in_grad_unset = {overwrite_dx};
