@@ -104,7 +104,7 @@ run dist_tests.np2 mpirun --allow-run-as-root --oversubscribe -np 2 --mca btl se
 # script: it gets /dev/null instead.
 mpirun --allow-run-as-root --oversubscribe -np 2 poseidon train configs/vgg19_synthetic.yaml --quiet \
   --set net.vars.size=32 --set 'data.train.shape=[3,32,32]' --set solver.max_iter=2 \
-  --set train.output_dir=/tmp/two_ranks --timeline /tmp/trace.json </dev/null >/tmp/two_ranks.log 2>&1 &&
+  --set train.final_checkpoint=true --set train.output_dir=/tmp/two_ranks --timeline /tmp/trace.json </dev/null >/tmp/two_ranks.log 2>&1 &&
   [[ -f /tmp/two_ranks/final.safetensors && -f /tmp/trace.rank1.json ]] || { status=1; tail -5 /tmp/two_ranks.log; }
 echo "two ranks trained: $([[ -f /tmp/two_ranks/final.safetensors ]] && echo yes || echo no)"
 exit $status
