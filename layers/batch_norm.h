@@ -60,7 +60,9 @@ class BatchNormLayer : public Layer, public ReluFusable, public BlobTypes {
   template <class T>
   void forward_blocks(const T* x, T* y, const Extent& e);
   template <class T>
-  void backward_blocks(const T* x, const T* y, T* dy, T* dx, bool overwrite, const Extent& e);
+  void backward_blocks(const T* x, const T* y, const T* dy, T* dx, bool overwrite, const Extent& e);
+  template <bool kRelu, class T>
+  void backward_blocks(const T* x, const T* y, const T* dy, T* dx, bool overwrite, const Extent& e);
 
   std::vector<float> mean_, inv_std_;  // per channel, as used by the last forward
   // Per channel, three sums and three coefficients of the CPU passes, sized

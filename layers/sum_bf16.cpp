@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include "core/bf16.h"
+#include "core/blob_types.h"
 #include "layers/cpu_vector.h"
 #include "layers/relu_kernels.h"
 
@@ -30,14 +31,11 @@ POSEIDON_VECTOR_CLONES void sum_bf16_range(const uint16_t* const* x, int64_t beg
 #pragma omp simd
       for (int64_t i = 0; i < m; ++i) acc[i] += ck * from_bf16(in[i]);
     }
-    uint16_t* out = y + b;
     if (relu) {
 #pragma omp simd
-      for (int64_t i = 0; i < m; ++i) out[i] = to_bf16(acc[i] > 0.f ? acc[i] : 0.f);
-    } else {
-#pragma omp simd
-      for (int64_t i = 0; i < m; ++i) out[i] = to_bf16(acc[i]);
+      for (int64_t i = 0; i < m; ++i) acc[i] = acc[i] > 0.f ? acc[i] : 0.f;
     }
+    round_into_bf16_serially(acc, y + b, m);
   }
 }
 
