@@ -13,6 +13,8 @@
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 
 #define POSEIDON_AVX512 __attribute__((target("avx512f")))
+// With the 16-bit word instructions (vpermt2w) as well.
+#define POSEIDON_AVX512BW __attribute__((target("avx512f,avx512bw")))
 
 namespace poseidon {
 

@@ -3,7 +3,8 @@
 // reorders between the two, at the few channels of CIFAR-sized networks,
 // cost about as much as the convolution they feed (NHWC to NCHW of 32
 // channels at half of memory speed); these transpose 16x16 tiles in AVX-512
-// registers instead. The same kernels give nChw16c, the 16-channel blocks of
+// registers instead, and between bfloat16 tensors 16-bit words without
+// widening them. The same kernels give nChw16c, the 16-channel blocks of
 // oneDNN's other AVX-512 convolutions: NHWC of N * C / 16 images of 16
 // channels each.
 #pragma once
