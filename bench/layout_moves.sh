@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# The conv layer's moves of activations between NCHW and oneDNN's channel
-# blocks (nChw16c with AVX-512, nChw8c with AVX2): its own transposes against
-# oneDNN's reorders, median microseconds of each and reorder / transpose, on
-# the activation shapes of resnet_small and vgg_small at batch 64, 2 threads.
+# The conv layer's moves of float32 and bfloat16 activations between NCHW
+# and oneDNN's channel blocks (nChw16c with AVX-512, nChw8c with AVX2): its
+# own transposes against oneDNN's reorders, median microseconds of each and
+# reorder / transpose, on the activation shapes of resnet_small and
+# vgg_small at batch 64, 2 threads.
 #
 #   bench/layout_moves.sh [rounds=41]
 #
