@@ -89,14 +89,19 @@ POSEIDON_AVX512 void tile16_from_nhwc(const In* nhwc, int64_t channels, Out* pla
 // high half; back to NCHW the same in reverse. Every word arrives as it
 // left (a signalling NaN too). Needs AVX-512BW (vpermt2w).
 
+// The index operand of _mm512_permutex2var_epi16(a, index, b): word k of the
+// result is word index(k) of a, or of b from index 32 on.
+template <class Index>
+POSEIDON_AVX512BW inline __m512i word_index(Index index) {
+  alignas(64) uint16_t words[32];
+  for (int k = 0; k < 32; ++k) words[k] = static_cast<uint16_t>(index(k));
+  return _mm512_load_si512(words);
+}
+
 POSEIDON_AVX512BW void words16_to_nhwc(const uint16_t* plain, int64_t pixels, uint16_t* nhwc, int64_t channels) {
   // a0 b0 a1 b1 ... a15 b15, and the same from word 16 on.
-  alignas(64) uint16_t low_words[32], high_words[32];
-  for (int k = 0; k < 32; ++k) {
-    low_words[k] = static_cast<uint16_t>((k % 2) * 32 + k / 2);
-    high_words[k] = static_cast<uint16_t>(low_words[k] + 16);
-  }
-  const __m512i low = _mm512_load_si512(low_words), high = _mm512_load_si512(high_words);
+  const __m512i low = word_index([](int k) { return (k % 2) * 32 + k / 2; });
+  const __m512i high = word_index([](int k) { return (k % 2) * 32 + k / 2 + 16; });
   const int64_t whole = pixels / 32 * 32;
   for (int64_t p0 = 0; p0 < whole; p0 += 32) {
     __m512 r[16];
@@ -133,12 +138,8 @@ POSEIDON_AVX512BW void words16_from_nhwc(const uint16_t* nhwc, int64_t channels,
                                          bool add) {
   // The even words of a then of b (the first channel of each pair), and the
   // odd ones.
-  alignas(64) uint16_t even_words[32], odd_words[32];
-  for (int k = 0; k < 32; ++k) {
-    even_words[k] = static_cast<uint16_t>(k < 16 ? 2 * k : 32 + 2 * (k - 16));
-    odd_words[k] = static_cast<uint16_t>(even_words[k] + 1);
-  }
-  const __m512i even = _mm512_load_si512(even_words), odd = _mm512_load_si512(odd_words);
+  const __m512i even = word_index([](int k) { return 2 * k; });
+  const __m512i odd = word_index([](int k) { return 2 * k + 1; });
   const int64_t whole = pixels / 32 * 32;
   for (int64_t p0 = 0; p0 < whole; p0 += 32) {
     __m512 r[16];
