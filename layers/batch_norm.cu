@@ -10,13 +10,12 @@
 // normalise. Backward too: once for each channel's sums of dy and dy * xhat,
 // split over a grid of blocks, channels by chunks of the channel's N * H * W
 // values, so that a few channels of many values fill the GPU as well as many
-// channels of few, the chunks then added in order; once for the input
-// gradient. As on the CPU, backward adds into the input gradient and
+// channels of few, the chunks then added in order
+// (core/cuda/channel_chunks.cuh); once for the input gradient. As on the CPU, backward adds into the input gradient and
 // overwrites the weight and bias gradients, and bfloat16 blobs are widened
 // as they are read and each result rounded once as it is written
 // (core/cuda/elements.cuh), the arithmetic float32's either way.
-#include <climits>
-
+#include "core/cuda/channel_chunks.cuh"
 #include "core/cuda/channel_moments.h"
 #include "core/cuda/check.h"
 #include "core/cuda/context.h"
@@ -29,74 +28,32 @@ namespace poseidon {
 
 namespace {
 
-constexpr int kThreads = 256;     // per block of the per-channel sums
-constexpr int64_t kChunk = 4096;  // values of one channel a block sums, at least
-constexpr int64_t kMaxChunks = 1024;
-
-// The sum of every thread's `v` over the block, returned to all threads.
-__device__ double block_sum(double v, double* scratch) {
-  scratch[threadIdx.x] = v;
-  __syncthreads();
-  for (int half = kThreads / 2; half > 0; half /= 2) {
-    if (threadIdx.x < half) scratch[threadIdx.x] += scratch[threadIdx.x + half];
-    __syncthreads();
-  }
-  const double total = scratch[0];
-  __syncthreads();  // before the scratch is written again
-  return total;
-}
-
-// Where value i (0 <= i < batch * spatial) of channel c sits in [N, C, S].
-__device__ int64_t value_index(int64_t i, int64_t c, int64_t channels, int64_t spatial) {
-  const int64_t n = i / spatial;
-  return (n * channels + c) * spatial + (i - n * spatial);
-}
-
-// How one channel's `count` values are split over blocks.
-struct Chunks {
-  int64_t per_chunk, chunks;
-};
-
-Chunks chunks_for(int64_t count) {
-  int64_t chunks = (count + kChunk - 1) / kChunk;
-  chunks = chunks < 1 ? 1 : (chunks > kMaxChunks ? kMaxChunks : chunks);
-  return {(count + chunks - 1) / chunks, chunks};
-}
-
 // Block (chunk, c), for channels c = blockIdx.y, blockIdx.y + gridDim.y, ...
 // (a grid has at most 65535 rows): the partial sums of dy and of dy * xhat
 // over the chunk.
 template <class T>
 __global__ void gradient_partial_sums(const T* x, const T* dy, const float* mean, const float* inv_std,
-                                      int64_t channels, int64_t spatial, int64_t count, Chunks split,
+                                      int64_t channels, int64_t spatial, int64_t count, cuda::Chunks split,
                                       double* partial_dy, double* partial_dy_xhat) {
-  __shared__ double scratch[kThreads];
+  __shared__ double scratch[cuda::kChunkThreads];
   const int64_t chunk = blockIdx.x;
-  const int64_t begin = chunk * split.per_chunk;
-  const int64_t end = begin + split.per_chunk < count ? begin + split.per_chunk : count;
+  const int64_t begin = cuda::chunk_begin(split, chunk), end = cuda::chunk_end(split, chunk, count);
   for (int64_t c = blockIdx.y; c < channels; c += gridDim.y) {
     const float m = mean[c], s = inv_std[c];
     double sum_dy = 0, sum_dy_xhat = 0;
-    for (int64_t i = begin + threadIdx.x; i < end; i += kThreads) {
-      const int64_t k = value_index(i, c, channels, spatial);
+    for (int64_t i = begin + threadIdx.x; i < end; i += cuda::kChunkThreads) {
+      const int64_t k = cuda::value_index(i, c, channels, spatial);
       const float g = cuda::load(dy, k);
       sum_dy += g;
       sum_dy_xhat += double(g) * ((cuda::load(x, k) - m) * s);
     }
-    sum_dy = block_sum(sum_dy, scratch);
-    sum_dy_xhat = block_sum(sum_dy_xhat, scratch);
+    sum_dy = cuda::block_sum(sum_dy, scratch);
+    sum_dy_xhat = cuda::block_sum(sum_dy_xhat, scratch);
     if (threadIdx.x == 0) {
       partial_dy[c * split.chunks + chunk] = sum_dy;
       partial_dy_xhat[c * split.chunks + chunk] = sum_dy_xhat;
     }
   }
-}
-
-// Channel c's chunks added in order.
-__device__ double channel_total(const double* partial, int64_t c, int64_t chunks) {
-  double total = 0;
-  for (int64_t k = 0; k < chunks; ++k) total += partial[c * chunks + k];
-  return total;
 }
 
 // The batch mean and 1/sqrt(biased variance + eps) of each channel, and the
@@ -140,8 +97,8 @@ __global__ void finish_gradients(const double* partial_dy, const double* partial
                                  int64_t count, int64_t chunks, bool batch_stats, float* dw, float* db, float* mean_dy,
                                  float* mean_dy_xhat) {
   for (int64_t c = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; c < channels; c += int64_t(gridDim.x) * blockDim.x) {
-    const double sum_dy = channel_total(partial_dy, c, chunks);
-    const double sum_dy_xhat = channel_total(partial_dy_xhat, c, chunks);
+    const double sum_dy = cuda::channel_total(partial_dy, c, chunks);
+    const double sum_dy_xhat = cuda::channel_total(partial_dy_xhat, c, chunks);
     if (dw) dw[c] = static_cast<float>(sum_dy_xhat);
     if (db) db[c] = static_cast<float>(sum_dy);
     mean_dy[c] = batch_stats ? static_cast<float>(sum_dy / count) : 0.f;
@@ -212,12 +169,12 @@ class BatchNormCudaLayer : public BatchNormLayer {
     if (e.channels == 0) return;
     POSEIDON_CHECK(used_mean_.numel() == e.channels) << name() << ": backward before forward";
     cudaStream_t stream = cuda::Context::get(ctx.device.index).compute();
-    const Chunks split = chunks_for(e.count);
+    const cuda::Chunks split = cuda::chunks_for(e.count);
     Scratch scratch = scratch_for(e.channels, split.chunks, ctx.device);
-    const dim3 grid(static_cast<unsigned>(split.chunks), grid_rows(e.channels));
+    const dim3 grid(static_cast<unsigned>(split.chunks), cuda::chunk_grid_rows(e.channels));
     cuda::with_element_type(x.dtype(), [&](auto t) {
       using T = decltype(t);
-      gradient_partial_sums<<<grid, kThreads, 0, stream>>>(
+      gradient_partial_sums<<<grid, cuda::kChunkThreads, 0, stream>>>(
           cuda::elements<T>(x), cuda::elements<T>(*io.out_grad[0]), used_mean_.data(), used_inv_std_.data(), e.channels,
           e.spatial, e.count, split, scratch.partial_a, scratch.partial_b);
     });
@@ -240,10 +197,6 @@ class BatchNormCudaLayer : public BatchNormLayer {
   }
 
  private:
-  // The grid's second dimension: a row of blocks per channel, at most 65535
-  // rows, each then taking every 65535th channel.
-  static unsigned grid_rows(int64_t channels) { return static_cast<unsigned>(std::min<int64_t>(channels, 65535)); }
-
   // Views into scratch_ for one call: two partial-sum arrays of C x chunks
   // doubles, C moments, and C floats each of the backward means.
   struct Scratch {

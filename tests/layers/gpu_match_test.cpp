@@ -257,6 +257,11 @@ const std::vector<LargeCase>& large_cases() {
       {{"batch_norm_test_many_values", "{name: bn, type: batch_norm}", {{8, 16, 112, 112}}, {}, false}},
       // More channels than a grid has rows (65535): a batch norm over a wide fc output.
       {{"batch_norm_many_channels", "{name: bn, type: batch_norm}", {{4, 70000}}}},
+      // The slopes' gradients over many chunks of values, one slope shared
+      // by all of them, and more slopes than a grid has rows.
+      {{"prelu_many_values", "{name: p, type: prelu}", {{8, 16, 112, 112}}}},
+      {{"prelu_shared_many_values", "{name: p, type: prelu, channel_shared: true}", {{8, 16, 112, 112}}}},
+      {{"prelu_many_channels", "{name: p, type: prelu}", {{4, 70000}}}},
       {{"fc_large_weights", "{name: fc6, type: fc, num_output: 4096}", {{4, 9216}}}},
       {{"fc_under_sfb", "{name: fc7, type: fc, num_output: 1000}", {{8, 4096}}}, {.weight_grad_skipped = true}},
       {{"softmax_many_values", "{name: s, type: softmax}", {{1200, 1000}}}},
