@@ -109,9 +109,10 @@ POSEIDON_VECTOR_CLONES void block_shifted_sums(const T* x, Block b, const double
 
 // Writes value(i), i in [0, n), to a row: float32 directly, bfloat16
 // through a float32 buffer on the stack that core/blob_types.h's explicit
-// AVX-512 rounding writes out, at about three times the speed GCC's
-// vectorised to_bf16 reaches. Inlined into each caller, so that the loop
-// is compiled for the caller's vector clone.
+// AVX-512 rounding writes out (GCC vectorises to_bf16 itself in 256-bit
+// registers with blends and packs, several times the instructions).
+// Inlined into each caller, so that the loop is compiled for the caller's
+// vector clone.
 template <class Value>
 __attribute__((always_inline)) inline void write_row(float* dst, int64_t n, Value value) {
 #pragma omp simd
