@@ -121,17 +121,12 @@ POSEIDON_AVX512BW void words16_to_nhwc(const uint16_t* plain, int64_t pixels, ui
   tile16_to_nhwc(plain, pixels, nhwc, channels, whole);
 }
 
-// 32 words to a plain row, or each added onto the word there in float32 and
-// the sum rounded once (as add_rounded_into_bf16 adds).
+// 32 words to a plain row, or each added onto the word there as store_row
+// adds (in float32, the sum rounded once).
 POSEIDON_AVX512BW inline void store_words(uint16_t* row, __m512i v, bool add) {
-  if (add) {
-    const __m512i old = _mm512_loadu_si512(row);
-    const __m512 low = _mm512_add_ps(from_bf16(_mm512_castsi512_si256(old)), from_bf16(_mm512_castsi512_si256(v)));
-    const __m512 high =
-        _mm512_add_ps(from_bf16(_mm512_extracti64x4_epi64(old, 1)), from_bf16(_mm512_extracti64x4_epi64(v, 1)));
-    v = _mm512_inserti64x4(_mm512_castsi256_si512(to_bf16(low)), to_bf16(high), 1);
-  }
-  _mm512_storeu_si512(row, v);
+  if (!add) return _mm512_storeu_si512(row, v);
+  store_row(row, from_bf16(_mm512_castsi512_si256(v)), 16, true);
+  store_row(row + 16, from_bf16(_mm512_extracti64x4_epi64(v, 1)), 16, true);
 }
 
 POSEIDON_AVX512BW void words16_from_nhwc(const uint16_t* nhwc, int64_t channels, uint16_t* plain, int64_t pixels,
