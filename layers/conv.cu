@@ -225,7 +225,7 @@ class ConvCudaLayer : public ConvLayer {
   // runs it with). False where it did not run: then the separate epilogue
   // runs, and from then on where cuDNN refused the shape.
   bool fused_forward(cuda::Context& gpu, const Operands& op) {
-    if (op.bf16 || !has_bias_ || !fused_forward_usable_) return false;
+    if (op.bf16 || !has_bias_ || !fused_forward_usable_ || forward_.at >= forward_.usable.size()) return false;
     const AlgoChoice<cudnnConvolutionFwdAlgo_t>& c = forward_.usable[forward_.at];
     if (!relu_fused_ && c.algo != CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM) return false;
     POSEIDON_CUDNN_CHECK(cudnnSetConvolutionMathType(conv_desc_, c.math));
@@ -236,7 +236,7 @@ class ConvCudaLayer : public ConvLayer {
         &zero, y_desc_, op.y, bias_desc_, param(1).value.data(), relu_fused_ ? relu_desc_ : identity_desc_, y_desc_,
         op.y);
     if (status == CUDNN_STATUS_SUCCESS) return true;
-    if (status != CUDNN_STATUS_NOT_SUPPORTED)
+    if (!refused(status))
       throw Error(name() + " fused forward: cuDNN error: " + cudnnGetErrorString(status) + " (algorithm " +
                   std::to_string(static_cast<int>(c.algo)) + ")");
     fused_forward_usable_ = false;  // cuDNN wrote nothing

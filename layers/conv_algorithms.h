@@ -29,6 +29,11 @@ inline int cudnn_int(int64_t v, const std::string& layer) {
   return static_cast<int>(v);
 }
 
+// Whether cuDNN refused a call, having written nothing: NOT_SUPPORTED or,
+// from cuDNN 9, one of the finer codes of its category (a shape, a layout,
+// shared memory).
+inline bool refused(cudnnStatus_t status) { return CUDNN_STATUS_CATEGORY(status) == CUDNN_STATUS_NOT_SUPPORTED; }
+
 // How the convolution multiplies: float32 with FMA math only, float32 with
 // TF32 tensor cores allowed, or bfloat16 operands on tensor cores.
 enum class ConvMath { fp32, tf32, bf16 };
@@ -114,8 +119,8 @@ auto usable_algos(const std::vector<Perf>& ranked, ConvMath conv_math, bool pref
 }
 
 // Runs `call(choice, workspace)` with the ranking's current algorithm, and
-// with the next ones while cuDNN answers NOT_SUPPORTED (it then has written
-// nothing, so the retry starts from the same buffers).
+// with the next ones while cuDNN refuses it (it then has written nothing, so
+// the retry starts from the same buffers).
 template <class Algo, class Call>
 void run_ranked(AlgoRanking<Algo>& ranking, cuda::Context& gpu, cudnnConvolutionDescriptor_t conv, Call call,
                 const std::string& what) {
@@ -123,7 +128,7 @@ void run_ranked(AlgoRanking<Algo>& ranking, cuda::Context& gpu, cudnnConvolution
     const AlgoChoice<Algo>& c = ranking.usable[ranking.at];
     POSEIDON_CUDNN_CHECK(cudnnSetConvolutionMathType(conv, c.math));
     const cudnnStatus_t status = call(c, gpu.workspace(c.workspace));
-    if (status == CUDNN_STATUS_NOT_SUPPORTED) continue;
+    if (refused(status)) continue;
     if (status != CUDNN_STATUS_SUCCESS)
       throw Error(what + ": cuDNN error: " + cudnnGetErrorString(status) + " (algorithm " +
                   std::to_string(static_cast<int>(c.algo)) + ")");

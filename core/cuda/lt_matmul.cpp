@@ -1,6 +1,9 @@
 // cuBLASLt matmuls with fused epilogues (see lt_matmul.h).
 #include "core/cuda/lt_matmul.h"
 
+#include <cstdint>
+#include <utility>
+
 #include "core/cuda/check.h"
 
 namespace poseidon::cuda {
@@ -10,6 +13,16 @@ namespace {
 template <class T>
 void set(cublasLtMatmulDesc_t desc, cublasLtMatmulDescAttributes_t attribute, const T& value) {
   POSEIDON_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc, attribute, &value, sizeof value));
+}
+
+// The largest power of two, up to 256, that divides the address: the
+// alignment the heuristic may count on for that operand (it assumes 256
+// unless told, and a parameter inside a net's flat buffer may have less).
+uint32_t alignment_of(const void* p) {
+  const auto address = reinterpret_cast<uintptr_t>(p);
+  uint32_t alignment = 256;
+  while (alignment > 1 && address % alignment != 0) alignment /= 2;
+  return alignment;
 }
 
 }  // namespace
@@ -29,9 +42,10 @@ void LtMatmul::release() {
   usable_ = false;
 }
 
-void LtMatmul::plan(const LtShape& s, void* vector) {
+void LtMatmul::plan(const LtShape& s, const Alignments& alignments, void* vector) {
   release();
   planned_ = s;
+  planned_alignments_ = alignments;
   if (!handle_) POSEIDON_CUBLAS_CHECK(cublasLtCreate(&handle_));
   const cublasComputeType_t compute = s.tf32 && !s.bf16 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
   POSEIDON_CUBLAS_CHECK(cublasLtMatmulDescCreate(&desc_, compute, CUDA_R_32F));
@@ -54,6 +68,15 @@ void LtMatmul::plan(const LtShape& s, void* vector) {
   const size_t limit = kWorkspace;
   cublasStatus_t status =
       cublasLtMatmulPreferenceSetAttribute(preference, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &limit, sizeof limit);
+  // C is D (beta 0).
+  const std::pair<cublasLtMatmulPreferenceAttributes_t, uint32_t> least_alignments[] = {
+      {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, alignments.a},
+      {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, alignments.b},
+      {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, alignments.d},
+      {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, alignments.d}};
+  for (const auto& [attribute, bytes] : least_alignments)
+    if (status == CUBLAS_STATUS_SUCCESS)
+      status = cublasLtMatmulPreferenceSetAttribute(preference, attribute, &bytes, sizeof bytes);
   cublasLtMatmulHeuristicResult_t best{};
   int found = 0;
   if (status == CUBLAS_STATUS_SUCCESS)
@@ -68,7 +91,8 @@ void LtMatmul::plan(const LtShape& s, void* vector) {
 }
 
 bool LtMatmul::run(Context& gpu, const LtShape& s, const void* a, const void* b, void* d, void* vector) {
-  if (!(s == planned_) || !desc_) plan(s, vector);
+  const Alignments alignments{alignment_of(a), alignment_of(b), alignment_of(d)};
+  if (!(s == planned_) || !(alignments == planned_alignments_) || !desc_) plan(s, alignments, vector);
   if (!usable_) return false;
   set(desc_, CUBLASLT_MATMUL_DESC_BIAS_POINTER, vector);
   const float one = 1.f, zero = 0.f;

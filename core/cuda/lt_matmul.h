@@ -10,10 +10,13 @@
 // fixed sequence). A shape cuBLASLt offers no algorithm for is refused, and
 // the caller takes its unfused path. Each matmul holds a cuBLASLt handle of
 // its own (a light context; every call names the GPU context's compute
-// stream).
+// stream). A plan is also tied to the alignments of the operands'
+// addresses, which the heuristic is told: another alignment plans again.
 #pragma once
 
 #include <cublasLt.h>
+
+#include <cstdint>
 
 #include "core/cuda/context.h"
 
@@ -45,12 +48,20 @@ class LtMatmul {
   bool run(Context& gpu, const LtShape& shape, const void* a, const void* b, void* d, void* vector);
 
  private:
-  // Describes `shape` and picks its algorithm; usable_ says whether one was found.
-  void plan(const LtShape& shape, void* vector);
+  // The alignments, in bytes, that the operands' addresses have.
+  struct Alignments {
+    uint32_t a = 0, b = 0, d = 0;
+    bool operator==(const Alignments&) const = default;
+  };
+
+  // Describes `shape` and picks its algorithm for operands with these
+  // alignments; usable_ says whether one was found.
+  void plan(const LtShape& shape, const Alignments& alignments, void* vector);
   void release();
 
   cublasLtHandle_t handle_ = nullptr;
   LtShape planned_;
+  Alignments planned_alignments_;
   bool usable_ = false;
   cublasLtMatmulDesc_t desc_ = nullptr;
   cublasLtMatrixLayout_t a_ = nullptr, b_ = nullptr, d_ = nullptr;
