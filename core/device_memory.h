@@ -79,11 +79,13 @@ void gpu_solver_update(const Device& device, const UpdateStep& step, float* valu
 // memory and one copy on the compute stream takes them to a GPU buffer
 // whose address never changes, so the launches that read it keep their
 // arguments from step to step (what a CUDA graph replays). The pinned side
-// has four slots used in turn (a step may send several times: an update per
-// all-reduced bucket): one is written again only once the copy sent from
-// it four sends before has run (in a steady state long since: like the
-// Uploader's, that wait for an earlier step's pinned copy is not counted as
-// a host wait). While a step is captured (core/step_recording.h) the copy
+// is a ring of slots used in turn (a step may send several times: an update
+// per all-reduced bucket): a slot is written again only once the copy sent
+// from it has run. Where that copy is still queued (behind the rest of
+// backward, for a bucket's update sent while backward runs) a new slot joins
+// the ring rather than the host waiting, up to 64 slots; past them the host
+// waits (like the Uploader's, a wait for an earlier pinned copy is not
+// counted as a host wait). While a step is captured (core/step_recording.h) the copy
 // is kept out of the graph and recorded instead: sent before the launch of
 // the captured step, and before each later launch `refill` first writes
 // that step's numbers into the slot (drawing, counting: the host work a
@@ -103,6 +105,8 @@ class StepUpload {
   void send(const void* data, size_t bytes, Refill refill);
   // The GPU buffer the kernels read.
   const void* target() const;
+  // The pinned slots the ring holds now (4 at first).
+  size_t slot_count() const;
 
  private:
   struct Slots;

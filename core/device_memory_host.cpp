@@ -106,6 +106,7 @@ StepUpload::~StepUpload() = default;
 void* StepUpload::next_slot() { return nullptr; }
 void StepUpload::send_slot(size_t) {}
 void StepUpload::send(const void*, size_t, Refill) {}
+size_t StepUpload::slot_count() const { return 0; }
 const void* StepUpload::target() const { return nullptr; }
 void gpu_update_table(StepUpload& upload, const UpdateSlice*, int, const float*, StepUpload::Refill) {
   require(Device::cuda(upload.device().index));

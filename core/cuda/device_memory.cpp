@@ -236,19 +236,34 @@ void gpu_solver_update(const Device& device, const UpdateStep& step, float* valu
 }
 
 struct StepUpload::Slots {
-  static constexpr int kCount = 4;
-  void* host[kCount] = {};        // pinned
-  cudaEvent_t sent[kCount] = {};  // the copy from host[i] has run
-  bool pending[kCount] = {};
+  // A ring of pinned slots, in the order they are used; it grows where the
+  // oldest slot's copy has not run yet when a send needs it, up to kMost.
+  static constexpr size_t kFirst = 4, kMost = 64;
+  struct Slot {
+    void* host = nullptr;         // pinned
+    cudaEvent_t sent = nullptr;   // the copy from host has run
+    bool pending = false;
+  };
+  std::vector<Slot> ring;
+  size_t next = 0;
   void* target = nullptr;  // GPU memory
-  int next = 0;
+
+  // Inserts a new slot of `bytes` at ring[at].
+  void add(size_t at, size_t bytes) {
+    Slot slot;
+    POSEIDON_CUDA_CHECK(cudaMallocHost(&slot.host, std::max<size_t>(1, bytes)));
+    const cudaError_t made = cudaEventCreateWithFlags(&slot.sent, cudaEventDisableTiming);
+    if (made != cudaSuccess) cudaFreeHost(slot.host);
+    POSEIDON_CUDA_CHECK(made);
+    ring.insert(ring.begin() + std::ptrdiff_t(at), slot);
+  }
   ~Slots() {
     // Destructors do not throw; a failure here was reported by earlier
     // calls. A copy still queued from a slot must run before it is freed.
-    for (int i = 0; i < kCount; ++i) {
-      if (sent[i] && pending[i]) cudaEventSynchronize(sent[i]);
-      if (sent[i]) cudaEventDestroy(sent[i]);
-      if (host[i]) cudaFreeHost(host[i]);
+    for (Slot& slot : ring) {
+      if (slot.pending) cudaEventSynchronize(slot.sent);
+      cudaEventDestroy(slot.sent);
+      cudaFreeHost(slot.host);
     }
   }
 };
@@ -257,10 +272,7 @@ StepUpload::StepUpload(const Device& device, size_t bytes)
     : device_(device), bytes_(bytes), slots_(std::make_unique<Slots>()) {
   require(device);
   cuda::Context::get(device.index);  // makes it the thread's device
-  for (int i = 0; i < Slots::kCount; ++i) {
-    POSEIDON_CUDA_CHECK(cudaMallocHost(&slots_->host[i], std::max<size_t>(1, bytes)));
-    POSEIDON_CUDA_CHECK(cudaEventCreateWithFlags(&slots_->sent[i], cudaEventDisableTiming));
-  }
+  for (size_t i = 0; i < Slots::kFirst; ++i) slots_->add(i, bytes);
   slots_->target = allocate(device, std::max<size_t>(1, bytes));
 }
 
@@ -268,21 +280,36 @@ StepUpload::~StepUpload() {
   if (slots_ && slots_->target) release(device_, slots_->target, std::max<size_t>(1, bytes_));
 }
 
+size_t StepUpload::slot_count() const { return slots_->ring.size(); }
+
 void* StepUpload::next_slot() {
-  const int i = slots_->next;
-  // The copy out of this slot four sends ago has long run.
-  if (slots_->pending[i]) POSEIDON_CUDA_CHECK(cudaEventSynchronize(slots_->sent[i]));
-  slots_->pending[i] = false;
-  return slots_->host[i];
+  Slots& s = *slots_;
+  // Sends queued behind a long stretch of the compute stream's work (the
+  // updates of buckets that finish during backward) would wait for it here:
+  // a new slot takes the send instead, and the ring keeps its order.
+  if (s.ring[s.next].pending && s.ring.size() < Slots::kMost) {
+    const cudaError_t state = cudaEventQuery(s.ring[s.next].sent);
+    if (state == cudaErrorNotReady) {
+      cudaGetLastError();  // not an error, but kept as the last one: cleared
+      s.add(s.next, bytes_);
+    } else {
+      POSEIDON_CUDA_CHECK(state);
+    }
+  }
+  Slots::Slot& slot = s.ring[s.next];
+  if (slot.pending) POSEIDON_CUDA_CHECK(cudaEventSynchronize(slot.sent));
+  slot.pending = false;
+  return slot.host;
 }
 
 void StepUpload::send_slot(size_t bytes) {
-  const int i = slots_->next;
+  Slots& s = *slots_;
+  Slots::Slot& slot = s.ring[s.next];
   cudaStream_t stream = cuda::Context::get(device_.index).compute();
-  POSEIDON_CUDA_CHECK(cudaMemcpyAsync(slots_->target, slots_->host[i], bytes, cudaMemcpyHostToDevice, stream));
-  POSEIDON_CUDA_CHECK(cudaEventRecord(slots_->sent[i], stream));
-  slots_->pending[i] = true;
-  slots_->next = (i + 1) % Slots::kCount;
+  POSEIDON_CUDA_CHECK(cudaMemcpyAsync(s.target, slot.host, bytes, cudaMemcpyHostToDevice, stream));
+  POSEIDON_CUDA_CHECK(cudaEventRecord(slot.sent, stream));
+  slot.pending = true;
+  s.next = (s.next + 1) % s.ring.size();
 }
 
 void StepUpload::send(const void* data, size_t bytes, Refill refill) {

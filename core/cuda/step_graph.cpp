@@ -44,6 +44,8 @@ std::string StepGraph::capture(const std::function<void()>& queue) {
     queue();
   } catch (const std::exception& e) {
     why = e.what();
+  } catch (...) {
+    why = "an exception of a type that is not std::exception";  // the capture still ends below
   }
   cudaGraph_t graph = nullptr;
   const cudaError_t ended = cudaStreamEndCapture(stream, &graph);

@@ -177,7 +177,7 @@ TEST(CudaSolver, UpdateAllMatchesTheCpu) {
 // reference (apply_update_table): a raised finite-guard flag leaves every
 // value and state slot as it was, bit for bit; with the flag lowered,
 // three steps whose learning rates differ, sent through the same upload
-// (both pinned slots in turn), give the host's numbers.
+// (its pinned slots in turn), give the host's numbers.
 TEST(CudaUpdateTable, FlagKeepsEverythingAndStepsMatchTheHost) {
   POSEIDON_SKIP_WITHOUT_GPU();
   const int params = 40;
@@ -237,6 +237,41 @@ TEST(CudaUpdateTable, FlagKeepsEverythingAndStepsMatchTheHost) {
       ASSERT_EQ(float_bits(back[i]), float_bits(host_value[k][i])) << k << "[" << i << "]";
     for (int64_t i = 0; i < back_state.numel(); ++i)
       ASSERT_EQ(float_bits(back_state[i]), float_bits(host_state[k][i])) << k << " state[" << i << "]";
+  }
+}
+
+// Updates sent while a long stretch of the compute stream's work is still
+// queued (as a bucket's update is sent while backward runs) take new pinned
+// slots rather than the host waiting for that work, and each launch still
+// reads its own table: twelve momentum steps give the host's numbers.
+TEST(CudaUpdateTable, SendsBehindQueuedWorkTakeNewSlots) {
+  POSEIDON_SKIP_WITHOUT_GPU();
+  const Device gpu = Device::cuda(0);
+  const int64_t n = 1000;
+  Tensor host_value({n}), host_grad({n}), host_state({n});
+  for (int64_t i = 0; i < n; ++i) host_value[i] = 0.001f * float(i), host_grad[i] = 1.f - 0.002f * float(i);
+  Tensor value = host_value.to(gpu), grad = host_grad.to(gpu), state = host_state.to(gpu);
+  Tensor busy({int64_t(1) << 26}, gpu);  // 256 MiB
+  device_memory::StepUpload upload(gpu, sizeof(UpdateSlice));
+  device_memory::synchronize(gpu);
+  // Tens of milliseconds of GPU work, queued and not waited for.
+  for (int pass = 0; pass < 128; ++pass) busy.fill(float(pass));
+  const int sends = 12;
+  for (int k = 0; k < sends; ++k) {
+    UpdateStep step;
+    step.lr = 0.01f * float(k + 1);
+    step.momentum = 0.9f;
+    std::vector<UpdateSlice> on_host, on_device;
+    add_update_slice(on_host, step, host_value.data(), host_grad.data(), host_state.data(), n);
+    add_update_slice(on_device, step, value.data(), grad.data(), state.data(), n);
+    apply_update_table(on_host.data(), 1, nullptr, 1);
+    device_memory::gpu_update_table(upload, on_device.data(), 1);
+  }
+  EXPECT_GT(upload.slot_count(), size_t(4)) << "the sends waited for the queued fills instead of taking new slots";
+  const Tensor back = value.to(Device{}), back_state = state.to(Device{});
+  for (int64_t i = 0; i < n; ++i) {
+    ASSERT_EQ(float_bits(back[i]), float_bits(host_value[i])) << i;
+    ASSERT_EQ(float_bits(back_state[i]), float_bits(host_state[i])) << "state[" << i << "]";
   }
 }
 
