@@ -38,8 +38,10 @@ void release(const Device& device, void* ptr, size_t bytes);
 void fill(const Device& device, float* ptr, size_t count, float value);
 // Copies `count` floats between any two devices, ordered on the GPU's
 // compute stream. Returns when the host may read `dst` (a copy to the host
-// waits for the stream) and change `src` (host memory is never pinned, and
-// the driver takes a pageable source in before the call returns).
+// waits for the stream) and, for a pageable `src`, change it (the driver
+// takes a pageable source in before the call returns; a pinned one, such as
+// host memory the staging streams register, is read when the stream reaches
+// the copy).
 void copy(float* dst, const Device& dst_device, const float* src, const Device& src_device, size_t count);
 // The same for `bytes` bytes of any type.
 void copy_bytes(void* dst, const Device& dst_device, const void* src, const Device& src_device, size_t bytes);

@@ -118,8 +118,9 @@ void copy_bytes(void* dst, const Device& dst_device, const void* src, const Devi
   if (!dst_device.is_cuda() || !src_device.is_cuda()) count_host_wait(gpu.index);
   POSEIDON_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, stream));
   // A copy to the host must be complete before the host reads it. A copy
-  // from (pageable) host memory has taken its source into the driver's
-  // own bounce buffer when the call returns, so the host need not wait for it.
+  // from pageable host memory has taken its source into the driver's own
+  // bounce buffer when the call returns, so the host need not wait for it
+  // (from pinned memory it has not: see the header).
   if (!dst_device.is_cuda()) POSEIDON_CUDA_CHECK(cudaStreamSynchronize(stream));
 }
 

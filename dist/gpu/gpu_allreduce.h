@@ -38,8 +38,9 @@ class GpuAllReduce {
   GpuAllReduce(const GpuAllReduce&) = delete;
   GpuAllReduce& operator=(const GpuAllReduce&) = delete;
 
-  // Starts summing the `count` floats at `gpu` over the ranks (in place) and
-  // copying the sum to `host`; every rank starts its sums in the same order.
+  // Starts summing the `count` floats at `gpu` over the ranks (in place),
+  // behind the last mark (mark_gradients_queued), and copying the sum to
+  // `host`; every rank starts its sums in the same order.
   // Returns at once a test of whether the sum has landed in `host`.
   std::function<bool()> sum_to_host(float* gpu, float* host, size_t count);
 

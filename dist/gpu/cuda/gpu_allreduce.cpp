@@ -139,6 +139,7 @@ GpuAllReduce::~GpuAllReduce() {
 std::function<bool()> GpuAllReduce::sum_to_host(float* gpu, float* host, size_t count) {
   State& s = *state_;
   POSEIDON_CUDA_CHECK(cudaSetDevice(s.device));
+  POSEIDON_CUDA_CHECK(cudaStreamWaitEvent(s.stream, s.gradients, 0));
   POSEIDON_NCCL_CHECK(ncclAllReduce(gpu, gpu, count, ncclFloat, ncclSum, s.comm, s.stream));
   POSEIDON_CUDA_CHECK(cudaMemcpyAsync(host, gpu, count * sizeof(float), cudaMemcpyDeviceToHost, s.stream));
   return s.landed_test();
