@@ -407,6 +407,13 @@ step "table"
     3) verdict="not asked (--only)" ;;
     *) verdict=FAILED ;;
   esac
+  if ! $torch_ok && { wants timing || wants compiled; }; then
+    if ! $torch; then
+      echo "PyTorch: not run (--skip-torch)"
+    else
+      echo "PyTorch: not usable here: $(tail -1 "$out/torch_probe.err" 2>/dev/null || echo "no probe") (the n/a columns)"
+    fi
+  fi
   echo "GPU tests: $verdict (see $out/*_tests.log)"
   echo "nvJPEG decode + transform, 16 JPEGs of ~500x375 to 224x224 (GPU against CPU, rate):"
   if ((tests_rc == 3)); then
