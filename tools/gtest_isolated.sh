@@ -4,9 +4,10 @@
 # its whole process down. Each test that ends the process (a signal, an
 # abort) or outlasts the time limit is named, left out, and the binary runs
 # again for the tests it had not reached. Prints one line: passed, failed,
-# skipped, and the tests that crashed or hung. Exit status 0 when every test
-# ran and none failed; 2 when none failed, crashed or hung but the deadline
-# left some not run; else 1.
+# skipped, and the tests that crashed or hung; where several failed, the
+# first ones run again alone, and those that pass alone are named. Exit
+# status 0 when every test ran and none failed; 2 when none failed, crashed
+# or hung but the deadline left some not run; else 1.
 #
 # Usage: tools/gtest_isolated.sh BINARY FILTER LOG [SECONDS_PER_RUN] [DEADLINE_EPOCH]
 #   FILTER    a --gtest_filter pattern without a negative part
@@ -68,6 +69,24 @@ printf '%-14s passed %d, failed %d, skipped %d' "$(basename "$binary")" "$passed
 ((${#lost[@]})) && printf ', crashed or hung:' && printf ' %s;' "${lost[@]}"
 echo
 result_lines FAILED | head -30
+# A fault on the GPU (an illegal address) is sticky: every later test in
+# that process fails with it. Where several failed, the first few run again
+# alone while the deadline allows, to tell a test's own failure from that.
+if ((failed > 1)); then
+  alone=()
+  mapfile -t failures < <(result_lines FAILED | sed -E 's/^\[ *FAILED *\] ([^ ,]+).*/\1/' | head -12)
+  for name in "${failures[@]}"; do
+    run_limit=$limit
+    if ((deadline > 0)); then
+      remaining=$((deadline - $(date +%s)))
+      ((remaining < run_limit)) && run_limit=$remaining
+      ((run_limit < 5)) && break
+    fi
+    echo "== $name alone" >>"$log"
+    timeout -k 10 "$run_limit" "$binary" --gtest_filter="$name" >>"$log" 2>&1 && alone+=("$name")
+  done
+  ((${#alone[@]})) && printf '  passed when run alone (failed after an earlier failure):%s\n' "$(printf ' %s' "${alone[@]}")"
+fi
 ((failed == 0 && ${#lost[@]} == 0)) && exit 0
 # Out of time is the only entry a run can end on without a crash or hang.
 ((failed == 0 && ${#lost[@]} == 1)) && $out_of_time && exit 2
