@@ -90,8 +90,8 @@ void run_on_host(const std::vector<StagingStreams::Copy>& copies) {
 
 void HostStagingSink::pin_mirror() {
   auto pin = [&](Tensor& t) { streams_->pin(elements(t), t.bytes()); };
-  // Whole: parameters are views into these, and neighbours share pages,
-  // which cudaHostRegister takes once.
+  // Whole: parameters are views into these. Neighbours share pages, which
+  // are pinned once.
   pin(mirror_.flat_values());
   pin(mirror_.flat_grads());
   for (Param* p : mirror_.params())

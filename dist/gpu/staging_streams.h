@@ -33,7 +33,8 @@ class StagingStreams {
   StagingStreams& operator=(const StagingStreams&) = delete;
 
   // Pins host memory until this object goes, so copies to and from it run
-  // asynchronously (pageable memory would make each copy wait).
+  // asynchronously (pageable memory would make each copy wait): the pages it
+  // touches that no earlier call pinned (dist/gpu/page_ranges.h).
   void pin(void* host, size_t bytes);
   // Queues `copies` (GPU to host) after everything queued on the compute
   // stream so far (a CUDA event: the gradient is ready); returns at once.

@@ -5,13 +5,16 @@
 #include "dist/gpu/staging_streams.h"
 
 #include <cuda_runtime.h>
+#include <unistd.h>
 
+#include <cstdint>
 #include <map>
 #include <mutex>
 
 #include "core/cuda/check.h"
 #include "core/cuda/context.h"
 #include "core/device_memory.h"
+#include "dist/gpu/page_ranges.h"
 
 namespace poseidon::dist {
 
@@ -24,7 +27,7 @@ struct StagingStreams::State {
   std::vector<cudaEvent_t> spare;
   std::map<Ticket, cudaEvent_t> landing;
   Ticket next = 0;
-  std::vector<void*> pinned;
+  PageRanges pinned;  // by pin(), unregistered with this object
 };
 
 namespace {
@@ -57,18 +60,21 @@ StagingStreams::~StagingStreams() {
   for (auto& [ticket, e] : state_->landing) cudaEventDestroy(e);
   cudaEventDestroy(state_->computed);
   cudaEventDestroy(state_->uploaded);
-  for (void* p : state_->pinned) cudaHostUnregister(p);
+  for (const auto& [begin, end] : state_->pinned) cudaHostUnregister(reinterpret_cast<void*>(begin));
 }
 
 void StagingStreams::pin(void* host, size_t bytes) {
   if (!host || !bytes) return;
-  const cudaError_t status = cudaHostRegister(host, bytes, cudaHostRegisterPortable);
-  if (status == cudaErrorHostMemoryAlreadyRegistered) {
-    cudaGetLastError();  // shared storage, pinned once already
-    return;
+  static const auto page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
+  for (const auto& [begin, end] : unpinned_pages(state_->pinned, reinterpret_cast<uintptr_t>(host), bytes, page)) {
+    const cudaError_t status = cudaHostRegister(reinterpret_cast<void*>(begin), end - begin, cudaHostRegisterPortable);
+    if (status == cudaErrorHostMemoryAlreadyRegistered) {
+      cudaGetLastError();  // pinned by someone else, who unpins it
+      continue;
+    }
+    POSEIDON_CUDA_CHECK(status);
+    state_->pinned.emplace(begin, end);
   }
-  POSEIDON_CUDA_CHECK(status);
-  state_->pinned.push_back(host);
 }
 
 StagingStreams::Ticket StagingStreams::download(const std::vector<Copy>& copies) {
