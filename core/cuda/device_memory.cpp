@@ -356,6 +356,7 @@ struct Readback::Slots {
   size_t count = 0;
   float* host = nullptr;            // slots x count, pinned
   std::vector<cudaEvent_t> landed;  // per slot: its last copy has reached the host
+  std::vector<bool> fetched;        // per slot: a copy was queued into it
   ~Slots() {
     // Destructors do not throw; a failure here was reported by earlier calls.
     for (cudaEvent_t e : landed)
@@ -371,6 +372,7 @@ Readback::Readback(const Device& device, int slots, size_t count) : slots_(std::
   slots_->count = count;
   POSEIDON_CUDA_CHECK(cudaMallocHost(&slots_->host, std::max<size_t>(1, slots * count) * sizeof(float)));
   slots_->landed.assign(slots, nullptr);
+  slots_->fetched.assign(slots, false);
   for (cudaEvent_t& e : slots_->landed) POSEIDON_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
 }
 
@@ -381,9 +383,11 @@ void Readback::fetch(int slot, const float* device_source) {
   POSEIDON_CUDA_CHECK(cudaMemcpyAsync(slots_->host + slot * slots_->count, device_source, slots_->count * sizeof(float),
                                       cudaMemcpyDeviceToHost, stream));
   POSEIDON_CUDA_CHECK(cudaEventRecord(slots_->landed[slot], stream));
+  slots_->fetched[slot] = true;
 }
 
 const float* Readback::read(int slot) {
+  POSEIDON_CHECK(slots_->fetched[slot]) << "slot " << slot << " of a readback is read before anything was fetched into it";
   POSEIDON_CUDA_CHECK(cudaEventSynchronize(slots_->landed[slot]));
   return slots_->host + slot * slots_->count;
 }
