@@ -7,6 +7,7 @@
 // fp32 and on the bf16 wire. Without a GPU they skip.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cmath>
 #include <functional>
 #include <random>
@@ -86,19 +87,25 @@ TEST(CudaDeviceExchange, TwoRanksMeanOnTheGpuEqualsTheHostPathBitwise) {
   }
 }
 
-// One rank: the mean is the gradient itself, so it shows whether NCCL's
-// stream waited for the fill queued on the compute stream before the mark.
+// One rank: the mean is the gradient itself. Behind tens of milliseconds
+// of work queued on the compute stream, the mean has not landed 2 ms after
+// it was started (NCCL's stream waits for the mark), and when it lands it
+// holds the fill queued last before the mark.
 TEST(CudaDeviceExchange, MeanWaitsForTheComputeStreamsGradients) {
   POSEIDON_SKIP_WITHOUT_GPU();
   const Device gpu = Device::cuda(0);
   GpuAllReduce sums(gpu, GpuAllReduce::unique_id(), 1, 0);
   constexpr int64_t kCount = int64_t(1) << 26;
-  Tensor grads({kCount}, gpu);
+  Tensor grads({kCount}, gpu), busy({kCount}, gpu);
   device_memory::synchronize(gpu);
   for (float value : {3.f, -5.f}) {
-    device_memory::fill(gpu, grads.data(), kCount, value);  // queued, not waited for
+    for (int pass = 0; pass < 256; ++pass) busy.fill(float(pass));  // 64 GiB written: queued, not waited for
+    device_memory::fill(gpu, grads.data(), kCount, value);
     sums.mark_gradients_queued();
-    wait_for(sums.mean_in_place(grads.data(), kCount));
+    const std::function<bool()> landed = sums.mean_in_place(grads.data(), kCount);
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    EXPECT_FALSE(landed()) << "the mean landed while the compute stream's work before the mark was still queued";
+    wait_for(landed);
     const Tensor back = grads.to(Device{});
     for (int64_t i = 0; i < kCount; i += 4099) ASSERT_EQ(back[i], value) << i;
     ASSERT_EQ(back[kCount - 1], value);
