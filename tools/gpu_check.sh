@@ -360,11 +360,13 @@ YAML
       fi
       sanitize_ran=$((sanitize_ran + 1))
       # 3 is a report (--error-exitcode); another status is the run itself failing.
-      case $rc in
-        0) ;;
-        3) sanitize_failed=true; echo "$tool $precision: the tool reported errors (see $log)"; tail -5 "$log" ;;
-        *) sanitize_failed=true; echo "$tool $precision: the run failed, status $rc (see $log)"; tail -5 "$log" ;;
-      esac
+      if ((rc != 0)); then
+        sanitize_failed=true
+        what="the run failed, status $rc"
+        ((rc == 3)) && what="the tool reported errors"
+        echo "$tool $precision: $what (see $log)"
+        tail -5 "$log"
+      fi
       # Replayed steps are what the check is for; say when none ran.
       grep -q "captured and replayed from here" "$log" ||
         replay_note=" (no step replayed as a CUDA graph in $(basename "$log"))"

@@ -19,16 +19,21 @@ binary=$1 filter=$2 log=$3 limit=${4:-120} deadline=${5:-0}
 : >"$log"
 left_out=() lost=()
 out_of_time=false
-while true; do
+# Sets run_limit, the longest the next run may take: the limit per run, cut
+# to the deadline. Fails where that leaves under 5 seconds.
+next_run_limit() {
   run_limit=$limit
   if ((deadline > 0)); then
-    remaining=$((deadline - $(date +%s)))
+    local remaining=$((deadline - $(date +%s)))
     ((remaining < run_limit)) && run_limit=$remaining
-    if ((run_limit < 5)); then
-      lost+=("(out of time: the rest not run)")
-      out_of_time=true
-      break
-    fi
+  fi
+  ((run_limit >= 5))
+}
+while true; do
+  if ! next_run_limit; then
+    lost+=("(out of time: the rest not run)")
+    out_of_time=true
+    break
   fi
   negative=""
   ((${#left_out[@]})) && negative="-$(IFS=:; echo "${left_out[*]}")"
@@ -76,12 +81,7 @@ if ((failed > 1)); then
   alone=()
   mapfile -t failures < <(result_lines FAILED | sed -E 's/^\[ *FAILED *\] ([^ ,]+).*/\1/' | head -12)
   for name in "${failures[@]}"; do
-    run_limit=$limit
-    if ((deadline > 0)); then
-      remaining=$((deadline - $(date +%s)))
-      ((remaining < run_limit)) && run_limit=$remaining
-      ((run_limit < 5)) && break
-    fi
+    next_run_limit || break
     echo "== $name alone" >>"$log"
     timeout -k 10 "$run_limit" "$binary" --gtest_filter="$name" >>"$log" 2>&1 && alone+=("$name")
   done
